@@ -1,0 +1,62 @@
+// Every limit the softverbs device advertises, in one place. The daemon
+// enforces them and ibv_query_device reports them: a request above a limit
+// fails, capabilities handed back are >= those asked for.
+#pragma once
+
+#include <cstdint>
+
+namespace softverbs::limits {
+
+inline constexpr const char* kDeviceName = "softverbs0";
+inline constexpr const char* kFirmwareVersion = "0.1.0";
+inline constexpr uint32_t kVendorId = 0x0;        // no IEEE OUI of our own
+inline constexpr uint32_t kVendorPartId = 0x5356;  // "SV"
+inline constexpr uint32_t kHwVersion = 1;
+
+inline constexpr uint64_t kMaxMrSize = 1ull << 36;
+inline constexpr uint64_t kPageSizeCap = 0xfffff000ull;  // 4 KiB and up
+
+inline constexpr int kMaxQp = 16384;
+inline constexpr int kMaxQpWr = 16384;
+inline constexpr int kMaxSge = 32;
+inline constexpr int kMaxSgeRd = 32;
+inline constexpr int kMaxCq = 16384;
+inline constexpr int kMaxCqe = 65535;
+inline constexpr int kMaxMr = 65536;
+inline constexpr int kMaxPd = 16384;
+inline constexpr int kMaxQpRdAtom = 128;      // max_rd_atomic (initiator depth)
+inline constexpr int kMaxQpInitRdAtom = 128;  // max_dest_rd_atomic (responder depth)
+inline constexpr int kMaxResRdAtom = kMaxQp * kMaxQpRdAtom;
+inline constexpr int kMaxMcastGrp = 8192;
+inline constexpr int kMaxMcastQpAttach = 56;
+inline constexpr int kMaxTotalMcastQpAttach = kMaxMcastGrp * kMaxMcastQpAttach;
+inline constexpr int kMaxAh = 65536;
+inline constexpr int kMaxSrq = 16384;
+inline constexpr int kMaxSrqWr = 16384;
+inline constexpr int kMaxSrqSge = 32;
+inline constexpr int kMaxXrcd = 1024;
+inline constexpr uint16_t kMaxPkeys = 1;  // one P_Key: the default 0xffff
+inline constexpr uint16_t kDefaultPkey = 0xffff;
+inline constexpr uint8_t kLocalCaAckDelay = 15;
+inline constexpr uint32_t kMaxInlineData = 256;
+inline constexpr int kNumCompVectors = 1;
+inline constexpr int kPhysPortCount = 1;
+
+// Port attributes that do not depend on the host (rxe's values).
+inline constexpr int kGidTableLength = 16;
+inline constexpr uint32_t kMaxMsgSize = 1u << 31;
+inline constexpr uint8_t kActiveWidth = 2;  // IBV_WIDTH_4X
+inline constexpr uint8_t kActiveSpeed = 1;  // SDR
+inline constexpr uint8_t kPhysStateLinkUp = 5;
+
+// Number spaces. QP numbers 0 and 1 are the special QPs of IB and never
+// handed out; ranges are disjoint so a number's kind is visible in traces.
+inline constexpr uint32_t kFirstQpn = 0x000011;
+inline constexpr uint32_t kFirstCqn = 0x000001;
+inline constexpr uint32_t kFirstSrqn = 0x000001;
+inline constexpr uint32_t kMaxQpn = 0xffffff;
+
+// QP numbers 0xffffff is the multicast QPN of IB.
+inline constexpr uint32_t kMulticastQpn = 0xffffff;
+
+}  // namespace softverbs::limits

@@ -1,0 +1,214 @@
+#include "daemon/device.h"
+
+#include <errno.h>
+
+#include "common/device_limits.h"
+
+namespace softverbs::daemon {
+
+namespace lim = softverbs::limits;
+
+namespace {
+
+// The port's active MTU follows the interface's MTU as in rxe: the largest IB
+// MTU that fits in it after the RoCE headers.
+ibv_mtu MtuForInterface(uint32_t bytes) {
+  if (bytes >= 4096 + 128) return IBV_MTU_4096;
+  if (bytes >= 2048 + 128) return IBV_MTU_2048;
+  if (bytes >= 1024 + 128) return IBV_MTU_1024;
+  if (bytes >= 512 + 128) return IBV_MTU_512;
+  return IBV_MTU_256;
+}
+
+// Access bits a memory region may carry (the kernel's IB_ACCESS_SUPPORTED).
+constexpr uint32_t kSupportedMrAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+    IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |
+    IBV_ACCESS_OPTIONAL_RANGE;
+
+Verdict CheckMrAccess(uint32_t access) {
+  if (access & ~kSupportedMrAccess) {
+    return Verdict::Fail(EINVAL, "access flags 0x" + std::to_string(access) +
+                                     " contain bits no MR may carry");
+  }
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE)) {
+    return Verdict::Fail(EINVAL,
+                         "IBV_ACCESS_REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE");
+  }
+  if (access & IBV_ACCESS_ON_DEMAND) {
+    return Verdict::Fail(EOPNOTSUPP, "on-demand paging (IBV_ACCESS_ON_DEMAND) is not supported");
+  }
+  return Verdict::Ok();
+}
+
+Verdict CheckMrRange(uint64_t addr, uint64_t length) {
+  if (length == 0) return Verdict::Fail(EINVAL, "MR length is 0");
+  if (length > lim::kMaxMrSize) {
+    return Verdict::Fail(EINVAL, "MR length " + std::to_string(length) +
+                                     " is above max_mr_size " + std::to_string(lim::kMaxMrSize));
+  }
+  if (addr + length < addr) return Verdict::Fail(EINVAL, "MR range wraps around");
+  return Verdict::Ok();
+}
+
+}  // namespace
+
+Device::Device()
+    : gids_(BuildGidTable()),
+      active_mtu_(MtuForInterface(gids_.mtu)),
+      next_cqn_(lim::kFirstCqn),
+      next_srqn_(lim::kFirstSrqn),
+      next_qpn_(lim::kFirstQpn) {}
+
+void Device::AddClient(const ClientInfo& info) { clients_[info.id] = info; }
+
+void Device::PostEvent(ClientId c, ibv_event_type type, protocol::EventElement element, Handle h,
+                       uint32_t number) {
+  if (!event_sink_) return;
+  protocol::AsyncEventRecord rec{static_cast<uint32_t>(type), static_cast<uint32_t>(element), h,
+                                 number};
+  event_sink_(c, rec);
+}
+
+// ---- protection domains ----------------------------------------------------
+
+Verdict Device::AllocPd(ClientId c, protocol::AllocPdReply* out) {
+  if (pds_.size() >= static_cast<size_t>(lim::kMaxPd)) {
+    return Verdict::Fail(ENOMEM, "device limit max_pd reached");
+  }
+  Pd pd{NextHandle(), c, next_pdn_++};
+  pds_[pd.handle] = pd;
+  *out = {pd.handle, pd.pdn};
+  return Verdict::Ok();
+}
+
+Verdict Device::DeallocPd(ClientId c, Handle h) {
+  Pd* pd = FindOwned(pds_, c, h);
+  if (!pd) return Verdict::Fail(EINVAL, "no such PD in this context");
+  if (pd->users > 0) {
+    return Verdict::Fail(EBUSY, "PD is still used by " + std::to_string(pd->users) +
+                                    " MR/QP/SRQ/AH object(s)");
+  }
+  pds_.erase(h);
+  return Verdict::Ok();
+}
+
+// ---- memory regions ----------------------------------------------------------
+
+Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::RegMrReply* out) {
+  Pd* pd = FindOwned(pds_, c, req.pd);
+  if (!pd) return Verdict::Fail(EINVAL, "reg_mr: no such PD in this context");
+  if (Verdict v = CheckMrRange(req.addr, req.length); !v.ok()) return v;
+  if (Verdict v = CheckMrAccess(req.access); !v.ok()) return v;
+  if (mrs_.size() >= static_cast<size_t>(lim::kMaxMr)) {
+    return Verdict::Fail(ENOMEM, "device limit max_mr reached");
+  }
+  // Keys: bits 8..30 the MR index, bit 31 set in the rkey only, low byte a
+  // generation. lkey and rkey are distinct so a local key never works remotely.
+  uint32_t index = next_mr_index_++ & 0x7fffff;
+  uint32_t key = (index << 8) | (index & 0xff);
+  Mr mr{NextHandle(), c, req.pd, req.addr, req.length, req.iova, req.access, key,
+        key | 0x80000000u};
+  mrs_[mr.handle] = mr;
+  pd->users++;
+  *out = {mr.handle, mr.lkey, mr.rkey, 0};
+  return Verdict::Ok();
+}
+
+Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
+                        protocol::RegMrReply* out) {
+  Mr* mr = FindOwned(mrs_, c, req.mr);
+  if (!mr) return Verdict::Fail(EINVAL, "rereg_mr: no such MR in this context");
+  constexpr uint32_t kKnown =
+      IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+  if (req.flags == 0 || (req.flags & ~kKnown)) {
+    return Verdict::Fail(EINVAL, "rereg_mr: flags must be a non-empty set of IBV_REREG_MR_CHANGE_*");
+  }
+  Pd* new_pd = nullptr;
+  if (req.flags & IBV_REREG_MR_CHANGE_PD) {
+    new_pd = FindOwned(pds_, c, req.pd);
+    if (!new_pd) return Verdict::Fail(EINVAL, "rereg_mr: no such PD in this context");
+  }
+  if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    if (Verdict v = CheckMrRange(req.addr, req.length); !v.ok()) return v;
+  }
+  if (req.flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    if (Verdict v = CheckMrAccess(req.access); !v.ok()) return v;
+  }
+  // Apply.
+  if (new_pd) {
+    pds_[mr->pd].users--;
+    new_pd->users++;
+    mr->pd = new_pd->handle;
+  }
+  if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    mr->addr = req.addr;
+    mr->iova = req.addr;
+    mr->length = req.length;
+  }
+  if (req.flags & IBV_REREG_MR_CHANGE_ACCESS) mr->access = req.access;
+  // New keys, as hardware issues: the old rkey must stop working.
+  uint32_t gen = ((mr->lkey & 0xff) + 1) & 0xff;
+  mr->lkey = (mr->lkey & ~0xffu) | gen;
+  mr->rkey = mr->lkey | 0x80000000u;
+  *out = {mr->handle, mr->lkey, mr->rkey, 0};
+  return Verdict::Ok();
+}
+
+Verdict Device::DeregMr(ClientId c, Handle h) {
+  Mr* mr = FindOwned(mrs_, c, h);
+  if (!mr) return Verdict::Fail(EINVAL, "dereg_mr: no such MR in this context");
+  pds_[mr->pd].users--;
+  mrs_.erase(h);
+  return Verdict::Ok();
+}
+
+// ---- completion queues --------------------------------------------------------
+
+Verdict Device::CreateCq(ClientId c, const protocol::CreateCqRequest& req,
+                         protocol::CreateCqReply* out) {
+  if (req.cqe < 1 || req.cqe > static_cast<uint32_t>(lim::kMaxCqe)) {
+    return Verdict::Fail(EINVAL, "cqe " + std::to_string(req.cqe) + " is outside 1.." +
+                                     std::to_string(lim::kMaxCqe));
+  }
+  if (req.comp_vector >= static_cast<uint32_t>(lim::kNumCompVectors)) {
+    return Verdict::Fail(EINVAL, "comp_vector " + std::to_string(req.comp_vector) +
+                                     " is not below num_comp_vectors " +
+                                     std::to_string(lim::kNumCompVectors));
+  }
+  if (cqs_.size() >= static_cast<size_t>(lim::kMaxCq)) {
+    return Verdict::Fail(ENOMEM, "device limit max_cq reached");
+  }
+  Cq cq{NextHandle(), c, next_cqn_++, req.cqe, req.comp_vector};
+  cqs_[cq.handle] = cq;
+  *out = {cq.handle, cq.cqn, cq.cqe, 0};
+  return Verdict::Ok();
+}
+
+Verdict Device::ResizeCq(ClientId c, const protocol::ResizeCqRequest& req,
+                         protocol::ResizeCqReply* out) {
+  Cq* cq = FindOwned(cqs_, c, req.handle);
+  if (!cq) return Verdict::Fail(EINVAL, "resize_cq: no such CQ in this context");
+  if (req.cqe < 1 || req.cqe > static_cast<uint32_t>(lim::kMaxCqe)) {
+    return Verdict::Fail(EINVAL, "cqe " + std::to_string(req.cqe) + " is outside 1.." +
+                                     std::to_string(lim::kMaxCqe));
+  }
+  cq->cqe = req.cqe;
+  *out = {cq->cqe, 0};
+  return Verdict::Ok();
+}
+
+Verdict Device::DestroyCq(ClientId c, Handle h) {
+  Cq* cq = FindOwned(cqs_, c, h);
+  if (!cq) return Verdict::Fail(EINVAL, "destroy_cq: no such CQ in this context");
+  if (cq->users > 0) {
+    return Verdict::Fail(EBUSY, "CQ is still used by " + std::to_string(cq->users) +
+                                    " QP/SRQ object(s)");
+  }
+  cqs_.erase(h);
+  return Verdict::Ok();
+}
+
+}  // namespace softverbs::daemon

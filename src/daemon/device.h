@@ -1,0 +1,119 @@
+// The softverbs device as its daemon sees it: object tables, number spaces,
+// the rules each control verb checks, and cleanup when a client goes away.
+// Every mutating operation is check -> apply -> report: all checks run before
+// the first change, so a rejected request changes nothing.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "common/gid_table.h"
+#include "daemon/objects.h"
+#include "daemon/verdict.h"
+#include "protocol/messages.h"
+
+namespace softverbs::daemon {
+
+struct ClientInfo {
+  ClientId id;
+  pid_t pid;
+  uid_t uid;
+  std::string command;  // /proc/<pid>/comm at connect time
+};
+
+class Device {
+ public:
+  using EventSink = std::function<void(ClientId, const protocol::AsyncEventRecord&)>;
+
+  Device();
+
+  void set_event_sink(EventSink sink) { event_sink_ = std::move(sink); }
+  const GidTable& gids() const { return gids_; }
+  ibv_mtu active_mtu() const { return active_mtu_; }
+
+  void AddClient(const ClientInfo& info);
+  // Releases everything the client owned, as the kernel does for a process
+  // that exits or is killed.
+  void RemoveClient(ClientId client);
+  size_t client_count() const { return clients_.size(); }
+
+  // Protection domains and memory regions.
+  Verdict AllocPd(ClientId c, protocol::AllocPdReply* out);
+  Verdict DeallocPd(ClientId c, Handle pd);
+  Verdict RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::RegMrReply* out);
+  Verdict ReregMr(ClientId c, const protocol::ReregMrRequest& req, protocol::RegMrReply* out);
+  Verdict DeregMr(ClientId c, Handle mr);
+
+  // Completion queues.
+  Verdict CreateCq(ClientId c, const protocol::CreateCqRequest& req, protocol::CreateCqReply* out);
+  Verdict ResizeCq(ClientId c, const protocol::ResizeCqRequest& req, protocol::ResizeCqReply* out);
+  Verdict DestroyCq(ClientId c, Handle cq);
+
+  // Shared receive queues.
+  Verdict CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
+                    protocol::CreateSrqReply* out);
+  Verdict ModifySrq(ClientId c, const protocol::ModifySrqRequest& req);
+  Verdict QuerySrq(ClientId c, Handle srq, protocol::QuerySrqReply* out);
+  Verdict DestroySrq(ClientId c, Handle srq);
+
+  // Queue pairs.
+  Verdict CreateQp(ClientId c, const protocol::CreateQpRequest& req, protocol::CreateQpReply* out);
+  Verdict ModifyQp(ClientId c, const protocol::ModifyQpRequest& req);
+  Verdict QueryQp(ClientId c, Handle qp, protocol::QueryQpReply* out);
+  Verdict DestroyQp(ClientId c, Handle qp);
+  Verdict OpenQp(ClientId c, const protocol::OpenQpRequest& req, protocol::OpenQpReply* out);
+
+  // Address handles and multicast.
+  Verdict CreateAh(ClientId c, const protocol::CreateAhRequest& req, protocol::CreateAhReply* out);
+  Verdict DestroyAh(ClientId c, Handle ah);
+  Verdict AttachMcast(ClientId c, const protocol::McastRequest& req);
+  Verdict DetachMcast(ClientId c, const protocol::McastRequest& req);
+
+  // XRC domains (the fd's inode names a shared domain; fd < 0: private).
+  Verdict OpenXrcd(ClientId c, int fd, uint32_t oflags, protocol::OpenXrcdReply* out);
+  Verdict CloseXrcd(ClientId c, Handle xrcd);
+
+  // `softverbs status --json`.
+  std::string StatusJson() const;
+
+ private:
+  Handle NextHandle() { return next_handle_++; }
+  Verdict CheckAhAttr(const ibv_ah_attr& attr, const char* what) const;
+  void PostEvent(ClientId c, ibv_event_type type, protocol::EventElement element, Handle h,
+                 uint32_t number);
+  void DestroyQpObject(uint32_t qpn);
+  void DropQpHandle(Handle h);
+  void ReleaseXrcdUse(Handle xrcd_id);
+  void FreeXrcdIfUnused(Handle xrcd_id);
+
+  template <typename Table>
+  auto* FindOwned(Table& table, ClientId c, Handle h) {
+    auto it = table.find(h);
+    return (it != table.end() && it->second.owner == c) ? &it->second : nullptr;
+  }
+
+  EventSink event_sink_;
+  GidTable gids_;
+  ibv_mtu active_mtu_;
+  Handle next_handle_ = 1;
+  uint32_t next_pdn_ = 1;
+  uint32_t next_mr_index_ = 1;
+  uint32_t next_cqn_;
+  uint32_t next_srqn_;
+  uint32_t next_qpn_;
+
+  std::map<ClientId, ClientInfo> clients_;
+  std::map<Handle, Pd> pds_;
+  std::map<Handle, Mr> mrs_;
+  std::map<Handle, Cq> cqs_;
+  std::map<Handle, Srq> srqs_;
+  std::map<uint32_t, Qp> qps_;  // by QP number
+  std::map<Handle, QpHandle> qp_handles_;
+  std::map<Handle, Ah> ahs_;
+  std::map<Handle, Xrcd> xrcds_;
+  std::map<Handle, XrcdHandle> xrcd_handles_;
+};
+
+}  // namespace softverbs::daemon

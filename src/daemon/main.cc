@@ -1,0 +1,51 @@
+// softverbsd: the per-user softverbs device daemon. The libraries start it on
+// demand; it exits when no client has been connected for --idle-timeout
+// seconds or on `softverbs daemon stop`.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include "common/runtime_dir.h"
+#include "daemon/server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"softverbsd - the softverbs device daemon"};
+  std::string runtime_dir = softverbs::RuntimeDirPath();
+  int idle_timeout = 30;
+  app.add_option("--runtime-dir", runtime_dir, "per-user runtime directory (mode 0700)");
+  app.add_option("--idle-timeout", idle_timeout, "exit after this many seconds without clients (0: never)");
+  CLI11_PARSE(app, argc, argv);
+
+  std::string why;
+  if (int err = softverbs::EnsureRuntimeDir(runtime_dir, &why)) {
+    fprintf(stderr, "softverbsd: %s: %s\n", why.c_str(), strerror(err));
+    return 1;
+  }
+  // One daemon per runtime directory: the lock decides who serves.
+  int lock_fd = open(softverbs::DaemonLockPath(runtime_dir).c_str(),
+                     O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return 0;  // another daemon already serves this directory
+    fprintf(stderr, "softverbsd: cannot lock %s: %s\n", runtime_dir.c_str(), strerror(errno));
+    return 1;
+  }
+  signal(SIGPIPE, SIG_IGN);
+
+  softverbs::daemon::ServerOptions options;
+  options.runtime_dir = runtime_dir;
+  options.idle_timeout = std::chrono::seconds(idle_timeout);
+  softverbs::daemon::Server server(options);
+  if (int err = server.Listen()) {
+    fprintf(stderr, "softverbsd: cannot listen in %s: %s\n", runtime_dir.c_str(), strerror(err));
+    return 1;
+  }
+  // SIGTERM/SIGINT end the loop through the default action; the socket file
+  // left behind is unlinked by the next daemon before it binds.
+  return server.Run();
+}

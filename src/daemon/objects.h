@@ -1,0 +1,113 @@
+// The device's objects as the daemon (the "kernel" of the softverbs device)
+// keeps them. Every object records the client (context connection) that owns
+// it, so that a client's death releases exactly what it owned.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "protocol/messages.h"
+
+namespace softverbs::daemon {
+
+using protocol::Handle;
+using ClientId = uint32_t;
+
+struct Pd {
+  Handle handle;
+  ClientId owner;
+  uint32_t pdn;
+  int users = 0;  // MRs, QPs, SRQs, AHs that name this PD
+};
+
+struct Mr {
+  Handle handle;
+  ClientId owner;
+  Handle pd;
+  uint64_t addr;
+  uint64_t length;
+  uint64_t iova;
+  uint32_t access;
+  uint32_t lkey;
+  uint32_t rkey;
+};
+
+struct Cq {
+  Handle handle;
+  ClientId owner;
+  uint32_t cqn;
+  uint32_t cqe;
+  uint32_t comp_vector;
+  int users = 0;  // QPs and XRC SRQs completing on this CQ
+};
+
+struct Srq {
+  Handle handle;
+  ClientId owner;
+  uint32_t srqn;
+  Handle pd;
+  ibv_srq_type type;
+  Handle xrcd;  // 0 unless XRC
+  Handle cq;    // 0 unless XRC
+  uint32_t max_wr;
+  uint32_t max_sge;
+  uint32_t srq_limit;
+  int users = 0;  // QPs attached
+};
+
+// A QP is reached through handles: one for its creator and, for XRC receive
+// QPs, one more per ibv_open_qp. The QP lives until its last handle goes.
+struct Qp {
+  uint32_t qpn;
+  ClientId creator;
+  ibv_qp_type type;
+  Handle pd;
+  Handle send_cq;
+  Handle recv_cq;
+  Handle srq;
+  Handle xrcd;
+  ibv_qp_cap cap;
+  uint32_t sq_sig_all;
+  uint32_t create_flags;
+  ibv_qp_state state = IBV_QPS_RESET;
+  ibv_qp_attr attr{};        // every attribute that was set, as last set
+  uint32_t attr_set_mask = 0;
+  std::set<std::vector<uint8_t>> mcast_groups;  // gid bytes (UD only)
+  std::vector<Handle> handles;
+};
+
+struct QpHandle {
+  Handle handle;
+  ClientId owner;
+  uint32_t qpn;
+};
+
+struct Ah {
+  Handle handle;
+  ClientId owner;
+  Handle pd;
+  ibv_ah_attr attr;
+};
+
+// An XRC domain, shared by every process that opens the same inode.
+struct Xrcd {
+  Handle id;  // internal id; each opener gets its own handle
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool bound_to_inode = false;
+  int opens = 0;  // open handles
+  int users = 0;  // SRQs and QPs that hold the domain
+};
+
+struct XrcdHandle {
+  Handle handle;
+  ClientId owner;
+  Handle xrcd;
+};
+
+}  // namespace softverbs::daemon

@@ -1,0 +1,200 @@
+// Create, open, query and destroy of QPs. Modify lives in qp_modify.cc.
+#include <errno.h>
+
+#include "common/device_limits.h"
+#include "daemon/device.h"
+
+namespace softverbs::daemon {
+
+namespace lim = softverbs::limits;
+
+namespace {
+
+// Create flags that exist in rdma-core's enum ibv_qp_create_flags.
+constexpr uint32_t kKnownCreateFlags =
+    IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS |
+    IBV_QP_CREATE_CVLAN_STRIPPING | IBV_QP_CREATE_SOURCE_QPN |
+    IBV_QP_CREATE_PCI_WRITE_END_PADDING;
+// ... and those softverbs honours.
+constexpr uint32_t kSupportedCreateFlags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
+
+bool IsSupportedType(uint32_t type) {
+  switch (type) {
+    case IBV_QPT_RC:
+    case IBV_QPT_UC:
+    case IBV_QPT_UD:
+    case IBV_QPT_XRC_SEND:
+    case IBV_QPT_XRC_RECV:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Verdict CheckCap(const char* what, uint32_t value, int limit) {
+  if (value > static_cast<uint32_t>(limit)) {
+    return Verdict::Fail(EINVAL, std::string(what) + " " + std::to_string(value) +
+                                     " is above the device limit " + std::to_string(limit));
+  }
+  return Verdict::Ok();
+}
+
+}  // namespace
+
+Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
+                         protocol::CreateQpReply* out) {
+  // Check.
+  if (!IsSupportedType(req.qp_type)) {
+    return Verdict::Fail(EOPNOTSUPP,
+                         "QP type " + std::to_string(req.qp_type) + " is not supported by softverbs");
+  }
+  const auto type = static_cast<ibv_qp_type>(req.qp_type);
+  if (req.create_flags & ~kKnownCreateFlags) {
+    return Verdict::Fail(EINVAL, "unknown create_flags bits");
+  }
+  if (req.create_flags & ~kSupportedCreateFlags) {
+    return Verdict::Fail(EOPNOTSUPP, "create_flags other than BLOCK_SELF_MCAST_LB are not supported");
+  }
+  const bool is_tgt = type == IBV_QPT_XRC_RECV;
+  const bool is_ini = type == IBV_QPT_XRC_SEND;
+  Pd* pd = nullptr;
+  XrcdHandle* xh = nullptr;
+  if (is_tgt) {
+    xh = FindOwned(xrcd_handles_, c, req.xrcd);
+    if (!xh) return Verdict::Fail(EINVAL, "XRC_RECV QP needs an XRC domain of this context");
+  } else {
+    pd = FindOwned(pds_, c, req.pd);
+    if (!pd) return Verdict::Fail(EINVAL, "create_qp: no such PD in this context");
+  }
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  if (!is_tgt) {
+    send_cq = FindOwned(cqs_, c, req.send_cq);
+    if (!send_cq) return Verdict::Fail(EINVAL, "create_qp: send_cq is not a CQ of this context");
+    if (!is_ini) {
+      recv_cq = FindOwned(cqs_, c, req.recv_cq);
+      if (!recv_cq) return Verdict::Fail(EINVAL, "create_qp: recv_cq is not a CQ of this context");
+    }
+  }
+  if (req.srq && !is_tgt && !is_ini) {
+    srq = FindOwned(srqs_, c, req.srq);
+    if (!srq) return Verdict::Fail(EINVAL, "create_qp: srq is not an SRQ of this context");
+    if (srq->type != IBV_SRQT_BASIC) {
+      return Verdict::Fail(EINVAL, "create_qp: only a basic SRQ can back an RC/UC/UD QP");
+    }
+  }
+  ibv_qp_cap cap = req.cap;
+  if (is_tgt) cap = {};
+  if (is_ini || srq) cap.max_recv_wr = cap.max_recv_sge = 0;
+  for (Verdict v : {CheckCap("max_send_wr", cap.max_send_wr, lim::kMaxQpWr),
+                    CheckCap("max_recv_wr", cap.max_recv_wr, lim::kMaxQpWr),
+                    CheckCap("max_send_sge", cap.max_send_sge, lim::kMaxSge),
+                    CheckCap("max_recv_sge", cap.max_recv_sge, lim::kMaxSge),
+                    CheckCap("max_inline_data", cap.max_inline_data, lim::kMaxInlineData)}) {
+    if (!v.ok()) return v;
+  }
+  if (qps_.size() >= static_cast<size_t>(lim::kMaxQp)) {
+    return Verdict::Fail(ENOMEM, "device limit max_qp reached");
+  }
+  // Apply: a QP number unique on the device, never 0 or 1.
+  uint32_t qpn = next_qpn_;
+  while (qps_.count(qpn) || qpn < lim::kFirstQpn || qpn >= lim::kMaxQpn) {
+    qpn = (qpn + 1 >= lim::kMaxQpn) ? lim::kFirstQpn : qpn + 1;
+  }
+  next_qpn_ = qpn + 1;
+  Qp qp{};
+  qp.qpn = qpn;
+  qp.creator = c;
+  qp.type = type;
+  qp.pd = pd ? pd->handle : 0;
+  qp.send_cq = send_cq ? send_cq->handle : 0;
+  qp.recv_cq = recv_cq ? recv_cq->handle : 0;
+  qp.srq = srq ? srq->handle : 0;
+  qp.xrcd = xh ? xh->xrcd : 0;
+  qp.cap = cap;
+  qp.sq_sig_all = req.sq_sig_all ? 1 : 0;
+  qp.create_flags = req.create_flags;
+  if (pd) pd->users++;
+  if (send_cq) send_cq->users++;
+  if (recv_cq) recv_cq->users++;
+  if (srq) srq->users++;
+  if (xh) xrcds_[xh->xrcd].users++;
+  Handle h = NextHandle();
+  qp.handles.push_back(h);
+  qps_[qpn] = qp;
+  qp_handles_[h] = {h, c, qpn};
+  *out = {h, qpn, cap, 0};
+  return Verdict::Ok();
+}
+
+Verdict Device::OpenQp(ClientId c, const protocol::OpenQpRequest& req,
+                       protocol::OpenQpReply* out) {
+  XrcdHandle* xh = FindOwned(xrcd_handles_, c, req.xrcd);
+  if (!xh) return Verdict::Fail(EINVAL, "open_qp: no such XRC domain in this context");
+  if (req.qp_type != IBV_QPT_XRC_RECV) {
+    return Verdict::Fail(EINVAL, "open_qp: only XRC_RECV QPs can be opened");
+  }
+  auto it = qps_.find(req.qpn);
+  if (it == qps_.end() || it->second.type != IBV_QPT_XRC_RECV || it->second.xrcd != xh->xrcd) {
+    return Verdict::Fail(EINVAL, "open_qp: QP number " + std::to_string(req.qpn) +
+                                     " is not an XRC receive QP of this domain");
+  }
+  Handle h = NextHandle();
+  it->second.handles.push_back(h);
+  qp_handles_[h] = {h, c, req.qpn};
+  *out = {h, req.qpn, static_cast<uint32_t>(it->second.state), 0};
+  return Verdict::Ok();
+}
+
+Verdict Device::QueryQp(ClientId c, Handle h, protocol::QueryQpReply* out) {
+  QpHandle* qh = FindOwned(qp_handles_, c, h);
+  if (!qh) return Verdict::Fail(EINVAL, "query_qp: no such QP in this context");
+  const Qp& qp = qps_.at(qh->qpn);
+  *out = {};
+  out->attr = qp.attr;
+  out->attr.qp_state = qp.state;
+  out->attr.cur_qp_state = qp.state;
+  out->attr.cap = qp.cap;
+  out->attr.sq_draining = 0;
+  out->init_cap = qp.cap;
+  out->sq_sig_all = qp.sq_sig_all;
+  out->qp_type = qp.type;
+  return Verdict::Ok();
+}
+
+Verdict Device::DestroyQp(ClientId c, Handle h) {
+  QpHandle* qh = FindOwned(qp_handles_, c, h);
+  if (!qh) return Verdict::Fail(EINVAL, "destroy_qp: no such QP in this context");
+  Qp& qp = qps_.at(qh->qpn);
+  if (!qp.mcast_groups.empty()) {
+    return Verdict::Fail(EBUSY, "QP is still attached to " +
+                                    std::to_string(qp.mcast_groups.size()) +
+                                    " multicast group(s); detach first");
+  }
+  DropQpHandle(h);
+  return Verdict::Ok();
+}
+
+void Device::DropQpHandle(Handle h) {
+  auto hit = qp_handles_.find(h);
+  if (hit == qp_handles_.end()) return;
+  uint32_t qpn = hit->second.qpn;
+  qp_handles_.erase(hit);
+  Qp& qp = qps_.at(qpn);
+  std::erase(qp.handles, h);
+  if (qp.handles.empty()) DestroyQpObject(qpn);
+}
+
+void Device::DestroyQpObject(uint32_t qpn) {
+  Qp& qp = qps_.at(qpn);
+  if (qp.pd) pds_[qp.pd].users--;
+  if (qp.send_cq) cqs_[qp.send_cq].users--;
+  if (qp.recv_cq) cqs_[qp.recv_cq].users--;
+  if (qp.srq) srqs_[qp.srq].users--;
+  Handle xrcd = qp.xrcd;
+  qps_.erase(qpn);
+  if (xrcd) ReleaseXrcdUse(xrcd);
+}
+
+}  // namespace softverbs::daemon

@@ -1,0 +1,349 @@
+#include "daemon/server.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+
+#include "common/log.h"
+#include "common/runtime_dir.h"
+#include "common/unix_socket.h"
+
+namespace softverbs::daemon {
+
+using protocol::Op;
+
+Server::Server(ServerOptions options) : options_(std::move(options)) {
+  device_.set_event_sink(
+      [this](ClientId c, const protocol::AsyncEventRecord& rec) { PushEvent(c, rec); });
+}
+
+Server::~Server() {
+  for (auto& [fd, conn] : connections_) close(fd);
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+int Server::Listen() {
+  listen_fd_ = ListenSeqpacket(DaemonSocketPath(options_.runtime_dir));
+  if (listen_fd_ < 0) return -listen_fd_;
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  return 0;
+}
+
+int Server::Run() {
+  using Clock = std::chrono::steady_clock;
+  auto idle_since = Clock::now();
+  while (!stopping_) {
+    epoll_event events[32];
+    int n = epoll_wait(epoll_fd_, events, 32, 1000);
+    if (n < 0 && errno != EINTR) return 1;
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd == listen_fd_) {
+        Accept();
+      } else {
+        HandleReadable(events[i].data.fd);
+      }
+    }
+    if (!connections_.empty()) {
+      idle_since = Clock::now();
+    } else if (options_.idle_timeout.count() > 0 &&
+               Clock::now() - idle_since >= options_.idle_timeout) {
+      break;
+    }
+  }
+  unlink(DaemonSocketPath(options_.runtime_dir).c_str());
+  return 0;
+}
+
+void Server::Accept() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    PeerCredentials creds;
+    // One user's processes never reach another user's device, whatever the
+    // directory permissions say.
+    if (GetPeerCredentials(fd, &creds) != 0 || creds.uid != getuid()) {
+      close(fd);
+      continue;
+    }
+    int sndbuf = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    Connection conn;
+    conn.fd = fd;
+    connections_[fd] = conn;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+}
+
+void Server::Close(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection conn = it->second;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  connections_.erase(it);
+  if (conn.role == protocol::Role::kContext && conn.greeted) {
+    device_.RemoveClient(conn.client);
+    if (auto ev = event_fds_.find(conn.client); ev != event_fds_.end()) {
+      // The event connection belongs to the same context; it ends with it.
+      int efd = ev->second;
+      event_fds_.erase(ev);
+      Close(efd);
+    }
+  } else if (conn.role == protocol::Role::kEvents) {
+    if (auto ev = event_fds_.find(conn.client); ev != event_fds_.end() && ev->second == fd) {
+      event_fds_.erase(ev);
+    }
+  }
+}
+
+void Server::HandleReadable(int fd) {
+  static thread_local std::vector<uint8_t> buf(protocol::kMaxMessageSize);
+  std::vector<int> fds;
+  ssize_t n = ReceiveMessage(fd, buf.data(), buf.size(), &fds);
+  if (n <= 0) {
+    for (int f : fds) close(f);
+    Close(fd);
+    return;
+  }
+  auto it = connections_.find(fd);
+  if (static_cast<size_t>(n) < sizeof(protocol::RequestHeader)) {
+    Close(fd);
+    return;
+  }
+  protocol::RequestHeader hdr;
+  memcpy(&hdr, buf.data(), sizeof(hdr));
+  if (hdr.version != protocol::kProtocolVersion ||
+      hdr.body_size != n - sizeof(protocol::RequestHeader)) {
+    Reply(it->second, hdr.seq,
+          Verdict::Fail(EPROTO, "protocol version or size mismatch (library and daemon differ)"),
+          nullptr, 0);
+    for (int f : fds) close(f);
+    return;
+  }
+  Dispatch(it->second, hdr, buf.data() + sizeof(hdr), hdr.body_size, fds);
+  for (int f : fds) close(f);
+}
+
+void Server::Reply(const Connection& conn, uint32_t seq, const Verdict& v, const void* body,
+                   size_t body_len) {
+  std::vector<uint8_t> msg(sizeof(protocol::ReplyHeader) + body_len + v.why.size());
+  protocol::ReplyHeader hdr{seq, v.err, static_cast<uint32_t>(body_len),
+                            static_cast<uint16_t>(v.ok() ? 0 : std::min<size_t>(v.why.size(), 4000)),
+                            0};
+  memcpy(msg.data(), &hdr, sizeof(hdr));
+  if (body_len) memcpy(msg.data() + sizeof(hdr), body, body_len);
+  if (hdr.reason_len) memcpy(msg.data() + sizeof(hdr) + body_len, v.why.data(), hdr.reason_len);
+  msg.resize(sizeof(hdr) + body_len + hdr.reason_len);
+  SendMessage(conn.fd, msg.data(), msg.size(), nullptr, 0);
+}
+
+void Server::PushEvent(ClientId client, const protocol::AsyncEventRecord& rec) {
+  auto it = event_fds_.find(client);
+  if (it == event_fds_.end()) return;
+  SendMessage(it->second, &rec, sizeof(rec), nullptr, 0);
+}
+
+namespace {
+
+std::string CommandOf(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+  std::string comm;
+  std::getline(f, comm);
+  return comm;
+}
+
+template <typename T>
+bool BodyIs(size_t len) {
+  return len == sizeof(T);
+}
+
+}  // namespace
+
+void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
+                      size_t len, std::vector<int>& fds) {
+  const Op op = static_cast<Op>(hdr.op);
+  auto reply = [&](const Verdict& v, const auto& out) { Reply(conn, hdr.seq, v, &out, sizeof(out)); };
+  auto reply_empty = [&](const Verdict& v) { Reply(conn, hdr.seq, v, nullptr, 0); };
+  auto bad_size = [&] { reply_empty(Verdict::Fail(EPROTO, "malformed request body")); };
+#define SV_BODY(T, name)              \
+  if (!BodyIs<T>(len)) return bad_size(); \
+  T name;                             \
+  memcpy(&name, body, sizeof(T))
+
+  if (!conn.greeted) {
+    if (op != Op::kHello) return reply_empty(Verdict::Fail(EPROTO, "hello expected first"));
+    SV_BODY(protocol::HelloRequest, req);
+    conn.role = static_cast<protocol::Role>(req.role);
+    PeerCredentials creds;
+    GetPeerCredentials(conn.fd, &creds);
+    protocol::HelloReply out{};
+    if (conn.role == protocol::Role::kContext) {
+      conn.client = next_client_++;
+      std::random_device rd;
+      conn.token = (static_cast<uint64_t>(rd()) << 32) | rd();
+      device_.AddClient({conn.client, creds.pid, creds.uid, CommandOf(creds.pid)});
+    } else if (conn.role == protocol::Role::kEvents) {
+      bool found = false;
+      for (auto& [fd, other] : connections_) {
+        if (other.role == protocol::Role::kContext && other.greeted &&
+            other.token == req.context_token) {
+          conn.client = other.client;
+          found = true;
+        }
+      }
+      if (!found) return reply_empty(Verdict::Fail(EINVAL, "unknown context token"));
+      event_fds_[conn.client] = conn.fd;
+    } else if (conn.role != protocol::Role::kCli) {
+      return reply_empty(Verdict::Fail(EPROTO, "unknown role"));
+    }
+    conn.greeted = true;
+    out.context_token = conn.token;
+    out.client_id = conn.client;
+    out.active_mtu = device_.active_mtu();
+    out.gids = device_.gids();
+    return reply(Verdict::Ok(), out);
+  }
+
+  if (conn.role == protocol::Role::kCli) {
+    if (op == Op::kStatus) {
+      std::string json = device_.StatusJson();
+      return Reply(conn, hdr.seq, Verdict::Ok(), json.data(), json.size());
+    }
+    if (op == Op::kShutdown) {
+      stopping_ = true;
+      return reply_empty(Verdict::Ok());
+    }
+    return reply_empty(Verdict::Fail(EPERM, "the CLI may only ask for status or shutdown"));
+  }
+  if (conn.role != protocol::Role::kContext) {
+    return reply_empty(Verdict::Fail(EPROTO, "event connections carry no requests"));
+  }
+  const ClientId c = conn.client;
+  switch (op) {
+    case Op::kAllocPd: {
+      protocol::AllocPdReply out{};
+      return reply(device_.AllocPd(c, &out), out);
+    }
+    case Op::kDeallocPd: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DeallocPd(c, req.handle));
+    }
+    case Op::kRegMr: {
+      SV_BODY(protocol::RegMrRequest, req);
+      protocol::RegMrReply out{};
+      return reply(device_.RegMr(c, req, &out), out);
+    }
+    case Op::kReregMr: {
+      SV_BODY(protocol::ReregMrRequest, req);
+      protocol::RegMrReply out{};
+      return reply(device_.ReregMr(c, req, &out), out);
+    }
+    case Op::kDeregMr: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DeregMr(c, req.handle));
+    }
+    case Op::kCreateCq: {
+      SV_BODY(protocol::CreateCqRequest, req);
+      protocol::CreateCqReply out{};
+      return reply(device_.CreateCq(c, req, &out), out);
+    }
+    case Op::kResizeCq: {
+      SV_BODY(protocol::ResizeCqRequest, req);
+      protocol::ResizeCqReply out{};
+      return reply(device_.ResizeCq(c, req, &out), out);
+    }
+    case Op::kDestroyCq: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DestroyCq(c, req.handle));
+    }
+    case Op::kCreateSrq: {
+      SV_BODY(protocol::CreateSrqRequest, req);
+      protocol::CreateSrqReply out{};
+      return reply(device_.CreateSrq(c, req, &out), out);
+    }
+    case Op::kModifySrq: {
+      SV_BODY(protocol::ModifySrqRequest, req);
+      return reply_empty(device_.ModifySrq(c, req));
+    }
+    case Op::kQuerySrq: {
+      SV_BODY(protocol::HandleRequest, req);
+      protocol::QuerySrqReply out{};
+      return reply(device_.QuerySrq(c, req.handle, &out), out);
+    }
+    case Op::kDestroySrq: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DestroySrq(c, req.handle));
+    }
+    case Op::kCreateQp: {
+      SV_BODY(protocol::CreateQpRequest, req);
+      protocol::CreateQpReply out{};
+      return reply(device_.CreateQp(c, req, &out), out);
+    }
+    case Op::kModifyQp: {
+      SV_BODY(protocol::ModifyQpRequest, req);
+      return reply_empty(device_.ModifyQp(c, req));
+    }
+    case Op::kQueryQp: {
+      SV_BODY(protocol::HandleRequest, req);
+      protocol::QueryQpReply out{};
+      return reply(device_.QueryQp(c, req.handle, &out), out);
+    }
+    case Op::kDestroyQp: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DestroyQp(c, req.handle));
+    }
+    case Op::kOpenQp: {
+      SV_BODY(protocol::OpenQpRequest, req);
+      protocol::OpenQpReply out{};
+      return reply(device_.OpenQp(c, req, &out), out);
+    }
+    case Op::kCreateAh: {
+      SV_BODY(protocol::CreateAhRequest, req);
+      protocol::CreateAhReply out{};
+      return reply(device_.CreateAh(c, req, &out), out);
+    }
+    case Op::kDestroyAh: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DestroyAh(c, req.handle));
+    }
+    case Op::kAttachMcast: {
+      SV_BODY(protocol::McastRequest, req);
+      return reply_empty(device_.AttachMcast(c, req));
+    }
+    case Op::kDetachMcast: {
+      SV_BODY(protocol::McastRequest, req);
+      return reply_empty(device_.DetachMcast(c, req));
+    }
+    case Op::kOpenXrcd: {
+      SV_BODY(protocol::OpenXrcdRequest, req);
+      int fd = req.has_fd ? (fds.empty() ? -2 : fds[0]) : -1;
+      if (fd == -2) return reply_empty(Verdict::Fail(EBADF, "open_xrcd: fd missing"));
+      protocol::OpenXrcdReply out{};
+      return reply(device_.OpenXrcd(c, fd, req.oflags, &out), out);
+    }
+    case Op::kCloseXrcd: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.CloseXrcd(c, req.handle));
+    }
+    default:
+      return reply_empty(Verdict::Fail(EOPNOTSUPP, std::string("operation ") +
+                                                       protocol::OpName(op) +
+                                                       " is not supported by this daemon"));
+  }
+#undef SV_BODY
+}
+
+}  // namespace softverbs::daemon

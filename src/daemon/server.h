@@ -1,0 +1,62 @@
+// softverbsd's event loop: accepts connections on the per-user socket,
+// answers control requests one at a time (single-threaded: the object tables
+// need no locks), pushes asynchronous events, and releases a client's objects
+// when its connection closes - which is also what happens when the process is
+// killed.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "daemon/device.h"
+#include "protocol/messages.h"
+
+namespace softverbs::daemon {
+
+struct ServerOptions {
+  std::string runtime_dir;
+  // Exit after this long without any connection. 0: never.
+  std::chrono::seconds idle_timeout{30};
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();
+
+  // Binds the socket. Returns 0 or an errno.
+  int Listen();
+  // Runs until idle or asked to stop. Returns the exit code.
+  int Run();
+
+ private:
+  struct Connection {
+    int fd = -1;
+    protocol::Role role{};
+    bool greeted = false;
+    ClientId client = 0;
+    uint64_t token = 0;
+  };
+
+  void Accept();
+  void HandleReadable(int fd);
+  void Close(int fd);
+  void Dispatch(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
+                size_t len, std::vector<int>& fds);
+  void Reply(const Connection& conn, uint32_t seq, const Verdict& v, const void* body,
+             size_t body_len);
+  void PushEvent(ClientId client, const protocol::AsyncEventRecord& rec);
+
+  ServerOptions options_;
+  Device device_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  bool stopping_ = false;
+  ClientId next_client_ = 1;
+  std::map<int, Connection> connections_;
+  std::map<ClientId, int> event_fds_;  // client -> its event connection
+};
+
+}  // namespace softverbs::daemon

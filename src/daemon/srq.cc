@@ -1,0 +1,103 @@
+// Shared receive queues: basic SRQs and XRC SRQs.
+#include <errno.h>
+
+#include "common/device_limits.h"
+#include "daemon/device.h"
+
+namespace softverbs::daemon {
+
+namespace lim = softverbs::limits;
+
+Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
+                          protocol::CreateSrqReply* out) {
+  Pd* pd = FindOwned(pds_, c, req.pd);
+  if (!pd) return Verdict::Fail(EINVAL, "create_srq: no such PD in this context");
+  if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC) {
+    return Verdict::Fail(EOPNOTSUPP, "only basic and XRC SRQs are supported");
+  }
+  XrcdHandle* xh = nullptr;
+  Cq* cq = nullptr;
+  if (req.srq_type == IBV_SRQT_XRC) {
+    xh = FindOwned(xrcd_handles_, c, req.xrcd);
+    if (!xh) return Verdict::Fail(EINVAL, "XRC SRQ needs an XRC domain of this context");
+    cq = FindOwned(cqs_, c, req.cq);
+    if (!cq) return Verdict::Fail(EINVAL, "XRC SRQ needs a CQ of this context");
+  }
+  if (req.max_wr < 1 || req.max_wr > static_cast<uint32_t>(lim::kMaxSrqWr)) {
+    return Verdict::Fail(EINVAL, "SRQ max_wr " + std::to_string(req.max_wr) + " is outside 1.." +
+                                     std::to_string(lim::kMaxSrqWr));
+  }
+  if (req.max_sge > static_cast<uint32_t>(lim::kMaxSrqSge)) {
+    return Verdict::Fail(EINVAL, "SRQ max_sge " + std::to_string(req.max_sge) +
+                                     " is above the device limit " +
+                                     std::to_string(lim::kMaxSrqSge));
+  }
+  if (req.srq_limit > req.max_wr) {
+    return Verdict::Fail(EINVAL, "srq_limit is above max_wr");
+  }
+  if (srqs_.size() >= static_cast<size_t>(lim::kMaxSrq)) {
+    return Verdict::Fail(ENOMEM, "device limit max_srq reached");
+  }
+  Srq srq{NextHandle(),
+          c,
+          next_srqn_++,
+          pd->handle,
+          static_cast<ibv_srq_type>(req.srq_type),
+          xh ? xh->xrcd : 0,
+          cq ? cq->handle : 0,
+          req.max_wr,
+          req.max_sge ? req.max_sge : 1,
+          req.srq_limit};
+  pd->users++;
+  if (cq) cq->users++;
+  if (xh) xrcds_[xh->xrcd].users++;
+  srqs_[srq.handle] = srq;
+  *out = {srq.handle, srq.srqn, srq.max_wr, srq.max_sge};
+  return Verdict::Ok();
+}
+
+Verdict Device::ModifySrq(ClientId c, const protocol::ModifySrqRequest& req) {
+  Srq* srq = FindOwned(srqs_, c, req.handle);
+  if (!srq) return Verdict::Fail(EINVAL, "modify_srq: no such SRQ in this context");
+  if (req.mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT)) {
+    return Verdict::Fail(EINVAL, "modify_srq: unknown attr_mask bits");
+  }
+  uint32_t max_wr = srq->max_wr;
+  if (req.mask & IBV_SRQ_MAX_WR) {
+    if (req.max_wr < 1 || req.max_wr > static_cast<uint32_t>(lim::kMaxSrqWr)) {
+      return Verdict::Fail(EINVAL, "SRQ max_wr " + std::to_string(req.max_wr) +
+                                       " is outside 1.." + std::to_string(lim::kMaxSrqWr));
+    }
+    max_wr = req.max_wr;
+  }
+  if ((req.mask & IBV_SRQ_LIMIT) && req.srq_limit > max_wr) {
+    return Verdict::Fail(EINVAL, "srq_limit " + std::to_string(req.srq_limit) +
+                                     " is above max_wr " + std::to_string(max_wr));
+  }
+  srq->max_wr = max_wr;
+  if (req.mask & IBV_SRQ_LIMIT) srq->srq_limit = req.srq_limit;
+  return Verdict::Ok();
+}
+
+Verdict Device::QuerySrq(ClientId c, Handle h, protocol::QuerySrqReply* out) {
+  Srq* srq = FindOwned(srqs_, c, h);
+  if (!srq) return Verdict::Fail(EINVAL, "query_srq: no such SRQ in this context");
+  *out = {srq->max_wr, srq->max_sge, srq->srq_limit, 0};
+  return Verdict::Ok();
+}
+
+Verdict Device::DestroySrq(ClientId c, Handle h) {
+  Srq* srq = FindOwned(srqs_, c, h);
+  if (!srq) return Verdict::Fail(EINVAL, "destroy_srq: no such SRQ in this context");
+  if (srq->users > 0) {
+    return Verdict::Fail(EBUSY, "SRQ is still used by " + std::to_string(srq->users) + " QP(s)");
+  }
+  pds_[srq->pd].users--;
+  if (srq->cq) cqs_[srq->cq].users--;
+  Handle xrcd = srq->xrcd;
+  srqs_.erase(h);
+  if (xrcd) ReleaseXrcdUse(xrcd);
+  return Verdict::Ok();
+}
+
+}  // namespace softverbs::daemon

@@ -1,0 +1,81 @@
+// `softverbs status`: the device, its clients and their objects, like
+// `rdma resource show`.
+#include <nlohmann/json.hpp>
+
+#include "common/device_limits.h"
+#include "daemon/device.h"
+
+namespace softverbs::daemon {
+
+namespace {
+const char* QpTypeName(ibv_qp_type t) {
+  switch (t) {
+    case IBV_QPT_RC: return "RC";
+    case IBV_QPT_UC: return "UC";
+    case IBV_QPT_UD: return "UD";
+    case IBV_QPT_XRC_SEND: return "XRC_SEND";
+    case IBV_QPT_XRC_RECV: return "XRC_RECV";
+    default: return "?";
+  }
+}
+const char* QpStateName(ibv_qp_state s) {
+  static const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN"};
+  return static_cast<unsigned>(s) < 8 ? kNames[s] : "?";
+}
+}  // namespace
+
+std::string Device::StatusJson() const {
+  using nlohmann::json;
+  json dev;
+  dev["name"] = limits::kDeviceName;
+  dev["netdev"] = gids_.netdev;
+  dev["gids"] = json::array();
+  for (int i = 0; i < gids_.count; ++i) {
+    dev["gids"].push_back({{"index", i},
+                           {"gid", FormatGid(gids_.gids[i].raw)},
+                           {"type", gids_.gids[i].type == GidType::kRoceV2 ? "RoCE v2" : "RoCE v1"}});
+  }
+  json clients = json::array();
+  for (const auto& [id, info] : clients_) {
+    json cl{{"client", id}, {"pid", info.pid}, {"comm", info.command}};
+    json pds = json::array(), mrs = json::array(), cqs = json::array(), srqs = json::array(),
+         qps = json::array(), ahs = json::array(), xrcds = json::array();
+    for (const auto& [h, pd] : pds_)
+      if (pd.owner == id) pds.push_back({{"pdn", pd.pdn}, {"users", pd.users}});
+    for (const auto& [h, mr] : mrs_)
+      if (mr.owner == id)
+        mrs.push_back({{"lkey", mr.lkey}, {"rkey", mr.rkey}, {"length", mr.length},
+                       {"access", mr.access}});
+    for (const auto& [h, cq] : cqs_)
+      if (cq.owner == id) cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});
+    for (const auto& [h, srq] : srqs_)
+      if (srq.owner == id)
+        srqs.push_back({{"srqn", srq.srqn},
+                        {"type", srq.type == IBV_SRQT_XRC ? "XRC" : "BASIC"},
+                        {"max_wr", srq.max_wr}});
+    for (const auto& [h, qh] : qp_handles_) {
+      if (qh.owner != id) continue;
+      const Qp& qp = qps_.at(qh.qpn);
+      qps.push_back({{"qpn", qp.qpn},
+                     {"type", QpTypeName(qp.type)},
+                     {"state", QpStateName(qp.state)},
+                     {"creator", qp.creator == id}});
+    }
+    for (const auto& [h, ah] : ahs_)
+      if (ah.owner == id) ahs.push_back({{"handle", h}});
+    for (const auto& [h, xh] : xrcd_handles_)
+      if (xh.owner == id) xrcds.push_back({{"xrcd", xh.xrcd}});
+    cl["pd"] = pds;
+    cl["mr"] = mrs;
+    cl["cq"] = cqs;
+    cl["srq"] = srqs;
+    cl["qp"] = qps;
+    cl["ah"] = ahs;
+    cl["xrcd"] = xrcds;
+    clients.push_back(cl);
+  }
+  json all{{"device", dev}, {"clients", clients}};
+  return all.dump(2);
+}
+
+}  // namespace softverbs::daemon

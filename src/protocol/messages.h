@@ -1,0 +1,289 @@
+// The control channel between the drop-in libraries and softverbsd.
+//
+// Transport: one SOCK_SEQPACKET connection per ibv_context (the "context
+// connection"), one more per context for asynchronous events (its fd is the
+// context's async_fd), and short-lived ones for the CLI. Each request is a
+// RequestHeader followed by the op's request body; each reply a ReplyHeader,
+// the op's reply body, then reason_len bytes of explanation text when err != 0.
+// Bodies are plain structs of fixed size; both ends are built from this header,
+// and kProtocolVersion changes whenever a layout does.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/gid_table.h"
+
+namespace softverbs::protocol {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr size_t kMaxMessageSize = 64 * 1024;
+
+enum class Op : uint16_t {
+  kHello = 1,
+  kAllocPd,
+  kDeallocPd,
+  kRegMr,
+  kDeregMr,
+  kReregMr,
+  kCreateCq,
+  kResizeCq,
+  kDestroyCq,
+  kCreateSrq,
+  kModifySrq,
+  kQuerySrq,
+  kDestroySrq,
+  kCreateQp,
+  kModifyQp,
+  kQueryQp,
+  kDestroyQp,
+  kOpenQp,
+  kCreateAh,
+  kDestroyAh,
+  kAttachMcast,
+  kDetachMcast,
+  kOpenXrcd,
+  kCloseXrcd,
+  kStatus,
+  kShutdown,
+  kCount
+};
+
+const char* OpName(Op op);
+
+struct RequestHeader {
+  uint32_t version;    // kProtocolVersion
+  uint16_t op;         // Op
+  uint16_t reserved;   // 0
+  uint32_t body_size;  // bytes of request body that follow
+  uint32_t seq;        // echoed in the reply
+};
+static_assert(sizeof(RequestHeader) == 16);
+
+struct ReplyHeader {
+  uint32_t seq;         // the request's seq
+  int32_t err;          // 0 or a positive errno, as the verbs return it
+  uint32_t body_size;   // bytes of reply body that follow
+  uint16_t reason_len;  // bytes of explanation after the body (err != 0)
+  uint16_t reserved;
+};
+static_assert(sizeof(ReplyHeader) == 16);
+
+// Object handles are daemon-wide, never reused while the daemon lives, never 0.
+using Handle = uint32_t;
+
+enum class Role : uint32_t { kContext = 1, kEvents = 2, kCli = 3 };
+
+struct HelloRequest {
+  uint32_t role;           // Role
+  uint32_t pid;            // informational; the daemon trusts SO_PEERCRED
+  uint64_t context_token;  // kEvents: the token the context connection got
+};
+static_assert(sizeof(HelloRequest) == 16);
+
+struct HelloReply {
+  uint64_t context_token;  // identifies this context for its event connection
+  uint32_t client_id;      // daemon-wide id of this context
+  uint32_t active_mtu;     // enum ibv_mtu of port 1
+  GidTable gids;           // port 1's GID table
+};
+
+struct HandleRequest {
+  Handle handle;
+  uint32_t reserved;
+};
+static_assert(sizeof(HandleRequest) == 8);
+
+struct EmptyReply {
+  uint32_t reserved;
+};
+
+struct AllocPdReply {
+  Handle handle;
+  uint32_t pdn;
+};
+static_assert(sizeof(AllocPdReply) == 8);
+
+struct RegMrRequest {
+  Handle pd;
+  uint32_t access;  // ibv_access_flags
+  uint64_t addr;    // start of the registered range in the owner's address space
+  uint64_t length;
+  uint64_t iova;    // the address peers use (== addr unless reg_mr_iova)
+};
+static_assert(sizeof(RegMrRequest) == 32);
+
+struct RegMrReply {
+  Handle handle;
+  uint32_t lkey;
+  uint32_t rkey;
+  uint32_t reserved;
+};
+static_assert(sizeof(RegMrReply) == 16);
+
+struct ReregMrRequest {
+  Handle mr;
+  uint32_t flags;  // ibv_rereg_mr_flags
+  Handle pd;       // valid with IBV_REREG_MR_CHANGE_PD
+  uint32_t access; // valid with IBV_REREG_MR_CHANGE_ACCESS
+  uint64_t addr;   // valid with IBV_REREG_MR_CHANGE_TRANSLATION
+  uint64_t length;
+};
+static_assert(sizeof(ReregMrRequest) == 32);
+
+struct CreateCqRequest {
+  uint32_t cqe;
+  uint32_t comp_vector;
+  uint64_t wc_flags;
+};
+static_assert(sizeof(CreateCqRequest) == 16);
+
+struct CreateCqReply {
+  Handle handle;
+  uint32_t cqn;
+  uint32_t cqe;  // actual size, >= requested
+  uint32_t reserved;
+};
+static_assert(sizeof(CreateCqReply) == 16);
+
+struct ResizeCqRequest {
+  Handle handle;
+  uint32_t cqe;
+};
+static_assert(sizeof(ResizeCqRequest) == 8);
+
+struct ResizeCqReply {
+  uint32_t cqe;
+  uint32_t reserved;
+};
+
+struct CreateSrqRequest {
+  Handle pd;
+  uint32_t srq_type;  // ibv_srq_type
+  Handle xrcd;        // IBV_SRQT_XRC
+  Handle cq;          // IBV_SRQT_XRC
+  uint32_t max_wr;
+  uint32_t max_sge;
+  uint32_t srq_limit;
+  uint32_t reserved;
+};
+static_assert(sizeof(CreateSrqRequest) == 32);
+
+struct CreateSrqReply {
+  Handle handle;
+  uint32_t srqn;
+  uint32_t max_wr;
+  uint32_t max_sge;
+};
+static_assert(sizeof(CreateSrqReply) == 16);
+
+struct ModifySrqRequest {
+  Handle handle;
+  uint32_t mask;  // ibv_srq_attr_mask
+  uint32_t max_wr;
+  uint32_t srq_limit;
+};
+static_assert(sizeof(ModifySrqRequest) == 16);
+
+struct QuerySrqReply {
+  uint32_t max_wr;
+  uint32_t max_sge;
+  uint32_t srq_limit;
+  uint32_t reserved;
+};
+
+struct CreateQpRequest {
+  uint32_t qp_type;  // ibv_qp_type
+  Handle pd;
+  Handle send_cq;
+  Handle recv_cq;
+  Handle srq;
+  Handle xrcd;
+  uint32_t sq_sig_all;
+  uint32_t create_flags;
+  ibv_qp_cap cap;
+  uint32_t reserved;
+};
+static_assert(sizeof(CreateQpRequest) == 56);
+
+struct CreateQpReply {
+  Handle handle;
+  uint32_t qpn;
+  ibv_qp_cap cap;
+  uint32_t reserved;
+};
+static_assert(sizeof(CreateQpReply) == 32);
+
+struct ModifyQpRequest {
+  Handle handle;
+  uint32_t mask;  // ibv_qp_attr_mask
+  ibv_qp_attr attr;
+};
+
+struct QueryQpReply {
+  ibv_qp_attr attr;
+  ibv_qp_cap init_cap;
+  uint32_t sq_sig_all;
+  uint32_t qp_type;
+};
+
+struct OpenQpRequest {
+  Handle xrcd;
+  uint32_t qpn;
+  uint32_t qp_type;
+  uint32_t reserved;
+};
+static_assert(sizeof(OpenQpRequest) == 16);
+
+struct OpenQpReply {
+  Handle handle;
+  uint32_t qpn;
+  uint32_t state;
+  uint32_t reserved;
+};
+
+struct CreateAhRequest {
+  Handle pd;
+  uint32_t reserved;
+  ibv_ah_attr attr;
+};
+
+struct CreateAhReply {
+  Handle handle;
+  uint32_t reserved;
+};
+
+struct McastRequest {
+  Handle qp;
+  uint16_t lid;
+  uint16_t reserved;
+  uint8_t gid[16];
+};
+static_assert(sizeof(McastRequest) == 24);
+
+// The fd of the file whose inode names the domain travels as SCM_RIGHTS.
+struct OpenXrcdRequest {
+  uint32_t has_fd;
+  uint32_t oflags;
+};
+static_assert(sizeof(OpenXrcdRequest) == 8);
+
+struct OpenXrcdReply {
+  Handle handle;
+  uint32_t reserved;
+};
+
+// Pushed on the event connection, never a reply.
+enum class EventElement : uint32_t { kNone = 0, kCq = 1, kQp = 2, kSrq = 3, kPort = 4, kDevice = 5 };
+
+struct AsyncEventRecord {
+  uint32_t event_type;  // ibv_event_type
+  uint32_t element;     // EventElement
+  Handle handle;        // the object's handle in this context
+  uint32_t number;      // port number, or QP number for XRC events
+};
+static_assert(sizeof(AsyncEventRecord) == 16);
+
+}  // namespace softverbs::protocol
