@@ -55,6 +55,10 @@ struct ModifyVerdict {
 // MAX_QP_RD_ATOMIC|RETRY_CNT|RNR_RETRY. Other types keep `mask` unchanged.
 uint32_t StripXrcModifyMask(ibv_qp_type qp_type, uint32_t mask);
 
+// No input says whether the QP has an SRQ: in Linux only the IBV_QP_CAP check
+// depends on it, and no table cell accepts IBV_QP_CAP. dest_qp_num, qkey and
+// en_sqd_async_notify accept any value, as in Linux.
+//
 // Checks, in this order: QP type has rules; mask bits within
 // kStandardQpAttrMask (else EOPNOTSUPP); XRC stripping; qp_state/cur_qp_state
 // at most ERR; cur = attr.cur_qp_state if IBV_QP_CUR_STATE else
