@@ -9,7 +9,7 @@ namespace softverbs::limits {
 
 inline constexpr const char* kDeviceName = "softverbs0";
 inline constexpr const char* kFirmwareVersion = "0.1.0";
-inline constexpr uint32_t kVendorId = 0x0;        // no IEEE OUI of our own
+inline constexpr uint32_t kVendorId = 0x0;         // no IEEE OUI of our own
 inline constexpr uint32_t kVendorPartId = 0x5356;  // "SV"
 inline constexpr uint32_t kHwVersion = 1;
 

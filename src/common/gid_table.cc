@@ -64,8 +64,8 @@ void SynthesizeMac(uint8_t mac[6]) {
 }  // namespace
 
 uint64_t GuidFromMac(const uint8_t mac[6]) {
-  uint8_t eui[8] = {static_cast<uint8_t>(mac[0] ^ 2), mac[1], mac[2], 0xff, 0xfe,
-                    mac[3], mac[4], mac[5]};
+  uint8_t eui[8] = {
+      static_cast<uint8_t>(mac[0] ^ 2), mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]};
   uint64_t guid = 0;
   for (uint8_t b : eui) guid = (guid << 8) | b;
   return guid;  // host order; the verbs report it big-endian
@@ -119,8 +119,8 @@ std::string FormatGid(const uint8_t raw[16]) {
   char buf[48];
   snprintf(buf, sizeof(buf),
            "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", raw[0],
-           raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9], raw[10],
-           raw[11], raw[12], raw[13], raw[14], raw[15]);
+           raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7], raw[8], raw[9], raw[10], raw[11],
+           raw[12], raw[13], raw[14], raw[15]);
   return buf;
 }
 

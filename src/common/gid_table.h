@@ -20,12 +20,12 @@ struct GidEntry {
 };
 
 struct GidTable {
-  char netdev[16];      // the host interface the port is bound to
-  uint32_t ifindex;     // its index
-  uint8_t mac[6];       // its MAC (synthesised from the host id when it has none)
-  int count;            // valid entries in gids[]
+  char netdev[16];   // the host interface the port is bound to
+  uint32_t ifindex;  // its index
+  uint8_t mac[6];    // its MAC (synthesised from the host id when it has none)
+  int count;         // valid entries in gids[]
   GidEntry gids[kMaxGids];
-  uint32_t mtu;         // the interface's MTU in bytes
+  uint32_t mtu;  // the interface's MTU in bytes
 };
 
 // Reads the host's interfaces. Prefers the first UP, non-loopback interface

@@ -35,7 +35,9 @@ LogSink& Sink() {
 
 }  // namespace
 
-bool LogEnabled() { return Sink().enabled; }
+bool LogEnabled() {
+  return Sink().enabled;
+}
 
 void Log(const char* fmt, ...) {
   LogSink& sink = Sink();

@@ -42,7 +42,11 @@ int EnsureRuntimeDir(const std::string& dir, std::string* why) {
   return 0;
 }
 
-std::string DaemonSocketPath(const std::string& dir) { return dir + "/softverbsd.sock"; }
-std::string DaemonLockPath(const std::string& dir) { return dir + "/softverbsd.lock"; }
+std::string DaemonSocketPath(const std::string& dir) {
+  return dir + "/softverbsd.sock";
+}
+std::string DaemonLockPath(const std::string& dir) {
+  return dir + "/softverbsd.lock";
+}
 
 }  // namespace softverbs

@@ -11,19 +11,18 @@ namespace lim = softverbs::limits;
 
 Verdict Device::CheckAhAttr(const ibv_ah_attr& attr, const char* what) const {
   if (attr.port_num != 1) {
-    return Verdict::Fail(EINVAL, std::string(what) + ": port_num " +
-                                     std::to_string(attr.port_num) + " does not exist (ports: 1)");
+    return Verdict::Fail(EINVAL, std::string(what) + ": port_num " + std::to_string(attr.port_num) +
+                                     " does not exist (ports: 1)");
   }
   // RoCE addresses by GID: the GRH is mandatory.
   if (!attr.is_global) {
-    return Verdict::Fail(EINVAL, std::string(what) +
-                                     ": is_global must be 1 on a RoCE port (GRH required)");
+    return Verdict::Fail(EINVAL,
+                         std::string(what) + ": is_global must be 1 on a RoCE port (GRH required)");
   }
   if (attr.grh.sgid_index >= gids_.count) {
-    return Verdict::Fail(EINVAL, std::string(what) + ": sgid_index " +
-                                     std::to_string(attr.grh.sgid_index) +
-                                     " is beyond the GID table (" + std::to_string(gids_.count) +
-                                     " entries)");
+    return Verdict::Fail(
+        EINVAL, std::string(what) + ": sgid_index " + std::to_string(attr.grh.sgid_index) +
+                    " is beyond the GID table (" + std::to_string(gids_.count) + " entries)");
   }
   return Verdict::Ok();
 }

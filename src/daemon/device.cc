@@ -23,14 +23,13 @@ ibv_mtu MtuForInterface(uint32_t bytes) {
 // Access bits a memory region may carry (the kernel's IB_ACCESS_SUPPORTED).
 constexpr uint32_t kSupportedMrAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-    IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |
-    IBV_ACCESS_OPTIONAL_RANGE;
+    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
+    IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE;
 
 Verdict CheckMrAccess(uint32_t access) {
   if (access & ~kSupportedMrAccess) {
-    return Verdict::Fail(EINVAL, "access flags 0x" + std::to_string(access) +
-                                     " contain bits no MR may carry");
+    return Verdict::Fail(
+        EINVAL, "access flags 0x" + std::to_string(access) + " contain bits no MR may carry");
   }
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(access & IBV_ACCESS_LOCAL_WRITE)) {
@@ -46,8 +45,8 @@ Verdict CheckMrAccess(uint32_t access) {
 Verdict CheckMrRange(uint64_t addr, uint64_t length) {
   if (length == 0) return Verdict::Fail(EINVAL, "MR length is 0");
   if (length > lim::kMaxMrSize) {
-    return Verdict::Fail(EINVAL, "MR length " + std::to_string(length) +
-                                     " is above max_mr_size " + std::to_string(lim::kMaxMrSize));
+    return Verdict::Fail(EINVAL, "MR length " + std::to_string(length) + " is above max_mr_size " +
+                                     std::to_string(lim::kMaxMrSize));
   }
   if (addr + length < addr) return Verdict::Fail(EINVAL, "MR range wraps around");
   return Verdict::Ok();
@@ -62,7 +61,9 @@ Device::Device()
       next_srqn_(lim::kFirstSrqn),
       next_qpn_(lim::kFirstQpn) {}
 
-void Device::AddClient(const ClientInfo& info) { clients_[info.id] = info; }
+void Device::AddClient(const ClientInfo& info) {
+  clients_[info.id] = info;
+}
 
 void Device::PostEvent(ClientId c, ibv_event_type type, protocol::EventElement element, Handle h,
                        uint32_t number) {
@@ -88,8 +89,8 @@ Verdict Device::DeallocPd(ClientId c, Handle h) {
   Pd* pd = FindOwned(pds_, c, h);
   if (!pd) return Verdict::Fail(EINVAL, "no such PD in this context");
   if (pd->users > 0) {
-    return Verdict::Fail(EBUSY, "PD is still used by " + std::to_string(pd->users) +
-                                    " MR/QP/SRQ/AH object(s)");
+    return Verdict::Fail(
+        EBUSY, "PD is still used by " + std::to_string(pd->users) + " MR/QP/SRQ/AH object(s)");
   }
   pds_.erase(h);
   return Verdict::Ok();
@@ -109,8 +110,8 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
   // generation. lkey and rkey are distinct so a local key never works remotely.
   uint32_t index = next_mr_index_++ & 0x7fffff;
   uint32_t key = (index << 8) | (index & 0xff);
-  Mr mr{NextHandle(), c, req.pd, req.addr, req.length, req.iova, req.access, key,
-        key | 0x80000000u};
+  Mr mr{NextHandle(), c,          req.pd, req.addr,         req.length,
+        req.iova,     req.access, key,    key | 0x80000000u};
   mrs_[mr.handle] = mr;
   pd->users++;
   *out = {mr.handle, mr.lkey, mr.rkey, 0};
@@ -124,7 +125,8 @@ Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
   constexpr uint32_t kKnown =
       IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
   if (req.flags == 0 || (req.flags & ~kKnown)) {
-    return Verdict::Fail(EINVAL, "rereg_mr: flags must be a non-empty set of IBV_REREG_MR_CHANGE_*");
+    return Verdict::Fail(EINVAL,
+                         "rereg_mr: flags must be a non-empty set of IBV_REREG_MR_CHANGE_*");
   }
   Pd* new_pd = nullptr;
   if (req.flags & IBV_REREG_MR_CHANGE_PD) {
@@ -204,8 +206,8 @@ Verdict Device::DestroyCq(ClientId c, Handle h) {
   Cq* cq = FindOwned(cqs_, c, h);
   if (!cq) return Verdict::Fail(EINVAL, "destroy_cq: no such CQ in this context");
   if (cq->users > 0) {
-    return Verdict::Fail(EBUSY, "CQ is still used by " + std::to_string(cq->users) +
-                                    " QP/SRQ object(s)");
+    return Verdict::Fail(EBUSY,
+                         "CQ is still used by " + std::to_string(cq->users) + " QP/SRQ object(s)");
   }
   cqs_.erase(h);
   return Verdict::Ok();

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   std::string runtime_dir = softverbs::RuntimeDirPath();
   int idle_timeout = 30;
   app.add_option("--runtime-dir", runtime_dir, "per-user runtime directory (mode 0700)");
-  app.add_option("--idle-timeout", idle_timeout, "exit after this many seconds without clients (0: never)");
+  app.add_option("--idle-timeout", idle_timeout,
+                 "exit after this many seconds without clients (0: never)");
   CLI11_PARSE(app, argc, argv);
 
   std::string why;
@@ -28,8 +29,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   // One daemon per runtime directory: the lock decides who serves.
-  int lock_fd = open(softverbs::DaemonLockPath(runtime_dir).c_str(),
-                     O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int lock_fd =
+      open(softverbs::DaemonLockPath(runtime_dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) return 0;  // another daemon already serves this directory
     fprintf(stderr, "softverbsd: cannot lock %s: %s\n", runtime_dir.c_str(), strerror(errno));

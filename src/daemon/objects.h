@@ -75,7 +75,7 @@ struct Qp {
   uint32_t sq_sig_all;
   uint32_t create_flags;
   ibv_qp_state state = IBV_QPS_RESET;
-  ibv_qp_attr attr{};        // every attribute that was set, as last set
+  ibv_qp_attr attr{};  // every attribute that was set, as last set
   uint32_t attr_set_mask = 0;
   std::set<std::vector<uint8_t>> mcast_groups;  // gid bytes (UD only)
   std::vector<Handle> handles;

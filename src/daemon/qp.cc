@@ -12,9 +12,8 @@ namespace {
 
 // Create flags that exist in rdma-core's enum ibv_qp_create_flags.
 constexpr uint32_t kKnownCreateFlags =
-    IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS |
-    IBV_QP_CREATE_CVLAN_STRIPPING | IBV_QP_CREATE_SOURCE_QPN |
-    IBV_QP_CREATE_PCI_WRITE_END_PADDING;
+    IBV_QP_CREATE_BLOCK_SELF_MCAST_LB | IBV_QP_CREATE_SCATTER_FCS | IBV_QP_CREATE_CVLAN_STRIPPING |
+    IBV_QP_CREATE_SOURCE_QPN | IBV_QP_CREATE_PCI_WRITE_END_PADDING;
 // ... and those softverbs honours.
 constexpr uint32_t kSupportedCreateFlags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB;
 
@@ -45,15 +44,16 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
                          protocol::CreateQpReply* out) {
   // Check.
   if (!IsSupportedType(req.qp_type)) {
-    return Verdict::Fail(EOPNOTSUPP,
-                         "QP type " + std::to_string(req.qp_type) + " is not supported by softverbs");
+    return Verdict::Fail(
+        EOPNOTSUPP, "QP type " + std::to_string(req.qp_type) + " is not supported by softverbs");
   }
   const auto type = static_cast<ibv_qp_type>(req.qp_type);
   if (req.create_flags & ~kKnownCreateFlags) {
     return Verdict::Fail(EINVAL, "unknown create_flags bits");
   }
   if (req.create_flags & ~kSupportedCreateFlags) {
-    return Verdict::Fail(EOPNOTSUPP, "create_flags other than BLOCK_SELF_MCAST_LB are not supported");
+    return Verdict::Fail(EOPNOTSUPP,
+                         "create_flags other than BLOCK_SELF_MCAST_LB are not supported");
   }
   const bool is_tgt = type == IBV_QPT_XRC_RECV;
   const bool is_ini = type == IBV_QPT_XRC_SEND;
@@ -128,8 +128,7 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   return Verdict::Ok();
 }
 
-Verdict Device::OpenQp(ClientId c, const protocol::OpenQpRequest& req,
-                       protocol::OpenQpReply* out) {
+Verdict Device::OpenQp(ClientId c, const protocol::OpenQpRequest& req, protocol::OpenQpReply* out) {
   XrcdHandle* xh = FindOwned(xrcd_handles_, c, req.xrcd);
   if (!xh) return Verdict::Fail(EINVAL, "open_qp: no such XRC domain in this context");
   if (req.qp_type != IBV_QPT_XRC_RECV) {

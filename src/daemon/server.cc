@@ -140,9 +140,9 @@ void Server::HandleReadable(int fd) {
 void Server::Reply(const Connection& conn, uint32_t seq, const Verdict& v, const void* body,
                    size_t body_len) {
   std::vector<uint8_t> msg(sizeof(protocol::ReplyHeader) + body_len + v.why.size());
-  protocol::ReplyHeader hdr{seq, v.err, static_cast<uint32_t>(body_len),
-                            static_cast<uint16_t>(v.ok() ? 0 : std::min<size_t>(v.why.size(), 4000)),
-                            0};
+  protocol::ReplyHeader hdr{
+      seq, v.err, static_cast<uint32_t>(body_len),
+      static_cast<uint16_t>(v.ok() ? 0 : std::min<size_t>(v.why.size(), 4000)), 0};
   memcpy(msg.data(), &hdr, sizeof(hdr));
   if (body_len) memcpy(msg.data() + sizeof(hdr), body, body_len);
   if (hdr.reason_len) memcpy(msg.data() + sizeof(hdr) + body_len, v.why.data(), hdr.reason_len);
@@ -175,12 +175,14 @@ bool BodyIs(size_t len) {
 void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
                       size_t len, std::vector<int>& fds) {
   const Op op = static_cast<Op>(hdr.op);
-  auto reply = [&](const Verdict& v, const auto& out) { Reply(conn, hdr.seq, v, &out, sizeof(out)); };
+  auto reply = [&](const Verdict& v, const auto& out) {
+    Reply(conn, hdr.seq, v, &out, sizeof(out));
+  };
   auto reply_empty = [&](const Verdict& v) { Reply(conn, hdr.seq, v, nullptr, 0); };
   auto bad_size = [&] { reply_empty(Verdict::Fail(EPROTO, "malformed request body")); };
-#define SV_BODY(T, name)              \
+#define SV_BODY(T, name)                  \
   if (!BodyIs<T>(len)) return bad_size(); \
-  T name;                             \
+  T name;                                 \
   memcpy(&name, body, sizeof(T))
 
   if (!conn.greeted) {
@@ -339,9 +341,9 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       return reply_empty(device_.CloseXrcd(c, req.handle));
     }
     default:
-      return reply_empty(Verdict::Fail(EOPNOTSUPP, std::string("operation ") +
-                                                       protocol::OpName(op) +
-                                                       " is not supported by this daemon"));
+      return reply_empty(Verdict::Fail(
+          EOPNOTSUPP,
+          std::string("operation ") + protocol::OpName(op) + " is not supported by this daemon"));
   }
 #undef SV_BODY
 }

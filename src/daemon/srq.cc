@@ -65,8 +65,8 @@ Verdict Device::ModifySrq(ClientId c, const protocol::ModifySrqRequest& req) {
   uint32_t max_wr = srq->max_wr;
   if (req.mask & IBV_SRQ_MAX_WR) {
     if (req.max_wr < 1 || req.max_wr > static_cast<uint32_t>(lim::kMaxSrqWr)) {
-      return Verdict::Fail(EINVAL, "SRQ max_wr " + std::to_string(req.max_wr) +
-                                       " is outside 1.." + std::to_string(lim::kMaxSrqWr));
+      return Verdict::Fail(EINVAL, "SRQ max_wr " + std::to_string(req.max_wr) + " is outside 1.." +
+                                       std::to_string(lim::kMaxSrqWr));
     }
     max_wr = req.max_wr;
   }

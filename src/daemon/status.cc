@@ -10,12 +10,18 @@ namespace softverbs::daemon {
 namespace {
 const char* QpTypeName(ibv_qp_type t) {
   switch (t) {
-    case IBV_QPT_RC: return "RC";
-    case IBV_QPT_UC: return "UC";
-    case IBV_QPT_UD: return "UD";
-    case IBV_QPT_XRC_SEND: return "XRC_SEND";
-    case IBV_QPT_XRC_RECV: return "XRC_RECV";
-    default: return "?";
+    case IBV_QPT_RC:
+      return "RC";
+    case IBV_QPT_UC:
+      return "UC";
+    case IBV_QPT_UD:
+      return "UD";
+    case IBV_QPT_XRC_SEND:
+      return "XRC_SEND";
+    case IBV_QPT_XRC_RECV:
+      return "XRC_RECV";
+    default:
+      return "?";
   }
 }
 const char* QpStateName(ibv_qp_state s) {
@@ -31,9 +37,10 @@ std::string Device::StatusJson() const {
   dev["netdev"] = gids_.netdev;
   dev["gids"] = json::array();
   for (int i = 0; i < gids_.count; ++i) {
-    dev["gids"].push_back({{"index", i},
-                           {"gid", FormatGid(gids_.gids[i].raw)},
-                           {"type", gids_.gids[i].type == GidType::kRoceV2 ? "RoCE v2" : "RoCE v1"}});
+    dev["gids"].push_back(
+        {{"index", i},
+         {"gid", FormatGid(gids_.gids[i].raw)},
+         {"type", gids_.gids[i].type == GidType::kRoceV2 ? "RoCE v2" : "RoCE v1"}});
   }
   json clients = json::array();
   for (const auto& [id, info] : clients_) {
@@ -44,8 +51,8 @@ std::string Device::StatusJson() const {
       if (pd.owner == id) pds.push_back({{"pdn", pd.pdn}, {"users", pd.users}});
     for (const auto& [h, mr] : mrs_)
       if (mr.owner == id)
-        mrs.push_back({{"lkey", mr.lkey}, {"rkey", mr.rkey}, {"length", mr.length},
-                       {"access", mr.access}});
+        mrs.push_back(
+            {{"lkey", mr.lkey}, {"rkey", mr.rkey}, {"length", mr.length}, {"access", mr.access}});
     for (const auto& [h, cq] : cqs_)
       if (cq.owner == id) cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});
     for (const auto& [h, srq] : srqs_)

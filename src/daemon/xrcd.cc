@@ -22,7 +22,8 @@ Verdict Device::OpenXrcd(ClientId c, int fd, uint32_t oflags, protocol::OpenXrcd
       if (x.bound_to_inode && x.dev == st.st_dev && x.ino == st.st_ino) found = &x;
     }
     if (!found && !(oflags & O_CREAT)) {
-      return Verdict::Fail(EAGAIN, "open_xrcd: no domain is bound to this file and O_CREAT is not set");
+      return Verdict::Fail(EAGAIN,
+                           "open_xrcd: no domain is bound to this file and O_CREAT is not set");
     }
     if (found && (oflags & O_EXCL)) {
       return Verdict::Fail(EINVAL, "open_xrcd: a domain is already bound to this file (O_EXCL)");

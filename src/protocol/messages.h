@@ -111,7 +111,7 @@ struct RegMrRequest {
   uint32_t access;  // ibv_access_flags
   uint64_t addr;    // start of the registered range in the owner's address space
   uint64_t length;
-  uint64_t iova;    // the address peers use (== addr unless reg_mr_iova)
+  uint64_t iova;  // the address peers use (== addr unless reg_mr_iova)
 };
 static_assert(sizeof(RegMrRequest) == 32);
 
@@ -125,10 +125,10 @@ static_assert(sizeof(RegMrReply) == 16);
 
 struct ReregMrRequest {
   Handle mr;
-  uint32_t flags;  // ibv_rereg_mr_flags
-  Handle pd;       // valid with IBV_REREG_MR_CHANGE_PD
-  uint32_t access; // valid with IBV_REREG_MR_CHANGE_ACCESS
-  uint64_t addr;   // valid with IBV_REREG_MR_CHANGE_TRANSLATION
+  uint32_t flags;   // ibv_rereg_mr_flags
+  Handle pd;        // valid with IBV_REREG_MR_CHANGE_PD
+  uint32_t access;  // valid with IBV_REREG_MR_CHANGE_ACCESS
+  uint64_t addr;    // valid with IBV_REREG_MR_CHANGE_TRANSLATION
   uint64_t length;
 };
 static_assert(sizeof(ReregMrRequest) == 32);
@@ -276,7 +276,14 @@ struct OpenXrcdReply {
 };
 
 // Pushed on the event connection, never a reply.
-enum class EventElement : uint32_t { kNone = 0, kCq = 1, kQp = 2, kSrq = 3, kPort = 4, kDevice = 5 };
+enum class EventElement : uint32_t {
+  kNone = 0,
+  kCq = 1,
+  kQp = 2,
+  kSrq = 3,
+  kPort = 4,
+  kDevice = 5
+};
 
 struct AsyncEventRecord {
   uint32_t event_type;  // ibv_event_type

@@ -4,10 +4,10 @@ namespace softverbs::protocol {
 
 const char* OpName(Op op) {
   static constexpr const char* kNames[] = {
-      "?",          "hello",       "alloc_pd",    "dealloc_pd",   "reg_mr",     "dereg_mr",
-      "rereg_mr",   "create_cq",   "resize_cq",   "destroy_cq",   "create_srq", "modify_srq",
-      "query_srq",  "destroy_srq", "create_qp",   "modify_qp",    "query_qp",   "destroy_qp",
-      "open_qp",    "create_ah",   "destroy_ah",  "attach_mcast", "detach_mcast", "open_xrcd",
+      "?",          "hello",       "alloc_pd",   "dealloc_pd",   "reg_mr",       "dereg_mr",
+      "rereg_mr",   "create_cq",   "resize_cq",  "destroy_cq",   "create_srq",   "modify_srq",
+      "query_srq",  "destroy_srq", "create_qp",  "modify_qp",    "query_qp",     "destroy_qp",
+      "open_qp",    "create_ah",   "destroy_ah", "attach_mcast", "detach_mcast", "open_xrcd",
       "close_xrcd", "status",      "shutdown"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);

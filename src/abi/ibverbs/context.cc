@@ -1,0 +1,110 @@
+// ibv_open_device / ibv_close_device, and the ops tables of a context. The
+// tables are first filled with honest "not supported" answers
+// (unsupported_ops.cc), then overlaid with what softverbs implements: an
+// application never calls through a NULL pointer.
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <new>
+
+#include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/unsupported_ops.h"
+#include "common/device_limits.h"
+#include "common/log.h"
+#include "common/unix_socket.h"
+
+namespace softverbs::provider {
+
+void InstallContextOps(ibv_context* ctx) {
+  verbs_context* v = verbs_get_ctx(ctx);
+  InstallUnsupportedOps(v);
+  ctx->ops.poll_cq = PollCqOp;
+  ctx->ops.req_notify_cq = ReqNotifyCqOp;
+  ctx->ops.post_send = PostSendOp;
+  ctx->ops.post_recv = PostRecvOp;
+  ctx->ops.post_srq_recv = PostSrqRecvOp;
+  v->query_port = QueryPortOp;
+  v->query_device_ex = QueryDeviceExOp;
+  v->create_cq_ex = CreateCqExOp;
+  v->create_qp_ex = CreateQpExOp;
+  v->open_qp = OpenQpOp;
+  v->create_srq_ex = CreateSrqExOp;
+  v->get_srq_num = GetSrqNumOp;
+  v->open_xrcd = OpenXrcdOp;
+  v->close_xrcd = CloseXrcdOp;
+}
+
+namespace {
+
+// Opens the context's event connection: the daemon pushes asynchronous events
+// there, and its fd is the context's async_fd.
+int OpenEventConnection(Context* ctx, uint64_t token) {
+  DaemonChannel events;
+  if (int err = events.Connect(protocol::Role::kEvents)) return err;
+  protocol::HelloRequest hello{static_cast<uint32_t>(protocol::Role::kEvents),
+                               static_cast<uint32_t>(getpid()), token};
+  protocol::HelloReply reply{};
+  if (int err = events.Call(protocol::Op::kHello, hello, &reply)) return err;
+  ctx->event_fd = events.Release();
+  return 0;
+}
+
+}  // namespace
+
+}  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+using softverbs::Log;
+
+SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  if (device != SoftverbsDevice()) return FailNull<ibv_context>(ENODEV);
+  auto* ctx = new (std::nothrow) Context();
+  if (!ctx) return FailNull<ibv_context>(ENOMEM);
+  memset(&ctx->vctx, 0, sizeof(ctx->vctx));
+  if (int err = ctx->channel.Connect(softverbs::protocol::Role::kContext)) {
+    delete ctx;
+    return FailNull<ibv_context>(err);
+  }
+  softverbs::protocol::HelloRequest hello{
+      static_cast<uint32_t>(softverbs::protocol::Role::kContext), static_cast<uint32_t>(getpid()),
+      0};
+  softverbs::protocol::HelloReply reply{};
+  int err = ctx->channel.Call(softverbs::protocol::Op::kHello, hello, &reply);
+  if (!err) err = OpenEventConnection(ctx, reply.context_token);
+  if (err) {
+    Log("ibv_open_device: cannot open %s: %s", device->name, strerror(err));
+    delete ctx;
+    return FailNull<ibv_context>(err);
+  }
+  ctx->client_id = reply.client_id;
+  ctx->active_mtu = static_cast<ibv_mtu>(reply.active_mtu);
+  ctx->gids = reply.gids;
+
+  ibv_context* ibv = ctx->ibv();
+  ctx->vctx.sz = sizeof(verbs_context);
+  ibv->device = device;
+  ibv->cmd_fd = ctx->channel.fd();
+  ibv->async_fd = ctx->event_fd;
+  ibv->num_comp_vectors = softverbs::limits::kNumCompVectors;
+  ibv->abi_compat = __VERBS_ABI_IS_EXTENDED;
+  pthread_mutex_init(&ibv->mutex, nullptr);
+  InstallContextOps(ibv);
+  return ibv;
+}
+
+SV_EXPORT int ibv_close_device(ibv_context* context) {
+  if (!context) {
+    errno = EINVAL;
+    return -1;
+  }
+  Context* ctx = Context::From(context);
+  // Closing the connections is what tells the daemon to release everything
+  // the context still owned, exactly as when the process dies.
+  if (ctx->event_fd >= 0) close(ctx->event_fd);
+  pthread_mutex_destroy(&context->mutex);
+  delete ctx;
+  return 0;
+}

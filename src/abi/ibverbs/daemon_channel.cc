@@ -1,0 +1,141 @@
+#include "abi/ibverbs/daemon_channel.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "common/log.h"
+#include "common/runtime_dir.h"
+#include "common/unix_socket.h"
+
+namespace softverbs::provider {
+
+namespace {
+
+// softverbsd is found next to the libraries: $SOFTVERBSD, else
+// <libdir>/../bin/softverbsd, else <libdir>/softverbsd.
+std::string DaemonBinary() {
+  if (const char* env = getenv("SOFTVERBSD"); env && *env) return env;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&DaemonBinary), &info) && info.dli_fname) {
+    std::string lib = info.dli_fname;
+    std::string dir = lib.substr(0, lib.rfind('/'));
+    for (const std::string& candidate : {dir + "/../bin/softverbsd", dir + "/softverbsd"}) {
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+  }
+  return "softverbsd";  // from PATH
+}
+
+// Starts the daemon detached from the caller: its own session, no inherited
+// descriptors (a test harness waiting for EOF on a pipe must not wait for the
+// daemon), stdio to a log file in the runtime directory.
+int SpawnDaemon(const std::string& dir) {
+  std::string binary = DaemonBinary();
+  std::string log = dir + "/softverbsd.log";
+  const char* argv[] = {binary.c_str(), "--runtime-dir", dir.c_str(), nullptr};
+  pid_t pid = fork();
+  if (pid < 0) return errno;
+  if (pid == 0) {
+    setsid();
+    if (fork() != 0) _exit(0);
+    int devnull = open("/dev/null", O_RDONLY);
+    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    dup2(devnull, 0);
+    dup2(out >= 0 ? out : devnull, 1);
+    dup2(out >= 0 ? out : devnull, 2);
+    syscall(SYS_close_range, 3, ~0u, 0);
+    execvp(argv[0], const_cast<char* const*>(argv));
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return 0;
+}
+
+}  // namespace
+
+int ConnectToDaemon(std::string* why) {
+  std::string dir = RuntimeDirPath();
+  if (int err = EnsureRuntimeDir(dir, why)) return -err;
+  std::string path = DaemonSocketPath(dir);
+  int fd = ConnectSeqpacket(path);
+  if (fd >= 0) return fd;
+  if (int err = SpawnDaemon(dir)) {
+    *why = "cannot start softverbsd";
+    return -err;
+  }
+  // Wait for it to bind: up to 5 s.
+  for (int i = 0; i < 500; ++i) {
+    fd = ConnectSeqpacket(path);
+    if (fd >= 0) return fd;
+    timespec ts{0, 10 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  *why = "softverbsd did not come up in " + dir + " (see " + dir + "/softverbsd.log)";
+  return fd;
+}
+
+DaemonChannel::~DaemonChannel() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int DaemonChannel::Release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+int DaemonChannel::Connect(protocol::Role role) {
+  (void)role;
+  std::string why;
+  int fd = ConnectToDaemon(&why);
+  if (fd < 0) {
+    Log("cannot reach the softverbs daemon: %s: %s", why.c_str(), strerror(-fd));
+    return -fd;
+  }
+  fd_ = fd;
+  return 0;
+}
+
+int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
+                        const int* fds, size_t nfds, size_t* rep_body_len) {
+  std::lock_guard lock(mutex_);
+  if (fd_ < 0) return ENODEV;
+  protocol::RequestHeader hdr{protocol::kProtocolVersion, static_cast<uint16_t>(op), 0,
+                              static_cast<uint32_t>(req_len), ++seq_};
+  if (int err = SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds)) {
+    Log("%s: the daemon connection failed: %s", protocol::OpName(op), strerror(err));
+    return err == EPIPE ? ENODEV : err;
+  }
+  // Status replies can be large; everything else fits the default buffer.
+  std::vector<uint8_t> buf(op == protocol::Op::kStatus ? (4 << 20) : protocol::kMaxMessageSize);
+  ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), nullptr);
+  if (n < static_cast<ssize_t>(sizeof(protocol::ReplyHeader))) {
+    Log("%s: the daemon went away", protocol::OpName(op));
+    return ENODEV;
+  }
+  protocol::ReplyHeader rh;
+  memcpy(&rh, buf.data(), sizeof(rh));
+  const uint8_t* body = buf.data() + sizeof(rh);
+  if (rh.err != 0) {
+    std::string why(reinterpret_cast<const char*>(body + rh.body_size), rh.reason_len);
+    Log("%s rejected (%s): %s", protocol::OpName(op), strerror(rh.err), why.c_str());
+    return rh.err;
+  }
+  if (rep && rep_len) memcpy(rep, body, std::min<size_t>(rep_len, rh.body_size));
+  if (rep_body_len) *rep_body_len = rh.body_size;
+  return 0;
+}
+
+}  // namespace softverbs::provider

@@ -1,0 +1,48 @@
+// A context's connection to softverbsd: synchronous request/reply calls,
+// serialised by a mutex. Rejections come back with the rule that was broken,
+// which Call() prints on the log channel.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include "protocol/messages.h"
+
+namespace softverbs::provider {
+
+class DaemonChannel {
+ public:
+  DaemonChannel() = default;
+  DaemonChannel(const DaemonChannel&) = delete;
+  DaemonChannel& operator=(const DaemonChannel&) = delete;
+  ~DaemonChannel();
+
+  // Connects to the user's daemon, starting one if none runs. Returns 0 or an
+  // errno.
+  int Connect(protocol::Role role);
+  int fd() const { return fd_; }
+  // Gives up ownership of the socket (the caller keeps the fd).
+  int Release();
+
+  // Sends op with req (and fds) and waits for the reply. Returns the daemon's
+  // verdict (0 or positive errno); on success copies up to rep_len bytes of the
+  // reply body into rep. *rep_body_len, if given, receives the body length.
+  int Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
+           const int* fds = nullptr, size_t nfds = 0, size_t* rep_body_len = nullptr);
+
+  template <typename Req, typename Rep>
+  int Call(protocol::Op op, const Req& req, Rep* rep) {
+    return Call(op, &req, sizeof(req), rep, sizeof(*rep));
+  }
+
+ private:
+  std::mutex mutex_;
+  int fd_ = -1;
+  uint32_t seq_ = 0;
+};
+
+// Connects to the daemon in the runtime directory, spawning softverbsd first
+// when none answers. Returns the fd or -errno.
+int ConnectToDaemon(std::string* why);
+
+}  // namespace softverbs::provider

@@ -1,0 +1,160 @@
+// The device list: softverbs provides exactly one device, softverbs0, whose
+// port is bound to a host interface (see common/gid_table.h). Its sysfs files
+// are virtual: ibv_read_sysfs_file answers them from the device itself.
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <string>
+
+#include "abi/ibverbs/exports.h"
+#include "common/device_limits.h"
+#include "common/gid_table.h"
+
+namespace softverbs::provider {
+namespace {
+
+constexpr const char* kSysfsClassPath = "/sys/class/infiniband/";
+
+struct DeviceRecord {
+  ibv_device device;
+  uint64_t guid;  // host order
+  GidTable gids;
+};
+
+DeviceRecord& TheDevice() {
+  static DeviceRecord record = [] {
+    DeviceRecord r{};
+    r.device.node_type = IBV_NODE_CA;
+    r.device.transport_type = IBV_TRANSPORT_IB;
+    snprintf(r.device.name, sizeof(r.device.name), "%s", limits::kDeviceName);
+    snprintf(r.device.dev_name, sizeof(r.device.dev_name), "uverbs0");
+    snprintf(r.device.dev_path, sizeof(r.device.dev_path), "/sys/class/infiniband_verbs/uverbs0");
+    snprintf(r.device.ibdev_path, sizeof(r.device.ibdev_path), "%s%s", kSysfsClassPath,
+             limits::kDeviceName);
+    r.gids = BuildGidTable();
+    r.guid = GuidFromMac(r.gids.mac);
+    return r;
+  }();
+  return record;
+}
+
+std::string FormatGuid(uint64_t guid) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48) & 0xffff,
+           static_cast<unsigned>(guid >> 32) & 0xffff, static_cast<unsigned>(guid >> 16) & 0xffff,
+           static_cast<unsigned>(guid) & 0xffff);
+  return buf;
+}
+
+// The virtual sysfs files of softverbs0, relative to its ibdev_path.
+bool VirtualSysfsFile(const std::string& name, std::string* value) {
+  const DeviceRecord& d = TheDevice();
+  if (name == "node_type")
+    *value = "1: CA";
+  else if (name == "fw_ver")
+    *value = limits::kFirmwareVersion;
+  else if (name == "hca_type")
+    *value = "softverbs";
+  else if (name == "hw_rev")
+    *value = std::to_string(limits::kHwVersion);
+  else if (name == "board_id")
+    *value = "softverbs";
+  else if (name == "node_desc")
+    *value = std::string("softverbs ") + limits::kDeviceName;
+  else if (name == "node_guid" || name == "sys_image_guid")
+    *value = FormatGuid(d.guid);
+  else if (name == "ports/1/state")
+    *value = "4: ACTIVE";
+  else if (name == "ports/1/phys_state")
+    *value = "5: LinkUp";
+  else if (name == "ports/1/link_layer")
+    *value = "Ethernet";
+  else if (name == "ports/1/gid_attrs/ndevs/0")
+    *value = d.gids.netdev;
+  else
+    return false;
+  *value += "\n";
+  return true;
+}
+
+}  // namespace
+
+const ibv_device* SoftverbsDevice() {
+  return &TheDevice().device;
+}
+const GidTable& HostGidTable() {
+  return TheDevice().gids;
+}
+uint64_t DeviceGuid() {
+  return TheDevice().guid;
+}
+
+}  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+
+SV_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
+  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  list[0] = const_cast<ibv_device*>(SoftverbsDevice());
+  if (num_devices) *num_devices = 1;
+  return list;
+}
+
+SV_EXPORT void ibv_free_device_list(ibv_device** list) {
+  free(list);
+}
+
+SV_EXPORT const char* ibv_get_device_name(ibv_device* device) {
+  if (!device) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return device->name;
+}
+
+SV_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
+  if (!device) return 0;
+  return htobe64(DeviceGuid());
+}
+
+SV_EXPORT int ibv_get_device_index(ibv_device* device) {
+  return device == SoftverbsDevice() ? 0 : -1;
+}
+
+SV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
+  std::string path = std::string(dir ? dir : "") + "/" + (file ? file : "");
+  const std::string prefix = std::string(kSysfsClassPath) + softverbs::limits::kDeviceName + "/";
+  std::string value;
+  if (path.rfind(prefix, 0) == 0 && VirtualSysfsFile(path.substr(prefix.size()), &value)) {
+    if (size == 0) return -1;
+    size_t len = std::min(value.size(), size - 1);
+    memcpy(buf, value.data(), len);
+    buf[len] = '\0';
+    if (len > 0 && buf[len - 1] == '\n') buf[--len] = '\0';
+    return static_cast<int>(len);
+  }
+  // Anything else is a real file, as in libibverbs.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t len = read(fd, buf, size);
+  close(fd);
+  if (len <= 0) return -1;
+  if (static_cast<size_t>(len) < size) buf[len] = '\0';
+  if (len > 0 && buf[len - 1] == '\n') buf[--len] = '\0';
+  return static_cast<int>(len);
+}
+
+SV_EXPORT int ibv_get_sysfs_path(char* buf, size_t size) {
+  // libibverbs reports where sysfs is mounted; our virtual files hang off it.
+  int n = snprintf(buf, size, "/sys");
+  return n < 0 || static_cast<size_t>(n) >= size ? -1 : 0;
+}

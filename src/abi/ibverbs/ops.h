@@ -1,0 +1,34 @@
+// The provider operations that context.cc installs into ibv_context.ops and
+// verbs_context. One family per file.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+namespace softverbs::provider {
+
+// query.cc
+int QueryPortOp(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len);
+int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size);
+
+// cq.cc
+int PollCqOp(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int ReqNotifyCqOp(ibv_cq* cq, int solicited_only);
+ibv_cq_ex* CreateCqExOp(ibv_context* context, ibv_cq_init_attr_ex* attr);
+
+// qp.cc
+ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr);
+ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr);
+int PostSendOp(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int PostRecvOp(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+// srq.cc
+ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr);
+int GetSrqNumOp(ibv_srq* srq, uint32_t* srq_num);
+int PostSrqRecvOp(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+// xrcd.cc
+ibv_xrcd* OpenXrcdOp(ibv_context* context, ibv_xrcd_init_attr* attr);
+int CloseXrcdOp(ibv_xrcd* xrcd);
+
+}  // namespace softverbs::provider

@@ -1,0 +1,154 @@
+// Protection domains and memory regions.
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <new>
+#include <vector>
+
+#include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/provider.h"
+#include "common/log.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace softverbs::provider {
+namespace {
+
+// The kernel pins the pages of a registration and fails with EFAULT when part
+// of the range is not mapped; mincore gives the same answer without pinning.
+bool RangeIsMapped(const void* addr, size_t length) {
+  const uintptr_t page = sysconf(_SC_PAGESIZE);
+  uintptr_t start = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+  uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
+  std::vector<unsigned char> vec(1024);
+  for (uintptr_t p = start; p < end; p += vec.size() * page) {
+    size_t len = std::min<uintptr_t>(vec.size() * page, end - p);
+    if (mincore(reinterpret_cast<void*>(p), len, vec.data()) != 0) return false;
+  }
+  return true;
+}
+
+ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if (!pd) return FailNull<ibv_mr>(EINVAL);
+  if (length > 0 && (!addr || !RangeIsMapped(addr, length))) {
+    Log("ibv_reg_mr: [%p, +%zu) is not mapped memory", addr, length);
+    return FailNull<ibv_mr>(EFAULT);
+  }
+  Context* ctx = Context::From(pd->context);
+  protocol::RegMrRequest req{FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr),
+                             length, iova};
+  protocol::RegMrReply rep{};
+  if (int err = ctx->channel.Call(protocol::Op::kRegMr, req, &rep)) return FailNull<ibv_mr>(err);
+  auto* mr = new (std::nothrow) Mr{};
+  if (!mr) {
+    protocol::HandleRequest undo{rep.handle, 0};
+    ctx->channel.Call(protocol::Op::kDeregMr, &undo, sizeof(undo), nullptr, 0);
+    return FailNull<ibv_mr>(ENOMEM);
+  }
+  mr->handle = rep.handle;
+  mr->ibv.context = pd->context;
+  mr->ibv.pd = pd;
+  mr->ibv.addr = addr;
+  mr->ibv.length = length;
+  mr->ibv.handle = rep.handle;
+  mr->ibv.lkey = rep.lkey;
+  mr->ibv.rkey = rep.rkey;
+  return &mr->ibv;
+}
+
+}  // namespace
+}  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+using softverbs::Log;
+namespace protocol = softverbs::protocol;
+
+SV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  if (!context) return FailNull<ibv_pd>(EINVAL);
+  Context* ctx = Context::From(context);
+  protocol::AllocPdReply rep{};
+  protocol::HandleRequest req{};
+  if (int err = ctx->channel.Call(protocol::Op::kAllocPd, req, &rep)) {
+    return FailNull<ibv_pd>(err);
+  }
+  auto* pd = new Pd{};
+  pd->ibv.context = context;
+  pd->ibv.handle = rep.handle;
+  pd->handle = rep.handle;
+  return &pd->ibv;
+}
+
+SV_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
+  if (!pd) return EINVAL;
+  Pd* p = FromPublic<Pd>(pd);
+  protocol::HandleRequest req{p->handle, 0};
+  if (int err = Context::From(pd->context)
+                    ->channel.Call(protocol::Op::kDeallocPd, &req, sizeof(req), nullptr, 0)) {
+    return err;
+  }
+  delete p;
+  return 0;
+}
+
+SV_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return RegisterMr(pd, addr, length, reinterpret_cast<uint64_t>(addr),
+                    static_cast<unsigned>(access));
+}
+
+SV_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                  int access) {
+  return RegisterMr(pd, addr, length, iova, static_cast<unsigned>(access));
+}
+
+SV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                   unsigned int access) {
+  return RegisterMr(pd, addr, length, iova, access);
+}
+
+SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
+  if (!mr) return EINVAL;
+  Mr* m = FromPublic<Mr>(mr);
+  protocol::HandleRequest req{m->handle, 0};
+  if (int err = Context::From(mr->context)
+                    ->channel.Call(protocol::Op::kDeregMr, &req, sizeof(req), nullptr, 0)) {
+    return err;
+  }
+  delete m;
+  return 0;
+}
+
+// Returns 0 or an ibv_rereg_mr_err_code-compatible negative value... rdma-core
+// returns a positive errno, or IBV_REREG_MR_ERR_* for the partial-failure cases
+// softverbs never produces (the daemon applies all changes or none).
+SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length,
+                           int access) {
+  if (!mr) return EINVAL;
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    if (!addr || length == 0 || !RangeIsMapped(addr, length)) {
+      Log("ibv_rereg_mr: [%p, +%zu) is not mapped memory", addr, length);
+      return EFAULT;
+    }
+  }
+  if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) return EINVAL;
+  Mr* m = FromPublic<Mr>(mr);
+  protocol::ReregMrRequest req{m->handle,
+                               static_cast<uint32_t>(flags),
+                               (flags & IBV_REREG_MR_CHANGE_PD) ? FromPublic<Pd>(pd)->handle : 0,
+                               static_cast<uint32_t>(access),
+                               reinterpret_cast<uint64_t>(addr),
+                               length};
+  protocol::RegMrReply rep{};
+  if (int err = Context::From(mr->context)->channel.Call(protocol::Op::kReregMr, req, &rep)) {
+    return err;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    mr->addr = addr;
+    mr->length = length;
+  }
+  mr->lkey = rep.lkey;
+  mr->rkey = rep.rkey;
+  return 0;
+}

@@ -1,0 +1,253 @@
+// Queue pairs: create (ibv_create_qp, ibv_create_qp_ex), open (XRC receive
+// QPs of another process), modify, query, destroy, multicast attachment.
+// The daemon holds the QP and enforces the rules; this side translates
+// between the public structs and the wire, and keeps ibv_qp.state in step.
+#include <errno.h>
+#include <string.h>
+
+#include <new>
+
+#include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/qp_ex_ops.h"
+#include "common/log.h"
+
+namespace softverbs::provider {
+namespace {
+
+constexpr uint32_t kKnownQpInitComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+                                      IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                                      IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
+                                      IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+constexpr uint32_t kSupportedQpInitComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+                                          IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                                          IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+
+Handle HandleOf(ibv_pd* pd) {
+  return pd ? FromPublic<Pd>(pd)->handle : 0;
+}
+Handle HandleOf(ibv_cq* cq) {
+  return cq ? FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq))->handle : 0;
+}
+Handle HandleOf(ibv_srq* srq) {
+  return srq ? FromPublic<Srq>(srq)->handle : 0;
+}
+Handle HandleOf(ibv_xrcd* xrcd) {
+  return xrcd ? FromPublic<Xrcd>(xrcd)->handle : 0;
+}
+
+Qp* NewQp(ibv_context* context, Handle handle, uint32_t qpn, ibv_qp_type type, void* qp_context) {
+  auto* qp = new (std::nothrow) Qp{};
+  if (!qp) return nullptr;
+  qp->handle = handle;
+  ibv_qp& q = qp->ibv.qp_base;
+  q.context = context;
+  q.qp_context = qp_context;
+  q.handle = handle;
+  q.qp_num = qpn;
+  q.state = IBV_QPS_RESET;
+  q.qp_type = type;
+  pthread_mutex_init(&q.mutex, nullptr);
+  pthread_cond_init(&q.cond, nullptr);
+  InstallQpExOps(&qp->ibv);
+  return qp;
+}
+
+}  // namespace
+
+ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  if (!context || !attr) return FailNull<ibv_qp>(EINVAL);
+  if (attr->comp_mask & ~kKnownQpInitComp) {
+    Log("ibv_create_qp_ex: comp_mask 0x%x has unknown bits", attr->comp_mask);
+    return FailNull<ibv_qp>(EINVAL);
+  }
+  if (attr->comp_mask & ~kSupportedQpInitComp) {
+    Log("ibv_create_qp_ex: comp_mask 0x%x asks for TSO/RSS, which softverbs does not support",
+        attr->comp_mask);
+    return FailNull<ibv_qp>(EOPNOTSUPP);
+  }
+  const bool is_recv = attr->qp_type == IBV_QPT_XRC_RECV;
+  if (is_recv && !(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD)) {
+    Log("ibv_create_qp_ex: an XRC_RECV QP needs IBV_QP_INIT_ATTR_XRCD");
+    return FailNull<ibv_qp>(EINVAL);
+  }
+  if (!is_recv && !(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+    Log("ibv_create_qp_ex: IBV_QP_INIT_ATTR_PD is required for this QP type");
+    return FailNull<ibv_qp>(EINVAL);
+  }
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) && !attr->pd) return FailNull<ibv_qp>(EINVAL);
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) && is_recv && !attr->xrcd) {
+    return FailNull<ibv_qp>(EINVAL);
+  }
+  uint64_t send_ops = 0;
+  if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+    send_ops = attr->send_ops_flags;
+    if (send_ops & ~SupportedSendOpsFlags(attr->qp_type)) {
+      Log("ibv_create_qp_ex: send_ops_flags 0x%llx include operations this QP type cannot do",
+          static_cast<unsigned long long>(send_ops));
+      return FailNull<ibv_qp>(EOPNOTSUPP);
+    }
+  }
+  Context* ctx = Context::From(context);
+  protocol::CreateQpRequest req{};
+  req.qp_type = attr->qp_type;
+  req.pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? HandleOf(attr->pd) : 0;
+  req.send_cq = HandleOf(attr->send_cq);
+  req.recv_cq = HandleOf(attr->recv_cq);
+  req.srq = HandleOf(attr->srq);
+  req.xrcd = (attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) ? HandleOf(attr->xrcd) : 0;
+  req.sq_sig_all = attr->sq_sig_all;
+  req.create_flags = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr->create_flags : 0;
+  req.cap = attr->cap;
+  protocol::CreateQpReply rep{};
+  if (int err = ctx->channel.Call(protocol::Op::kCreateQp, req, &rep)) {
+    return FailNull<ibv_qp>(err);
+  }
+  Qp* qp = NewQp(context, rep.handle, rep.qpn, attr->qp_type, attr->qp_context);
+  if (!qp) {
+    protocol::HandleRequest undo{rep.handle, 0};
+    ctx->channel.Call(protocol::Op::kDestroyQp, &undo, sizeof(undo), nullptr, 0);
+    return FailNull<ibv_qp>(ENOMEM);
+  }
+  ibv_qp& q = qp->ibv.qp_base;
+  q.pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
+  q.send_cq = is_recv ? nullptr : attr->send_cq;
+  q.recv_cq = (is_recv || attr->qp_type == IBV_QPT_XRC_SEND) ? nullptr : attr->recv_cq;
+  q.srq = attr->srq;
+  qp->cap = rep.cap;
+  qp->sq_sig_all = attr->sq_sig_all != 0;
+  qp->has_qp_ex = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+  qp->ibv.comp_mask = 0;
+  attr->cap = rep.cap;
+  ctx->Track(rep.handle, &q);
+  return &q;
+}
+
+ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr) {
+  if (!context || !attr) return FailNull<ibv_qp>(EINVAL);
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) return FailNull<ibv_qp>(EINVAL);
+  constexpr uint32_t kRequired =
+      IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if ((attr->comp_mask & kRequired) != kRequired || !attr->xrcd) {
+    Log("ibv_open_qp: comp_mask needs IBV_QP_OPEN_ATTR_NUM|XRCD|TYPE");
+    return FailNull<ibv_qp>(EINVAL);
+  }
+  Context* ctx = Context::From(context);
+  protocol::OpenQpRequest req{HandleOf(attr->xrcd), attr->qp_num,
+                              static_cast<uint32_t>(attr->qp_type), 0};
+  protocol::OpenQpReply rep{};
+  if (int err = ctx->channel.Call(protocol::Op::kOpenQp, req, &rep)) {
+    return FailNull<ibv_qp>(err);
+  }
+  void* qp_context = (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? attr->qp_context : nullptr;
+  Qp* qp = NewQp(context, rep.handle, rep.qpn, attr->qp_type, qp_context);
+  if (!qp) return FailNull<ibv_qp>(ENOMEM);
+  qp->ibv.qp_base.state = static_cast<ibv_qp_state>(rep.state);
+  ctx->Track(rep.handle, &qp->ibv.qp_base);
+  return &qp->ibv.qp_base;
+}
+
+}  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+using softverbs::Log;
+namespace protocol = softverbs::protocol;
+
+SV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (!pd || !attr) return FailNull<ibv_qp>(EINVAL);
+  ibv_qp_init_attr_ex ex{};
+  ex.qp_context = attr->qp_context;
+  ex.send_cq = attr->send_cq;
+  ex.recv_cq = attr->recv_cq;
+  ex.srq = attr->srq;
+  ex.cap = attr->cap;
+  ex.qp_type = attr->qp_type;
+  ex.sq_sig_all = attr->sq_sig_all;
+  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ex.pd = pd;
+  ibv_qp* qp = CreateQpExOp(pd->context, &ex);
+  if (qp) attr->cap = ex.cap;
+  return qp;
+}
+
+SV_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  if (!qp) return FailNull<ibv_qp_ex>(EINVAL);
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
+  if (!q->has_qp_ex) return FailNull<ibv_qp_ex>(EOPNOTSUPP);
+  return &q->ibv;
+}
+
+SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  if (!qp || !attr) return EINVAL;
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
+  protocol::ModifyQpRequest req{};
+  req.handle = q->handle;
+  req.mask = static_cast<uint32_t>(attr_mask);
+  req.attr = *attr;
+  Context* ctx = Context::From(qp->context);
+  if (int err = ctx->channel.Call(protocol::Op::kModifyQp, &req, sizeof(req), nullptr, 0)) {
+    return err;
+  }
+  // As libibverbs: the cached state follows a successful modify only.
+  if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  OnQpStateChanged(q, qp->state);
+  return 0;
+}
+
+SV_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
+                           ibv_qp_init_attr* init_attr) {
+  if (!qp || !attr || !init_attr) return EINVAL;
+  (void)attr_mask;  // like hardware drivers, every attribute is returned
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
+  protocol::HandleRequest req{q->handle, 0};
+  protocol::QueryQpReply rep{};
+  if (int err = Context::From(qp->context)->channel.Call(protocol::Op::kQueryQp, req, &rep)) {
+    return err;
+  }
+  *attr = rep.attr;
+  memset(init_attr, 0, sizeof(*init_attr));
+  init_attr->qp_context = qp->qp_context;
+  init_attr->send_cq = qp->send_cq;
+  init_attr->recv_cq = qp->recv_cq;
+  init_attr->srq = qp->srq;
+  init_attr->cap = rep.init_cap;
+  init_attr->qp_type = static_cast<ibv_qp_type>(rep.qp_type);
+  init_attr->sq_sig_all = static_cast<int>(rep.sq_sig_all);
+  qp->state = attr->qp_state;
+  return 0;
+}
+
+SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
+  if (!qp) return EINVAL;
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
+  Context* ctx = Context::From(qp->context);
+  protocol::HandleRequest req{q->handle, 0};
+  if (int err = ctx->channel.Call(protocol::Op::kDestroyQp, &req, sizeof(req), nullptr, 0)) {
+    return err;
+  }
+  ctx->Untrack(q->handle);
+  pthread_cond_destroy(&qp->cond);
+  pthread_mutex_destroy(&qp->mutex);
+  delete q;
+  return 0;
+}
+
+namespace {
+int Mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, protocol::Op op) {
+  if (!qp || !gid) return EINVAL;
+  protocol::McastRequest req{};
+  req.qp = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp))->handle;
+  req.lid = lid;
+  memcpy(req.gid, gid->raw, 16);
+  return Context::From(qp->context)->channel.Call(op, &req, sizeof(req), nullptr, 0);
+}
+}  // namespace
+
+SV_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  return Mcast(qp, gid, lid, protocol::Op::kAttachMcast);
+}
+
+SV_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  return Mcast(qp, gid, lid, protocol::Op::kDetachMcast);
+}

@@ -1,0 +1,223 @@
+// Device, port, GID and P_Key queries. Every number reported comes from
+// common/device_limits.h (what the daemon enforces) or from the daemon's view
+// of the port (active MTU, GID table).
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/provider.h"
+#include "common/device_limits.h"
+#include "common/log.h"
+
+#undef ibv_query_port
+
+namespace softverbs::provider {
+
+namespace lim = softverbs::limits;
+
+namespace {
+
+constexpr unsigned kDeviceCapFlags =
+    IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_CURR_QP_STATE_MOD | IBV_DEVICE_PORT_ACTIVE_EVENT |
+    IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC;
+
+void FillDeviceAttr(ibv_device_attr* a) {
+  memset(a, 0, sizeof(*a));
+  snprintf(a->fw_ver, sizeof(a->fw_ver), "%s", lim::kFirmwareVersion);
+  a->node_guid = htobe64(DeviceGuid());
+  a->sys_image_guid = a->node_guid;
+  a->max_mr_size = lim::kMaxMrSize;
+  a->page_size_cap = lim::kPageSizeCap;
+  a->vendor_id = lim::kVendorId;
+  a->vendor_part_id = lim::kVendorPartId;
+  a->hw_ver = lim::kHwVersion;
+  a->max_qp = lim::kMaxQp;
+  a->max_qp_wr = lim::kMaxQpWr;
+  a->device_cap_flags = kDeviceCapFlags;
+  a->max_sge = lim::kMaxSge;
+  a->max_sge_rd = lim::kMaxSgeRd;
+  a->max_cq = lim::kMaxCq;
+  a->max_cqe = lim::kMaxCqe;
+  a->max_mr = lim::kMaxMr;
+  a->max_pd = lim::kMaxPd;
+  a->max_qp_rd_atom = lim::kMaxQpRdAtom;
+  a->max_ee_rd_atom = 0;
+  a->max_res_rd_atom = lim::kMaxResRdAtom;
+  a->max_qp_init_rd_atom = lim::kMaxQpInitRdAtom;
+  a->max_ee_init_rd_atom = 0;
+  a->atomic_cap = IBV_ATOMIC_HCA;
+  a->max_ee = 0;
+  a->max_rdd = 0;
+  a->max_mw = 0;
+  a->max_raw_ipv6_qp = 0;
+  a->max_raw_ethy_qp = 0;
+  a->max_mcast_grp = lim::kMaxMcastGrp;
+  a->max_mcast_qp_attach = lim::kMaxMcastQpAttach;
+  a->max_total_mcast_qp_attach = lim::kMaxTotalMcastQpAttach;
+  a->max_ah = lim::kMaxAh;
+  a->max_fmr = 0;
+  a->max_map_per_fmr = 0;
+  a->max_srq = lim::kMaxSrq;
+  a->max_srq_wr = lim::kMaxSrqWr;
+  a->max_srq_sge = lim::kMaxSrqSge;
+  a->max_pkeys = lim::kMaxPkeys;
+  a->local_ca_ack_delay = lim::kLocalCaAckDelay;
+  a->phys_port_cnt = lim::kPhysPortCount;
+}
+
+void FillPortAttr(const Context& ctx, ibv_port_attr* a) {
+  memset(a, 0, sizeof(*a));
+  a->state = IBV_PORT_ACTIVE;
+  a->max_mtu = IBV_MTU_4096;
+  a->active_mtu = ctx.active_mtu;
+  a->gid_tbl_len = lim::kGidTableLength;
+  a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+  a->max_msg_sz = lim::kMaxMsgSize;
+  a->pkey_tbl_len = lim::kMaxPkeys;
+  a->max_vl_num = 1;
+  a->active_width = lim::kActiveWidth;
+  a->active_speed = lim::kActiveSpeed;
+  a->phys_state = lim::kPhysStateLinkUp;
+  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+}
+
+int CheckPort(uint32_t port_num, const char* verb) {
+  if (port_num != 1) {
+    Log("%s: port %u does not exist (the device has port 1 only)", verb, port_num);
+    return EINVAL;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int QueryPortOp(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len) {
+  if (!context || !attr) return EINVAL;
+  if (int err = CheckPort(port_num, "ibv_query_port")) return err;
+  ibv_port_attr full;
+  FillPortAttr(*Context::From(context), &full);
+  memset(attr, 0, attr_len);
+  memcpy(attr, &full, std::min(attr_len, sizeof(full)));
+  return 0;
+}
+
+int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size) {
+  if (!context || !attr) return EINVAL;
+  if (input && input->comp_mask != 0) {
+    Log("ibv_query_device_ex: input comp_mask 0x%x has unknown bits", input->comp_mask);
+    return EINVAL;
+  }
+  if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex full{};
+  FillDeviceAttr(&full.orig_attr);
+  full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
+  full.phys_port_cnt_ex = lim::kPhysPortCount;
+  memset(attr, 0, attr_size);
+  memcpy(attr, &full, std::min(attr_size, sizeof(full)));
+  return 0;
+}
+
+}  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+using softverbs::Log;
+
+SV_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
+  if (!context || !attr) return EINVAL;
+  FillDeviceAttr(attr);
+  return 0;
+}
+
+// The exported symbol serves binaries built before the header turned
+// ibv_query_port into an inline; it fills the old, shorter layout.
+SV_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num,
+                             struct _compat_ibv_port_attr* attr) {
+  // The old layout ends before port_cap_flags2.
+  return QueryPortOp(context, port_num, reinterpret_cast<ibv_port_attr*>(attr),
+                     offsetof(ibv_port_attr, port_cap_flags2));
+}
+
+SV_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+  if (!context || !gid || port_num != 1 || index < 0 ||
+      index >= softverbs::limits::kGidTableLength) {
+    errno = EINVAL;
+    return -1;
+  }
+  const auto& gids = Context::From(context)->gids;
+  memset(gid, 0, sizeof(*gid));
+  if (index < gids.count) memcpy(gid->raw, gids.gids[index].raw, 16);
+  return 0;
+}
+
+namespace {
+int FillGidEntry(const Context& ctx, uint32_t index, ibv_gid_entry* entry) {
+  if (index >= static_cast<uint32_t>(ctx.gids.count)) return ENODATA;
+  const auto& e = ctx.gids.gids[index];
+  memset(entry, 0, sizeof(*entry));
+  memcpy(entry->gid.raw, e.raw, 16);
+  entry->gid_index = index;
+  entry->port_num = 1;
+  entry->gid_type =
+      e.type == softverbs::GidType::kRoceV2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+  entry->ndev_ifindex = ctx.gids.ifindex;
+  return 0;
+}
+}  // namespace
+
+SV_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                                ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+  if (!context || !entry || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  if (port_num != 1 || gid_index >= static_cast<uint32_t>(softverbs::limits::kGidTableLength)) {
+    return EINVAL;
+  }
+  return FillGidEntry(*Context::From(context), gid_index, entry);
+}
+
+SV_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries,
+                                       size_t max_entries, uint32_t flags, size_t entry_size) {
+  if (!context || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  const Context& ctx = *Context::From(context);
+  if (max_entries < static_cast<size_t>(ctx.gids.count)) return -EINVAL;
+  size_t n = 0;
+  for (int i = 0; i < ctx.gids.count; ++i) {
+    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + n * entry_size);
+    FillGidEntry(ctx, i, e);
+    ++n;
+  }
+  return static_cast<ssize_t>(n);
+}
+
+// IBVERBS_PRIVATE_34: used by ibv_devinfo. Values of enum ibv_gid_type_sysfs.
+SV_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
+                                 int* type) {
+  if (!context || !type || port_num != 1) {
+    errno = EINVAL;
+    return -1;
+  }
+  const Context& ctx = *Context::From(context);
+  if (index >= static_cast<unsigned>(ctx.gids.count)) {
+    errno = ENODATA;
+    return -1;
+  }
+  // ibv_gid_type_sysfs: 0 IB/RoCE v1, 1 RoCE v2.
+  *type = ctx.gids.gids[index].type == softverbs::GidType::kRoceV2 ? 1 : 0;
+  return 0;
+}
+
+SV_EXPORT int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+  if (!context || !pkey || port_num != 1 || index < 0 || index >= softverbs::limits::kMaxPkeys) {
+    errno = EINVAL;
+    return -1;
+  }
+  *pkey = htobe16(softverbs::limits::kDefaultPkey);
+  return 0;
+}
+
+SV_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
+  if (!context || port_num != 1) return -EINVAL;
+  // Full and limited membership of the default partition both match it.
+  if ((be16toh(pkey) & 0x7fff) == (softverbs::limits::kDefaultPkey & 0x7fff)) return 0;
+  return -ENOENT;
+}

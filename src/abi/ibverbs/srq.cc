@@ -1,0 +1,125 @@
+// Shared receive queues (basic and XRC).
+#include <errno.h>
+
+#include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/provider.h"
+#include "common/log.h"
+
+namespace softverbs::provider {
+namespace {
+
+ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd* xrcd, ibv_cq* cq,
+                   void* srq_context, ibv_srq_attr* attr) {
+  Context* ctx = Context::From(context);
+  protocol::CreateSrqRequest req{};
+  req.pd = FromPublic<Pd>(pd)->handle;
+  req.srq_type = type;
+  req.xrcd = xrcd ? FromPublic<Xrcd>(xrcd)->handle : 0;
+  req.cq = cq ? FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq))->handle : 0;
+  req.max_wr = attr->max_wr;
+  req.max_sge = attr->max_sge;
+  req.srq_limit = attr->srq_limit;
+  protocol::CreateSrqReply rep{};
+  if (int err = ctx->channel.Call(protocol::Op::kCreateSrq, req, &rep)) {
+    return FailNull<ibv_srq>(err);
+  }
+  auto* srq = new Srq{};
+  srq->handle = rep.handle;
+  srq->srqn = rep.srqn;
+  srq->type = type;
+  srq->ibv.context = context;
+  srq->ibv.srq_context = srq_context;
+  srq->ibv.pd = pd;
+  srq->ibv.handle = rep.handle;
+  pthread_mutex_init(&srq->ibv.mutex, nullptr);
+  pthread_cond_init(&srq->ibv.cond, nullptr);
+  attr->max_wr = rep.max_wr;
+  attr->max_sge = rep.max_sge;
+  ctx->Track(rep.handle, &srq->ibv);
+  return &srq->ibv;
+}
+
+}  // namespace
+
+ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
+  if (!context || !attr) return FailNull<ibv_srq>(EINVAL);
+  if (attr->comp_mask >= IBV_SRQ_INIT_ATTR_RESERVED) {
+    Log("ibv_create_srq_ex: comp_mask 0x%x has unknown bits", attr->comp_mask);
+    return FailNull<ibv_srq>(EINVAL);
+  }
+  if (attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) {
+    Log("ibv_create_srq_ex: tag-matching SRQs are not supported");
+    return FailNull<ibv_srq>(EOPNOTSUPP);
+  }
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
+    Log("ibv_create_srq_ex: IBV_SRQ_INIT_ATTR_PD is required");
+    return FailNull<ibv_srq>(EINVAL);
+  }
+  ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+  if (type == IBV_SRQT_TM) return FailNull<ibv_srq>(EOPNOTSUPP);
+  if (type == IBV_SRQT_XRC) {
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+        !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+      Log("ibv_create_srq_ex: an XRC SRQ needs IBV_SRQ_INIT_ATTR_XRCD and IBV_SRQ_INIT_ATTR_CQ");
+      return FailNull<ibv_srq>(EINVAL);
+    }
+  }
+  return CreateSrq(context, attr->pd, type, type == IBV_SRQT_XRC ? attr->xrcd : nullptr,
+                   type == IBV_SRQT_XRC ? attr->cq : nullptr, attr->srq_context, &attr->attr);
+}
+
+int GetSrqNumOp(ibv_srq* srq, uint32_t* srq_num) {
+  if (!srq || !srq_num) return EINVAL;
+  Srq* s = FromPublic<Srq>(srq);
+  if (s->type != IBV_SRQT_XRC) return EINVAL;
+  *srq_num = s->srqn;
+  return 0;
+}
+
+}  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+namespace protocol = softverbs::protocol;
+
+SV_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (!pd || !attr) return FailNull<ibv_srq>(EINVAL);
+  return CreateSrq(pd->context, pd, IBV_SRQT_BASIC, nullptr, nullptr, attr->srq_context,
+                   &attr->attr);
+}
+
+SV_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
+  if (!srq || !attr) return EINVAL;
+  protocol::ModifySrqRequest req{FromPublic<Srq>(srq)->handle, static_cast<uint32_t>(attr_mask),
+                                 attr->max_wr, attr->srq_limit};
+  return Context::From(srq->context)
+      ->channel.Call(protocol::Op::kModifySrq, &req, sizeof(req), nullptr, 0);
+}
+
+SV_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  if (!srq || !attr) return EINVAL;
+  protocol::HandleRequest req{FromPublic<Srq>(srq)->handle, 0};
+  protocol::QuerySrqReply rep{};
+  if (int err = Context::From(srq->context)->channel.Call(protocol::Op::kQuerySrq, req, &rep)) {
+    return err;
+  }
+  attr->max_wr = rep.max_wr;
+  attr->max_sge = rep.max_sge;
+  attr->srq_limit = rep.srq_limit;
+  return 0;
+}
+
+SV_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
+  if (!srq) return EINVAL;
+  Srq* s = FromPublic<Srq>(srq);
+  Context* ctx = Context::From(srq->context);
+  protocol::HandleRequest req{s->handle, 0};
+  if (int err = ctx->channel.Call(protocol::Op::kDestroySrq, &req, sizeof(req), nullptr, 0)) {
+    return err;
+  }
+  ctx->Untrack(s->handle);
+  pthread_cond_destroy(&srq->cond);
+  pthread_mutex_destroy(&srq->mutex);
+  delete s;
+  return 0;
+}
