@@ -1,7 +1,7 @@
 // QUERY_HCA_CAP, QUERY_HCA_VPORT_CONTEXT, QUERY_ADAPTER and NOP: the
 // general commands that describe the device. They create nothing.
-#include "hca_cap_tables.h"
 #include "handlers.h"
+#include "hca_cap_tables.h"
 #include "prm_cap_layouts.h"
 #include "prm_command_layouts.h"
 
@@ -13,8 +13,8 @@ using namespace layout;
 // Capability types this device has none of: a zeroed structure says "no
 // such offloads", which is what DPDK and UCX probe for.
 constexpr uint32_t kAbsentCapTypes[] = {
-    hca_cap_type::kEthernetOffloads, hca_cap_type::kOdp,          hca_cap_type::kAtomic,
-    hca_cap_type::kRoce,             hca_cap_type::kNicFlowTable, hca_cap_type::kQos,
+    hca_cap_type::kEthernetOffloads, hca_cap_type::kOdp, hca_cap_type::kAtomic, hca_cap_type::kRoce,
+    hca_cap_type::kNicFlowTable,     hca_cap_type::kQos,
 };
 
 bool IsAbsentCapType(uint32_t type) {
@@ -64,6 +64,8 @@ Check QueryAdapter(Command& command) {
   return Check::kPassed;
 }
 
-Check Nop(Command&) { return Check::kPassed; }
+Check Nop(Command&) {
+  return Check::kPassed;
+}
 
 }  // namespace softverbs::devx

@@ -64,8 +64,8 @@ Check QueryFlowCounter(Command& command) {
 
 Check DeallocFlowCounter(Command& command) {
   const uint32_t id = GetField(command.in, alloc_flow_counter::kFlowCounterId);
-  FirmwareObject* counter = command.state.objects.Find(
-      MakeObjectHandle(opcode::kAllocFlowCounter, 0, id));
+  FirmwareObject* counter =
+      command.state.objects.Find(MakeObjectHandle(opcode::kAllocFlowCounter, 0, id));
   if (counter == nullptr || counter->uid != command.uid) return Check::kFlowCounterNotFound;
   command.state.live_flow_counters -= counter->range;
   command.state.objects.Erase(counter->handle);

@@ -49,8 +49,7 @@ Check QueryMkey(Command& command) {
   const FirmwareObject* mkey =
       FindOwned(command, opcode::kCreateMkey, GetField(command.in, kObjectNumber));
   if (mkey == nullptr) return Check::kMkeyNotFound;
-  std::copy(mkey->context.begin(), mkey->context.end(),
-            command.out.begin() + query_mkey::kMkcByte);
+  std::copy(mkey->context.begin(), mkey->context.end(), command.out.begin() + query_mkey::kMkcByte);
   return Check::kPassed;
 }
 

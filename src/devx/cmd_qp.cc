@@ -43,8 +43,7 @@ Check ResolveQpReferences(Command& command, std::span<const uint8_t> qpc, QpRefe
   refs.doorbell = Resolve(command, ResourceKind::kUmem, GetField(qpc, qpc::kDbrUmemId));
   if (!refs.doorbell) return Check::kQpDbrUmem;
   if (has_sq || has_rq) {
-    refs.buffer =
-        Resolve(command, ResourceKind::kUmem, GetField(command.in, create_qp::kWqUmemId));
+    refs.buffer = Resolve(command, ResourceKind::kUmem, GetField(command.in, create_qp::kWqUmemId));
     if (!refs.buffer) return Check::kQpWqUmem;
   }
   return Check::kPassed;
@@ -90,7 +89,8 @@ Check CreateQp(Command& command) {
 }
 
 Check QueryQp(Command& command) {
-  const FirmwareObject* qp = FindOwned(command, opcode::kCreateQp, GetField(command.in, qp_cmd::kQpn));
+  const FirmwareObject* qp =
+      FindOwned(command, opcode::kCreateQp, GetField(command.in, qp_cmd::kQpn));
   if (qp == nullptr) return Check::kQpNotFound;
   std::copy(qp->context.begin(), qp->context.end(), command.out.begin() + qp_cmd::kQpcByte);
   return Check::kPassed;

@@ -29,11 +29,11 @@ struct FirmwareState {
 
 struct Command {
   const CallerContext& caller;
-  uint16_t uid;                   // the uid the kernel stamped into the box
-  std::span<const uint8_t> in;    // the whole input box
-  std::vector<uint8_t>& out;      // the whole answer, zeroed; header set later
+  uint16_t uid;                 // the uid the kernel stamped into the box
+  std::span<const uint8_t> in;  // the whole input box
+  std::vector<uint8_t>& out;    // the whole answer, zeroed; header set later
   FirmwareState& state;
-  ObjectHandle created = 0;       // set by create handlers
+  ObjectHandle created = 0;  // set by create handlers
 
   uint16_t OpMod() const;
 };

@@ -52,8 +52,7 @@ constexpr DestroyRule kDestroyRules[] = {
     {opcode::kCreateMkey, opcode::kDestroyMkey, kObjectNumber},
     {opcode::kCreateCq, opcode::kDestroyCq, kObjectNumber},
     {opcode::kCreateQp, opcode::kDestroyQp, kObjectNumber},
-    {opcode::kAllocFlowCounter, opcode::kDeallocFlowCounter,
-     alloc_flow_counter::kFlowCounterId},
+    {opcode::kAllocFlowCounter, opcode::kDeallocFlowCounter, alloc_flow_counter::kFlowCounterId},
 };
 
 }  // namespace

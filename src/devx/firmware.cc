@@ -96,12 +96,11 @@ uint8_t Firmware::RunCommand(EntryPoint entry_point, const CallerContext& caller
   SetField(answer, out_hdr::kSyndrome, SyndromeOf(check));
   if (check != Check::kPassed && log_) {
     char line[256];
-    std::snprintf(line, sizeof(line),
-                  "devx: %s (0x%x) op_mod 0x%x uid %u failed: status 0x%x (%s) syndrome 0x%x: %s",
-                  spec ? spec->name : "unknown", op,
-                  static_cast<unsigned>(GetField(in, in_hdr::kOpMod)), uid,
-                  static_cast<unsigned>(info.status), StatusName(info.status), SyndromeOf(check),
-                  info.rule);
+    std::snprintf(
+        line, sizeof(line),
+        "devx: %s (0x%x) op_mod 0x%x uid %u failed: status 0x%x (%s) syndrome 0x%x: %s",
+        spec ? spec->name : "unknown", op, static_cast<unsigned>(GetField(in, in_hdr::kOpMod)), uid,
+        static_cast<unsigned>(info.status), StatusName(info.status), SyndromeOf(check), info.rule);
     log_(line);
   }
   return static_cast<uint8_t>(info.status);

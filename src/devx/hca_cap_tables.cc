@@ -17,7 +17,9 @@ struct CapRow {
 };
 
 // Largest WQE: control + remote address + one data segment per SGE, 16 B each.
-uint32_t MaxSendWqeBytes(const DeviceCaps& caps) { return 16 * (2 + caps.max_sge); }
+uint32_t MaxSendWqeBytes(const DeviceCaps& caps) {
+  return 16 * (2 + caps.max_sge);
+}
 
 // Smallest supported page: the lowest bit of page_size_cap.
 uint32_t LogMinPageSize(const DeviceCaps& caps) {
@@ -73,12 +75,14 @@ constexpr CapRow kGeneralCaps[] = {
     {hca_cap::kDeviceFrequencyKhz, [](const DeviceCaps& c) { return c.device_frequency_khz; }},
     {hca_cap::kNumOfUarsPerPage, [](const DeviceCaps&) -> uint32_t { return 1; }},
     // 8-byte atomics when atomics are supported at all.
-    {hca_cap::kLogMaxAtomicSizeQp, [](const DeviceCaps& c) -> uint32_t { return c.atomic ? 3 : 0; }},
+    {hca_cap::kLogMaxAtomicSizeQp,
+     [](const DeviceCaps& c) -> uint32_t { return c.atomic ? 3 : 0; }},
 };
 
 // General device caps 2 (op_mod 0x40/0x41).
 constexpr CapRow kGeneralCaps2[] = {
-    {hca_cap2::kSendDbrModeNoDbrExt, [](const DeviceCaps& c) -> uint32_t { return c.send_dbr_less; }},
+    {hca_cap2::kSendDbrModeNoDbrExt,
+     [](const DeviceCaps& c) -> uint32_t { return c.send_dbr_less; }},
     {hca_cap2::kLogMaxSendDbrLessQpSq,
      [](const DeviceCaps& c) { return c.send_dbr_less ? Log2Floor(c.max_qp) : 0; }},
 };

@@ -19,16 +19,15 @@ constexpr uint16_t kCreateOpcodes[] = {
 
 // Spec §2.2, "Modify" table (SET_FLOW_TABLE_ENTRY only with op_mod 1).
 constexpr uint16_t kModifyOpcodes[] = {
-    0xa01, 0x403, 0x90d, 0x905, 0x909, 0x917, 0x901, 0x913, 0x93c, 0x785,
-    0x827, 0x829, 0x502, 0x503, 0x50e, 0x504, 0x505, 0x506, 0x507, 0x50a,
-    0x708, 0x703, 0x714, 0x71a, 0x726, 0x729, 0x72a,
+    0xa01, 0x403, 0x90d, 0x905, 0x909, 0x917, 0x901, 0x913, 0x93c,
+    0x785, 0x827, 0x829, 0x502, 0x503, 0x50e, 0x504, 0x505, 0x506,
+    0x507, 0x50a, 0x708, 0x703, 0x714, 0x71a, 0x726, 0x729, 0x72a,
 };
 
 // Spec §2.2, "Query" table.
 constexpr uint16_t kQueryOpcodes[] = {
-    0xa02, 0x201, 0x402, 0x90f, 0x907, 0x90b, 0x919, 0x903, 0x915,
-    0x773, 0x932, 0x935, 0x937, 0x93b, 0x942, 0x784, 0x82a, 0x50b,
-    0x702, 0x707, 0x713, 0x719, 0x725, 0x727, 0x93f,
+    0xa02, 0x201, 0x402, 0x90f, 0x907, 0x90b, 0x919, 0x903, 0x915, 0x773, 0x932, 0x935, 0x937,
+    0x93b, 0x942, 0x784, 0x82a, 0x50b, 0x702, 0x707, 0x713, 0x719, 0x725, 0x727, 0x93f,
 };
 
 // Spec §2.2, the general-command allow list (besides [0xb00, 0xd00)).
@@ -89,7 +88,9 @@ bool AcceptedBy(EntryPoint entry_point, uint16_t opcode, uint16_t op_mod) {
   return false;
 }
 
-bool IsWhitelisted(uint16_t opcode) { return Contains(kWhitelistOpcodes, opcode); }
+bool IsWhitelisted(uint16_t opcode) {
+  return Contains(kWhitelistOpcodes, opcode);
+}
 
 std::optional<ObjectHandle> TargetHandleOf(std::span<const uint8_t> in) {
   const auto op = static_cast<uint16_t>(GetField(in, layout::in_hdr::kOpcode));
@@ -119,8 +120,8 @@ void ForceUmemMode(std::span<uint8_t> in) {
       break;
     case opcode::kCreateMkey: {
       const auto mkc = SubBox(in, create_mkey::kMkcByte);
-      const uint32_t mode = GetField(mkc, mkc::kAccessMode4To2) << 2 |
-                            GetField(mkc, mkc::kAccessMode1To0);
+      const uint32_t mode =
+          GetField(mkc, mkc::kAccessMode4To2) << 2 | GetField(mkc, mkc::kAccessMode1To0);
       // Indirect mkeys (KLM/KSM) point at other mkeys, not at memory.
       if (mode != mkey_access_mode::kKlm && mode != mkey_access_mode::kKsm) {
         SetField(in, create_mkey::kMkeyUmemValid, 1);

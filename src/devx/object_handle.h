@@ -22,7 +22,9 @@ constexpr uint16_t CreatorOpcodeOf(ObjectHandle handle) {
   return static_cast<uint16_t>(handle >> 32);
 }
 
-constexpr uint32_t ObjectNumberOf(ObjectHandle handle) { return static_cast<uint32_t>(handle); }
+constexpr uint32_t ObjectNumberOf(ObjectHandle handle) {
+  return static_cast<uint32_t>(handle);
+}
 
 }  // namespace softverbs::devx
 

@@ -27,7 +27,9 @@ FirmwareObject& ObjectTable::Insert(FirmwareObject object) {
   return objects_.insert_or_assign(handle, std::move(object)).first->second;
 }
 
-void ObjectTable::Erase(ObjectHandle handle) { objects_.erase(handle); }
+void ObjectTable::Erase(ObjectHandle handle) {
+  objects_.erase(handle);
+}
 
 std::vector<ObjectHandle> ObjectTable::HandlesOf(ClientId client) const {
   std::vector<const FirmwareObject*> owned;

@@ -16,7 +16,9 @@ namespace {
 
 using namespace layout;
 
-constexpr uint32_t StateBit(uint32_t state) { return 1u << state; }
+constexpr uint32_t StateBit(uint32_t state) {
+  return 1u << state;
+}
 constexpr uint32_t kAnyState = StateBit(qp_state::kRst) | StateBit(qp_state::kInit) |
                                StateBit(qp_state::kRtr) | StateBit(qp_state::kRts) |
                                StateBit(qp_state::kSqer) | StateBit(qp_state::kErr) |
@@ -30,9 +32,12 @@ struct FieldRule {
 };
 
 constexpr FieldRule kRst2Init[] = {
-    {qpc::kPrimaryPkeyIndex, kAlways}, {qpc::kPrimaryVhcaPortNum, kAlways},
-    {qpc::kRre, kAlways},              {qpc::kRwe, kAlways},
-    {qpc::kRae, kAlways},              {qpc::kQKey, kAlways},
+    {qpc::kPrimaryPkeyIndex, kAlways},
+    {qpc::kPrimaryVhcaPortNum, kAlways},
+    {qpc::kRre, kAlways},
+    {qpc::kRwe, kAlways},
+    {qpc::kRae, kAlways},
+    {qpc::kQKey, kAlways},
 };
 
 constexpr FieldRule kInit2Init[] = {
