@@ -4,6 +4,8 @@
 // the first change, so a rejected request changes nothing.
 #pragma once
 
+#include <stdio.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -15,6 +17,12 @@
 #include "protocol/messages.h"
 
 namespace softverbs::daemon {
+
+inline std::string ToHex(uint32_t v) {
+  char buf[16];
+  snprintf(buf, sizeof(buf), "%x", v);
+  return buf;
+}
 
 struct ClientInfo {
   ClientId id;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -17,7 +18,10 @@
 int main(int argc, char** argv) {
   CLI::App app{"softverbsd - the softverbs device daemon"};
   std::string runtime_dir = softverbs::RuntimeDirPath();
+  // The environment sets the default so that tests can shorten it for the
+  // daemons the libraries start on their own.
   int idle_timeout = 30;
+  if (const char* env = getenv("SOFTVERBS_IDLE_TIMEOUT"); env && *env) idle_timeout = atoi(env);
   app.add_option("--runtime-dir", runtime_dir, "per-user runtime directory (mode 0700)");
   app.add_option("--idle-timeout", idle_timeout,
                  "exit after this many seconds without clients (0: never)");

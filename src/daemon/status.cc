@@ -4,31 +4,10 @@
 
 #include "common/device_limits.h"
 #include "daemon/device.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::daemon {
 
-namespace {
-const char* QpTypeName(ibv_qp_type t) {
-  switch (t) {
-    case IBV_QPT_RC:
-      return "RC";
-    case IBV_QPT_UC:
-      return "UC";
-    case IBV_QPT_UD:
-      return "UD";
-    case IBV_QPT_XRC_SEND:
-      return "XRC_SEND";
-    case IBV_QPT_XRC_RECV:
-      return "XRC_RECV";
-    default:
-      return "?";
-  }
-}
-const char* QpStateName(ibv_qp_state s) {
-  static const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN"};
-  return static_cast<unsigned>(s) < 8 ? kNames[s] : "?";
-}
-}  // namespace
 
 std::string Device::StatusJson() const {
   using nlohmann::json;
@@ -64,8 +43,8 @@ std::string Device::StatusJson() const {
       if (qh.owner != id) continue;
       const Qp& qp = qps_.at(qh.qpn);
       qps.push_back({{"qpn", qp.qpn},
-                     {"type", QpTypeName(qp.type)},
-                     {"state", QpStateName(qp.state)},
+                     {"type", std::string(verbs::QpTypeName(qp.type))},
+                     {"state", std::string(verbs::QpStateName(qp.state))},
                      {"creator", qp.creator == id}});
     }
     for (const auto& [h, ah] : ahs_)

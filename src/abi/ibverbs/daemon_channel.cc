@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "common/daemon_launcher.h"
 #include "common/log.h"
 #include "common/runtime_dir.h"
 #include "common/unix_socket.h"
@@ -36,55 +37,7 @@ std::string DaemonBinary() {
   return "softverbsd";  // from PATH
 }
 
-// Starts the daemon detached from the caller: its own session, no inherited
-// descriptors (a test harness waiting for EOF on a pipe must not wait for the
-// daemon), stdio to a log file in the runtime directory.
-int SpawnDaemon(const std::string& dir) {
-  std::string binary = DaemonBinary();
-  std::string log = dir + "/softverbsd.log";
-  const char* argv[] = {binary.c_str(), "--runtime-dir", dir.c_str(), nullptr};
-  pid_t pid = fork();
-  if (pid < 0) return errno;
-  if (pid == 0) {
-    setsid();
-    if (fork() != 0) _exit(0);
-    int devnull = open("/dev/null", O_RDONLY);
-    int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    dup2(devnull, 0);
-    dup2(out >= 0 ? out : devnull, 1);
-    dup2(out >= 0 ? out : devnull, 2);
-    syscall(SYS_close_range, 3, ~0u, 0);
-    execvp(argv[0], const_cast<char* const*>(argv));
-    _exit(127);
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return 0;
-}
-
 }  // namespace
-
-int ConnectToDaemon(std::string* why) {
-  std::string dir = RuntimeDirPath();
-  if (int err = EnsureRuntimeDir(dir, why)) return -err;
-  std::string path = DaemonSocketPath(dir);
-  int fd = ConnectSeqpacket(path);
-  if (fd >= 0) return fd;
-  if (int err = SpawnDaemon(dir)) {
-    *why = "cannot start softverbsd";
-    return -err;
-  }
-  // Wait for it to bind: up to 5 s.
-  for (int i = 0; i < 500; ++i) {
-    fd = ConnectSeqpacket(path);
-    if (fd >= 0) return fd;
-    timespec ts{0, 10 * 1000 * 1000};
-    nanosleep(&ts, nullptr);
-  }
-  *why = "softverbsd did not come up in " + dir + " (see " + dir + "/softverbsd.log)";
-  return fd;
-}
 
 DaemonChannel::~DaemonChannel() {
   if (fd_ >= 0) close(fd_);
@@ -99,7 +52,7 @@ int DaemonChannel::Release() {
 int DaemonChannel::Connect(protocol::Role role) {
   (void)role;
   std::string why;
-  int fd = ConnectToDaemon(&why);
+  int fd = ConnectToDaemon(DaemonBinary(), &why);
   if (fd < 0) {
     Log("cannot reach the softverbs daemon: %s: %s", why.c_str(), strerror(-fd));
     return -fd;

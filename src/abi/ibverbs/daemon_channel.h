@@ -41,8 +41,4 @@ class DaemonChannel {
   uint32_t seq_ = 0;
 };
 
-// Connects to the daemon in the runtime directory, spawning softverbsd first
-// when none answers. Returns the fd or -errno.
-int ConnectToDaemon(std::string* why);
-
 }  // namespace softverbs::provider

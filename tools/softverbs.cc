@@ -1,0 +1,221 @@
+// softverbs: run programs on the softverbs device and look at it.
+//
+//   softverbs run -- <cmd> [args]   run <cmd> on the drop-in libraries, daemon up
+//   softverbs status [--json]       devices, client processes and their objects
+//   softverbs daemon start|stop     start or stop this user's daemon
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/daemon_launcher.h"
+#include "common/runtime_dir.h"
+#include "common/unix_socket.h"
+#include "protocol/messages.h"
+
+namespace {
+
+namespace protocol = softverbs::protocol;
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  std::string path(buf);
+  return path.substr(0, path.rfind('/'));
+}
+
+// Installed or build tree: <prefix>/bin/softverbs with the libraries in
+// <prefix>/lib (build tree) or <prefix>/lib/softverbs (installed).
+std::string LibraryDir() {
+  std::string bin = SelfDir();
+  for (const std::string& dir : {bin + "/../lib/softverbs", bin + "/../lib"}) {
+    if (access((dir + "/libibverbs.so.1").c_str(), R_OK) == 0) {
+      char real[PATH_MAX];
+      return realpath(dir.c_str(), real) ? std::string(real) : dir;
+    }
+  }
+  return bin + "/../lib";
+}
+
+std::string DaemonBinary() { return SelfDir() + "/softverbsd"; }
+
+// One request on a CLI connection; returns the reply body or throws.
+std::string Ask(int fd, protocol::Op op) {
+  protocol::RequestHeader hdr{protocol::kProtocolVersion, static_cast<uint16_t>(op), 0, 0, 1};
+  if (op == protocol::Op::kHello) {
+    protocol::HelloRequest hello{static_cast<uint32_t>(protocol::Role::kCli),
+                                 static_cast<uint32_t>(getpid()), 0};
+    hdr.body_size = sizeof(hello);
+    softverbs::SendMessage(fd, &hdr, sizeof(hdr), &hello, sizeof(hello));
+  } else {
+    softverbs::SendMessage(fd, &hdr, sizeof(hdr), nullptr, 0);
+  }
+  std::vector<uint8_t> buf(4 << 20);
+  ssize_t n = softverbs::ReceiveMessage(fd, buf.data(), buf.size(), nullptr);
+  if (n < static_cast<ssize_t>(sizeof(protocol::ReplyHeader))) {
+    throw std::runtime_error("the daemon closed the connection");
+  }
+  protocol::ReplyHeader rh;
+  memcpy(&rh, buf.data(), sizeof(rh));
+  const char* body = reinterpret_cast<const char*>(buf.data() + sizeof(rh));
+  if (rh.err) {
+    throw std::runtime_error(std::string(strerror(rh.err)) + ": " +
+                             std::string(body + rh.body_size, rh.reason_len));
+  }
+  return std::string(body, rh.body_size);
+}
+
+int Connect(bool start) {
+  std::string why;
+  int fd = softverbs::ConnectToDaemon(start ? DaemonBinary() : std::string(), &why);
+  if (fd < 0) return fd;
+  Ask(fd, protocol::Op::kHello);
+  return fd;
+}
+
+int Run(std::vector<std::string> command) {
+  if (command.empty()) {
+    fmt::print(stderr, "softverbs run: no command given (softverbs run -- <cmd> [args])\n");
+    return 2;
+  }
+  // Bring the daemon up first so that the program's first verb does not pay
+  // for the start, and so a failure is reported here, clearly.
+  int fd = Connect(true);
+  if (fd < 0) {
+    fmt::print(stderr, "softverbs run: cannot start the daemon: {}\n", strerror(-fd));
+    return 1;
+  }
+  close(fd);
+  std::string path = LibraryDir();
+  if (const char* old = getenv("LD_LIBRARY_PATH"); old && *old) path += std::string(":") + old;
+  setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+  setenv("SOFTVERBSD", DaemonBinary().c_str(), 0);
+  // Make the runtime directory explicit for the child and its children.
+  setenv(softverbs::kRuntimeDirEnv, softverbs::RuntimeDirPath().c_str(), 0);
+  std::vector<char*> argv;
+  for (auto& arg : command) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  fmt::print(stderr, "softverbs run: cannot run {}: {}\n", command[0], strerror(errno));
+  return 127;
+}
+
+void PrintStatus(const nlohmann::json& s) {
+  const auto& dev = s["device"];
+  fmt::print("device {} (port 1 on {})\n", dev["name"].get<std::string>(),
+             dev["netdev"].get<std::string>());
+  for (const auto& g : dev["gids"]) {
+    fmt::print("  gid {:2} {} {}\n", g["index"].get<int>(), g["gid"].get<std::string>(),
+               g["type"].get<std::string>());
+  }
+  const auto& clients = s["clients"];
+  fmt::print("{} client context(s)\n", clients.size());
+  for (const auto& c : clients) {
+    fmt::print("client {} pid {} ({}): {} pd, {} mr, {} cq, {} srq, {} qp, {} ah, {} xrcd\n",
+               c["client"].get<int>(), c["pid"].get<int>(), c["comm"].get<std::string>(),
+               c["pd"].size(), c["mr"].size(), c["cq"].size(), c["srq"].size(), c["qp"].size(),
+               c["ah"].size(), c["xrcd"].size());
+    for (const auto& qp : c["qp"]) {
+      fmt::print("  qp 0x{:06x} {} {}\n", qp["qpn"].get<uint32_t>(), qp["type"].get<std::string>(),
+                 qp["state"].get<std::string>());
+    }
+    for (const auto& mr : c["mr"]) {
+      fmt::print("  mr lkey 0x{:08x} rkey 0x{:08x} length {}\n", mr["lkey"].get<uint32_t>(),
+                 mr["rkey"].get<uint32_t>(), mr["length"].get<uint64_t>());
+    }
+    for (const auto& cq : c["cq"]) {
+      fmt::print("  cq 0x{:06x} cqe {}\n", cq["cqn"].get<uint32_t>(), cq["cqe"].get<uint32_t>());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"softverbs - a user-space RDMA device"};
+  app.require_subcommand(1);
+  std::string runtime_dir;
+  app.add_option("--runtime-dir", runtime_dir,
+                 "runtime directory of the device (default: $SOFTVERBS_RUNTIME_DIR, "
+                 "$XDG_RUNTIME_DIR/softverbs or /tmp/softverbs-<uid>)");
+
+  auto* run = app.add_subcommand("run", "run a program on softverbs");
+  std::vector<std::string> command;
+  run->add_option("command", command, "the program and its arguments");
+  run->prefix_command();
+  run->footer("Usage: softverbs run -- <program> [args...]");
+
+  auto* status = app.add_subcommand("status", "show the device, its clients and their objects");
+  bool json = false;
+  status->add_flag("--json", json, "machine-readable output");
+
+  auto* daemon = app.add_subcommand("daemon", "control this user's daemon");
+  daemon->require_subcommand(1);
+  auto* start = daemon->add_subcommand("start", "start the daemon if it is not running");
+  auto* stop = daemon->add_subcommand("stop", "stop the daemon");
+
+  CLI11_PARSE(app, argc, argv);
+  if (!runtime_dir.empty()) setenv(softverbs::kRuntimeDirEnv, runtime_dir.c_str(), 1);
+
+  try {
+    if (*run) {
+      std::vector<std::string> rest = run->remaining();
+      command.insert(command.end(), rest.begin(), rest.end());
+      if (!command.empty() && command.front() == "--") command.erase(command.begin());
+      return Run(command);
+    }
+    if (*status) {
+      int fd = Connect(false);
+      if (fd < 0) {
+        if (json) {
+          fmt::print("{}\n", nlohmann::json{{"device", nullptr}, {"clients", nlohmann::json::array()}}.dump(2));
+        } else {
+          fmt::print("no softverbs daemon is running for this user ({})\n",
+                     softverbs::RuntimeDirPath());
+        }
+        return 0;
+      }
+      std::string body = Ask(fd, protocol::Op::kStatus);
+      close(fd);
+      if (json) {
+        fmt::print("{}\n", body);
+      } else {
+        PrintStatus(nlohmann::json::parse(body));
+      }
+      return 0;
+    }
+    if (*start) {
+      int fd = Connect(true);
+      if (fd < 0) {
+        fmt::print(stderr, "softverbs daemon start: {}\n", strerror(-fd));
+        return 1;
+      }
+      close(fd);
+      return 0;
+    }
+    if (*stop) {
+      int fd = Connect(false);
+      if (fd < 0) return 0;  // nothing to stop
+      Ask(fd, protocol::Op::kShutdown);
+      // Wait until it has gone (its socket closes our connection).
+      char byte;
+      while (read(fd, &byte, 1) > 0) {
+      }
+      close(fd);
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "softverbs: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
