@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything softverbs needs to build, test, benchmark and demo on
+# Debian 12, from Debian's own packages.
+set -euo pipefail
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config binutils clang libclang-rt-14-dev
+  libibverbs-dev librdmacm-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libseccomp-dev
+  # real clients the tests and the demo run
+  ibverbs-utils perftest rdmacm-utils python3 python3-pyverbs
+  # benchmark baseline and plots
+  ucx-utils python3-matplotlib
+  # tests run a client as an unprivileged user
+  util-linux procps
+)
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "Installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
