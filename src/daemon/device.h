@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -17,6 +18,11 @@
 #include "protocol/messages.h"
 
 namespace softverbs::daemon {
+
+class DevxService;  // devx_service.h
+struct DevxServiceDeleter {
+  void operator()(DevxService* devx) const;  // devx_service.cc
+};
 
 inline std::string ToHex(uint32_t v) {
   char buf[16];
@@ -86,6 +92,10 @@ class Device {
   // `softverbs status --json`.
   std::string StatusJson() const;
 
+  // DEVX (mlx5dv_devx_*): the emulated firmware over these tables.
+  DevxService& devx();
+  void ReleaseDevxObjects(ClientId c);  // first step of RemoveClient
+
  private:
   Handle NextHandle() { return next_handle_++; }
   Verdict CheckAhAttr(const ibv_ah_attr& attr, const char* what) const;
@@ -122,6 +132,8 @@ class Device {
   std::map<Handle, Ah> ahs_;
   std::map<Handle, Xrcd> xrcds_;
   std::map<Handle, XrcdHandle> xrcd_handles_;
+  std::unique_ptr<DevxService, DevxServiceDeleter> devx_;  // made on first DEVX request
+  friend class DevxDeviceObjects;  // DEVX objects share these tables
 };
 
 }  // namespace softverbs::daemon

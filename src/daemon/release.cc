@@ -17,6 +17,7 @@ std::vector<Handle> HandlesOwnedBy(const Table& table, ClientId c) {
 }  // namespace
 
 void Device::RemoveClient(ClientId c) {
+  ReleaseDevxObjects(c);  // DEVX objects hold verbs objects: they go first
   for (Handle h : HandlesOwnedBy(qp_handles_, c)) {
     qps_.at(qp_handles_.at(h).qpn).mcast_groups.clear();
     DropQpHandle(h);

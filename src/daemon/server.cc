@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/runtime_dir.h"
 #include "common/unix_socket.h"
+#include "daemon/devx_service.h"
 
 namespace softverbs::daemon {
 
@@ -339,6 +340,28 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     case Op::kCloseXrcd: {
       SV_BODY(protocol::HandleRequest, req);
       return reply_empty(device_.CloseXrcd(c, req.handle));
+    }
+    case Op::kDevxOpen: {
+      protocol::DevxOpenReply out{};
+      return reply(device_.devx().Open(c, &out), out);
+    }
+    case Op::kDevxCommand: {  // variable-size boxes both ways
+      std::vector<uint8_t> out;
+      Verdict v = device_.devx().Command(c, body, len, &out);
+      return Reply(conn, hdr.seq, v, out.data(), v.ok() ? out.size() : 0);
+    }
+    case Op::kDevxDestroy: {
+      SV_BODY(protocol::DevxDestroyRequest, req);
+      return reply_empty(device_.devx().Destroy(c, req));
+    }
+    case Op::kDevxUmemReg: {
+      SV_BODY(protocol::DevxUmemRegRequest, req);
+      protocol::DevxUmemRegReply out{};
+      return reply(device_.devx().UmemReg(c, req, &out), out);
+    }
+    case Op::kDevxUmemDereg: {
+      SV_BODY(protocol::DevxUmemDeregRequest, req);
+      return reply_empty(device_.devx().UmemDereg(c, req));
     }
     default:
       return reply_empty(Verdict::Fail(

@@ -4,6 +4,7 @@
 
 #include "common/device_limits.h"
 #include "daemon/device.h"
+#include "daemon/devx_service.h"
 #include "verbs/qp_names.h"
 
 namespace softverbs::daemon {
@@ -58,6 +59,7 @@ std::string Device::StatusJson() const {
     cl["qp"] = qps;
     cl["ah"] = ahs;
     cl["xrcd"] = xrcds;
+    if (devx_) cl["devx"] = devx_->StatusJson(id);
     clients.push_back(cl);
   }
   json all{{"device", dev}, {"clients", clients}};

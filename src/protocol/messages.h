@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -48,6 +48,11 @@ enum class Op : uint16_t {
   kCloseXrcd,
   kStatus,
   kShutdown,
+  kDevxOpen,  // DEVX requests: bodies in protocol/devx_messages.h
+  kDevxCommand,
+  kDevxDestroy,
+  kDevxUmemReg,
+  kDevxUmemDereg,
   kCount
 };
 

@@ -1,0 +1,203 @@
+#include "daemon/devx_service.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <string>
+
+#include "common/log.h"
+#include "daemon/device.h"
+
+namespace softverbs::daemon {
+
+using protocol::DevxEntryPoint;
+
+namespace {
+
+// The kernel's entry points behind the wire values.
+bool ToEntryPoint(uint32_t wire, devx::EntryPoint* out) {
+  switch (static_cast<DevxEntryPoint>(wire)) {
+    case DevxEntryPoint::kObjCreate:
+      *out = devx::EntryPoint::kObjCreate;
+      return true;
+    case DevxEntryPoint::kObjModify:
+      *out = devx::EntryPoint::kObjModify;
+      return true;
+    case DevxEntryPoint::kObjQuery:
+      *out = devx::EntryPoint::kObjQuery;
+      return true;
+    case DevxEntryPoint::kGeneralCmd:
+      *out = devx::EntryPoint::kGeneralCmd;
+      return true;
+  }
+  return false;
+}
+
+// Access bits the kernel accepts for a UMEM (spec §2.6).
+constexpr uint32_t kUmemAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+// Object kinds by creator opcode, for the status output.
+const char* KindName(uint16_t creator_opcode) {
+  switch (creator_opcode) {
+    case 0x200:
+      return "mkey";
+    case 0x400:
+      return "cq";
+    case 0x500:
+      return "qp";
+    case 0x800:
+      return "pd";
+    case 0x816:
+      return "transport_domain";
+    case 0x939:
+      return "flow_counter";
+    default:
+      return "other";
+  }
+}
+
+}  // namespace
+
+DevxService::DevxService(Device& device) : objects_(device), firmware_(objects_) {
+  firmware_.SetLogSink([](std::string_view line) {
+    Log("%.*s", static_cast<int>(line.size()), line.data());
+  });
+}
+
+DevxService::~DevxService() = default;
+
+devx::CallerContext DevxService::CallerOf(ClientId c) const {
+  auto it = uids_.find(c);
+  return {c, it == uids_.end() ? uint16_t{0} : it->second};
+}
+
+uint16_t DevxService::AllocUid() {
+  // Non-zero (0 means "no DEVX") and never the whitelist uid.
+  for (int tries = 0; tries < 0xffff; ++tries) {
+    uint16_t uid = next_uid_;
+    next_uid_ = next_uid_ >= devx::kWhitelistUid - 1 ? 1 : next_uid_ + 1;
+    bool used = false;
+    for (const auto& [client, taken] : uids_) used = used || taken == uid;
+    if (!used) return uid;
+  }
+  return 0;
+}
+
+Verdict DevxService::Open(ClientId c, protocol::DevxOpenReply* out) {
+  auto it = uids_.find(c);
+  if (it == uids_.end()) {
+    uint16_t uid = AllocUid();
+    if (uid == 0) return Verdict::Fail(ENOMEM, "devx: every DEVX uid is in use");
+    it = uids_.emplace(c, uid).first;
+  }
+  *out = {it->second, 0};
+  return Verdict::Ok();
+}
+
+Verdict DevxService::Command(ClientId c, const uint8_t* body, size_t len,
+                             std::vector<uint8_t>* reply) {
+  protocol::DevxCommandRequest req;
+  if (len < sizeof(req)) return Verdict::Fail(EPROTO, "devx command: malformed request body");
+  memcpy(&req, body, sizeof(req));
+  const size_t in_len = len - sizeof(req);
+  devx::EntryPoint entry_point;
+  if (!ToEntryPoint(req.entry_point, &entry_point)) {
+    return Verdict::Fail(EPROTO, "devx command: unknown entry point");
+  }
+  if (in_len > protocol::kMaxDevxBox || req.out_len > protocol::kMaxDevxBox) {
+    return Verdict::Fail(EINVAL, "devx command: box larger than " +
+                                     std::to_string(protocol::kMaxDevxBox) + " bytes");
+  }
+  std::span<const uint8_t> in(body + sizeof(req), in_len);
+  std::vector<uint8_t> out(req.out_len);
+  devx::ObjectHandle handle = req.handle;
+  const int result = firmware_.Execute(entry_point, CallerOf(c), in, out, &handle);
+
+  protocol::DevxCommandReply rep{result, 0, 0};
+  // The out box travels back on success and on firmware failure (EREMOTEIO);
+  // a kernel-layer errno leaves the caller's box untouched.
+  if (result == 0 || result == EREMOTEIO) rep.out_len = req.out_len;
+  if (result == 0 && entry_point == devx::EntryPoint::kObjCreate) {
+    rep.handle = handle;
+    handles_[c].insert(handle);
+  }
+  reply->resize(sizeof(rep) + rep.out_len);
+  memcpy(reply->data(), &rep, sizeof(rep));
+  if (rep.out_len) memcpy(reply->data() + sizeof(rep), out.data(), rep.out_len);
+  return Verdict::Ok();
+}
+
+Verdict DevxService::Destroy(ClientId c, const protocol::DevxDestroyRequest& req) {
+  const int err = firmware_.Destroy(CallerOf(c), req.handle);
+  if (err == ENOENT) return Verdict::Fail(EINVAL, "devx destroy: no such DEVX object in this context");
+  if (err != 0) {
+    return Verdict::Fail(err, std::string("devx destroy: the firmware refused (") + strerror(err) +
+                                  "): another object still uses it");
+  }
+  if (auto it = handles_.find(c); it != handles_.end()) it->second.erase(req.handle);
+  return Verdict::Ok();
+}
+
+Verdict DevxService::UmemReg(ClientId c, const protocol::DevxUmemRegRequest& req,
+                             protocol::DevxUmemRegReply* out) {
+  if (req.size == 0) return Verdict::Fail(EINVAL, "umem_reg: size is 0");
+  if (req.addr + req.size < req.addr) return Verdict::Fail(EINVAL, "umem_reg: range wraps around");
+  if (req.access & ~kUmemAccess) {
+    return Verdict::Fail(EINVAL,
+                         "umem_reg: only LOCAL_WRITE, REMOTE_WRITE and REMOTE_READ are allowed");
+  }
+  *out = {objects_.RegisterUmem(c, req.addr, req.size, req.access), 0};
+  return Verdict::Ok();
+}
+
+Verdict DevxService::UmemDereg(ClientId c, const protocol::DevxUmemDeregRequest& req) {
+  const int err = objects_.DeregisterUmem(c, req.umem_id);
+  if (err == ENOENT) return Verdict::Fail(EINVAL, "umem_dereg: no such UMEM in this context");
+  if (err == EBUSY) return Verdict::Fail(EBUSY, "umem_dereg: a DEVX object still uses the UMEM");
+  return Verdict::Ok();
+}
+
+void DevxService::RemoveClient(ClientId c) {
+  firmware_.DestroyAllOf(c);
+  objects_.RemoveClient(c);
+  handles_.erase(c);
+  uids_.erase(c);
+}
+
+nlohmann::json DevxService::StatusJson(ClientId c) const {
+  nlohmann::json objects = nlohmann::json::array();
+  if (auto it = handles_.find(c); it != handles_.end()) {
+    for (devx::ObjectHandle h : it->second) {
+      objects.push_back({{"type", KindName(devx::CreatorOpcodeOf(h))},
+                         {"number", devx::ObjectNumberOf(h)},
+                         {"handle", h}});
+    }
+  }
+  nlohmann::json umems = nlohmann::json::array();
+  for (const auto& [id, umem] : objects_.umems()) {
+    if (umem.owner == c) {
+      umems.push_back({{"umem_id", id}, {"size", umem.size}, {"users", umem.users}});
+    }
+  }
+  const devx::CallerContext caller = CallerOf(c);
+  return {{"uid", caller.uid}, {"objects", objects}, {"umems", umems}};
+}
+
+// ---- Device's hooks (declared in device.h) --------------------------------------
+
+// Defined here, where DevxService is a complete type.
+void DevxServiceDeleter::operator()(DevxService* devx) const {
+  delete devx;
+}
+
+DevxService& Device::devx() {
+  if (!devx_) devx_.reset(new DevxService(*this));
+  return *devx_;
+}
+
+void Device::ReleaseDevxObjects(ClientId c) {
+  if (devx_) devx_->RemoveClient(c);
+}
+
+}  // namespace softverbs::daemon
