@@ -6,6 +6,8 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/xrc_legacy_registry.h"
+#include "softverbs/xrc_legacy.h"
 #include "common/log.h"
 
 using namespace softverbs::provider;
@@ -38,9 +40,20 @@ SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) 
     case protocol::EventElement::kCq:
       event->element.cq = static_cast<ibv_cq*>(object);
       break;
-    case protocol::EventElement::kQp:
-      event->element.qp = static_cast<ibv_qp*>(object);
+    case protocol::EventElement::kQp: {
+      auto* qp = static_cast<ibv_qp*>(object);
+      uint32_t qpn;
+      if (qp && LegacyXrcQpNumber(qp, &qpn)) {
+        // A legacy receive QP has no ibv_qp of its own in the OFED API: the
+        // event names it by number, flagged.
+        event->event_type =
+            static_cast<ibv_event_type>(rec.event_type | IBV_XRC_QP_EVENT_FLAG);
+        *reinterpret_cast<uint32_t*>(&event->element) = qpn;
+      } else {
+        event->element.qp = qp;
+      }
       break;
+    }
     case protocol::EventElement::kSrq:
       event->element.srq = static_cast<ibv_srq*>(object);
       break;
