@@ -77,6 +77,7 @@ SV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
   pd->ibv.context = context;
   pd->ibv.handle = rep.handle;
   pd->handle = rep.handle;
+  pd->pdn = rep.pdn;
   return &pd->ibv;
 }
 

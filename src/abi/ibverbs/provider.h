@@ -53,6 +53,7 @@ struct Context {
 struct Pd {
   ibv_pd ibv;  // first
   Handle handle;
+  uint32_t pdn = 0;  // for mlx5dv_init_obj
 };
 
 struct Mr {

@@ -1,0 +1,39 @@
+// The SOFTVERBS_PRIVATE_1 entry points (softverbs_private.h): thin accessors
+// over the provider's objects, for libmlx5.so.1.
+#include "abi/ibverbs/softverbs_private.h"
+
+#include <errno.h>
+
+#include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/provider.h"
+
+using namespace softverbs::provider;
+
+SV_EXPORT bool softverbs_is_device(ibv_device* device) {
+  return device != nullptr && device == SoftverbsDevice();
+}
+
+SV_EXPORT int softverbs_call(ibv_context* context, uint16_t op, const void* req, size_t req_len,
+                             void* rep, size_t rep_len, size_t* rep_body_len, const int* fds,
+                             size_t nfds) {
+  if (context == nullptr) return EINVAL;
+  if (op == 0 || op >= static_cast<uint16_t>(softverbs::protocol::Op::kCount)) return EINVAL;
+  return Context::From(context)->channel.Call(static_cast<softverbs::protocol::Op>(op), req,
+                                              req_len, rep, rep_len, fds, nfds, rep_body_len);
+}
+
+SV_EXPORT uint32_t softverbs_client_id(ibv_context* context) {
+  return context ? Context::From(context)->client_id : 0;
+}
+
+SV_EXPORT uint32_t softverbs_pd_number(ibv_pd* pd) {
+  return pd ? FromPublic<Pd>(pd)->pdn : 0;
+}
+
+SV_EXPORT uint32_t softverbs_cq_number(ibv_cq* cq) {
+  return cq ? FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq))->cqn : 0;
+}
+
+SV_EXPORT uint32_t softverbs_srq_number(ibv_srq* srq) {
+  return srq ? FromPublic<Srq>(srq)->srqn : 0;
+}
