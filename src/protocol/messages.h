@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -53,6 +53,12 @@ enum class Op : uint16_t {
   kDevxDestroy,
   kDevxUmemReg,
   kDevxUmemDereg,
+  kRegMrBacked,      // data path ops: bodies at the end of this file
+  kMapQp,
+  kMapMr,
+  kQpError,
+  kSrqLimitReached,
+  kMcastMembers,
   kCount
 };
 
@@ -297,5 +303,69 @@ struct AsyncEventRecord {
   uint32_t number;      // port number, or QP number for XRC events
 };
 static_assert(sizeof(AsyncEventRecord) == 16);
+
+// ---- the shared-memory data path (docs/datapath.md) ------------------------
+// fds: kHello (context role) sends the client's /proc/self/mem and gets the
+// device table back; kCreateCq sends the completion channel's eventfd (if
+// any) and gets the CQ ring; kCreateQp / kCreateSrq get the receive queue.
+
+// reg_mr with the memfd that backs the MR's whole pages (SCM_RIGHTS, when
+// backed_end > backed_begin).
+struct RegMrBackedRequest {
+  RegMrRequest reg;
+  uint64_t backed_begin;   // owner va of the first backed page
+  uint64_t backed_end;     // owner va past the last backed page
+  uint64_t backed_offset;  // offset of backed_begin in the memfd
+};
+static_assert(sizeof(RegMrBackedRequest) == 56);
+
+// A peer asks for the receive side of QP qpn. Reply fds, in order: the
+// receive queue (the QP's, or its SRQ's when srqn != 0), the receive CQ
+// ring, then the CQ's channel eventfd when has_event_fd.
+struct MapQpRequest {
+  uint32_t qpn;
+  uint32_t reserved;
+};
+struct MapQpReply {
+  uint32_t qpn;
+  uint32_t generation;  // QpEntry::generation the fds belong to
+  uint32_t owner;       // client id of the QP's creator
+  uint32_t srqn;
+  uint32_t has_event_fd;
+  uint32_t reserved;
+};
+static_assert(sizeof(MapQpReply) == 24);
+
+// A peer asks how to reach the MR with this lkey or rkey. Reply fds: the
+// owner's /proc/self/mem, then the backing memfd when has_backing.
+struct MapMrRequest {
+  uint32_t key;
+  uint32_t reserved;
+};
+struct MapMrReply {
+  uint32_t owner;
+  uint32_t generation;
+  uint32_t has_backing;
+  uint32_t reserved;
+};
+static_assert(sizeof(MapMrReply) == 16);
+
+// The data path found an error at QP qpn (any client's): move it to ERR.
+struct QpErrorRequest {
+  uint32_t qpn;
+  uint32_t reserved;
+};
+
+// An initiator took SRQ srqn below its armed limit: raise
+// IBV_EVENT_SRQ_LIMIT_REACHED at the owner.
+struct SrqLimitRequest {
+  uint32_t srqn;
+  uint32_t reserved;
+};
+
+// The QPs attached to a multicast group: reply body is uint32_t qpn[].
+struct McastMembersRequest {
+  uint8_t gid[16];
+};
 
 }  // namespace softverbs::protocol
