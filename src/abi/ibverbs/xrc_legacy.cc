@@ -30,8 +30,9 @@ struct LegacyDomain {
   std::map<uint32_t, ibv_qp*> registrations;  // this process's handles, by QP number
 };
 
-
-LegacyDomain* AsLegacy(ibv_xrc_domain* d) { return reinterpret_cast<LegacyDomain*>(d); }
+LegacyDomain* AsLegacy(ibv_xrc_domain* d) {
+  return reinterpret_cast<LegacyDomain*>(d);
+}
 
 // Handles of legacy receive QPs, so that their async events get the flag.
 std::mutex g_registry_mutex;
@@ -135,8 +136,8 @@ SV_EXPORT ibv_srq* ibv_create_xrc_srq(ibv_pd* pd, ibv_xrc_domain* domain, ibv_cq
   ibv_srq_init_attr_ex attr{};
   attr.srq_context = srq_init_attr->srq_context;
   attr.attr = srq_init_attr->attr;
-  attr.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
-                   IBV_SRQ_INIT_ATTR_CQ;
+  attr.comp_mask =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
   attr.srq_type = IBV_SRQT_XRC;
   attr.pd = pd;
   attr.xrcd = AsLegacy(domain)->xrcd;
@@ -164,8 +165,8 @@ SV_EXPORT int ibv_create_xrc_rcv_qp(ibv_xrc_qp_init_attr* init_attr, uint32_t* x
   return 0;
 }
 
-SV_EXPORT int ibv_modify_xrc_rcv_qp(ibv_xrc_domain* domain, uint32_t xrc_qp_num,
-                                    ibv_qp_attr* attr, int attr_mask) {
+SV_EXPORT int ibv_modify_xrc_rcv_qp(ibv_xrc_domain* domain, uint32_t xrc_qp_num, ibv_qp_attr* attr,
+                                    int attr_mask) {
   if (!domain || !attr) return EINVAL;
   return WithHandle(AsLegacy(domain), xrc_qp_num,
                     [&](ibv_qp* qp) { return ibv_modify_qp(qp, attr, attr_mask); });
