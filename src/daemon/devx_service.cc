@@ -60,9 +60,8 @@ const char* KindName(uint16_t creator_opcode) {
 }  // namespace
 
 DevxService::DevxService(Device& device) : objects_(device), firmware_(objects_) {
-  firmware_.SetLogSink([](std::string_view line) {
-    Log("%.*s", static_cast<int>(line.size()), line.data());
-  });
+  firmware_.SetLogSink(
+      [](std::string_view line) { Log("%.*s", static_cast<int>(line.size()), line.data()); });
 }
 
 DevxService::~DevxService() = default;
@@ -130,7 +129,8 @@ Verdict DevxService::Command(ClientId c, const uint8_t* body, size_t len,
 
 Verdict DevxService::Destroy(ClientId c, const protocol::DevxDestroyRequest& req) {
   const int err = firmware_.Destroy(CallerOf(c), req.handle);
-  if (err == ENOENT) return Verdict::Fail(EINVAL, "devx destroy: no such DEVX object in this context");
+  if (err == ENOENT)
+    return Verdict::Fail(EINVAL, "devx destroy: no such DEVX object in this context");
   if (err != 0) {
     return Verdict::Fail(err, std::string("devx destroy: the firmware refused (") + strerror(err) +
                                   "): another object still uses it");

@@ -8,10 +8,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "daemon/devx_device_objects.h"
 #include "daemon/objects.h"

@@ -1,0 +1,71 @@
+// mlx5dv_devx_umem_reg/_reg_ex/_dereg. The kernel pins the range and runs
+// CREATE_UMEM; softverbs' daemon records {id -> range} instead (spec §2.6) and
+// the firmware checks that DEVX objects name UMEMs of their own context. The
+// memory is not shared with the daemon yet: the DEVX data path is a later
+// step. Deregistering a UMEM a DEVX object still uses fails with EBUSY.
+#include <new>
+
+#include "abi/mlx5/devx_internal.h"
+
+using softverbs::mlx5::CallDaemon;
+using softverbs::mlx5::ReturnErrno;
+
+namespace {
+
+struct Umem {
+  mlx5dv_devx_umem pub;  // first: the caller holds a pointer to it
+  ibv_context* context;
+};
+
+}  // namespace
+
+SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg(ibv_context* context, void* addr, size_t size,
+                                                      uint32_t access) {
+  if (context == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const softverbs::protocol::DevxUmemRegRequest req{reinterpret_cast<uintptr_t>(addr), size, access,
+                                                    0};
+  softverbs::protocol::DevxUmemRegReply rep{};
+  if (int err = CallDaemon(context, softverbs::protocol::Op::kDevxUmemReg, &req, sizeof(req), &rep,
+                           sizeof(rep))) {
+    errno = err;
+    return nullptr;
+  }
+  auto* umem = new (std::nothrow) Umem{{rep.umem_id}, context};
+  if (umem == nullptr) {
+    const softverbs::protocol::DevxUmemDeregRequest undo{rep.umem_id, 0};
+    CallDaemon(context, softverbs::protocol::Op::kDevxUmemDereg, &undo, sizeof(undo), nullptr, 0);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return &umem->pub;
+}
+
+SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg_ex(ibv_context* context,
+                                                         mlx5dv_devx_umem_in* in) {
+  if (in == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  // dma-buf UMEMs need a kernel; the page-size bitmap only constrains how
+  // the kernel splits the range, which the emulation never does.
+  if (in->comp_mask & MLX5DV_UMEM_MASK_DMABUF) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return mlx5dv_devx_umem_reg(context, in->addr, in->size, in->access);
+}
+
+SV_MLX5_EXPORT int mlx5dv_devx_umem_dereg(mlx5dv_devx_umem* dv_umem) {
+  if (dv_umem == nullptr) return ReturnErrno(EINVAL);
+  auto* umem = reinterpret_cast<Umem*>(dv_umem);
+  const softverbs::protocol::DevxUmemDeregRequest req{umem->pub.umem_id, 0};
+  if (int err = CallDaemon(umem->context, softverbs::protocol::Op::kDevxUmemDereg, &req,
+                           sizeof(req), nullptr, 0)) {
+    return ReturnErrno(err);
+  }
+  delete umem;
+  return 0;
+}
