@@ -9,6 +9,7 @@
 //
 // Parameter names are omitted on purpose: the stubs ignore their arguments.
 
+#include "abi/not_supported.h"
 #include <infiniband/efadv.h>
 #include <infiniband/verbs.h>
 
@@ -16,24 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#define SOFTVERBS_WEAK_EXPORT __attribute__((weak, visibility("default")))
 
-namespace {
-
-// "Returns the errno value" convention, used by nearly every int-returning
-// function of this library. errno is set too, for callers printing it.
-int ErrnoValueNotSupported() {
-  errno = EOPNOTSUPP;
-  return EOPNOTSUPP;
-}
-
-// "Returns NULL and sets errno" convention.
-std::nullptr_t NullNotSupported() {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-}  // namespace
+using softverbs::abi::ErrnoValueNotSupported;
+using softverbs::abi::MinusOneNotSupported;
+using softverbs::abi::NullNotSupported;
 
 extern "C" {
 

@@ -14,6 +14,7 @@
 //
 // Parameter names are omitted on purpose: the stubs ignore their arguments.
 
+#include "abi/not_supported.h"
 #include <infiniband/verbs.h>
 #include <sys/types.h>
 
@@ -44,30 +45,10 @@ struct verbs_srq;
 struct verbs_sysfs_dev;
 struct verbs_xrcd;
 
-#define SOFTVERBS_WEAK_EXPORT __attribute__((weak, visibility("default")))
 
-namespace {
-
-// "Returns the errno value" convention (most libibverbs int verbs). errno is
-// set too, since several callers print strerror(errno) regardless.
-int ErrnoValueNotSupported() {
-  errno = EOPNOTSUPP;
-  return EOPNOTSUPP;
-}
-
-// "Returns -1 and sets errno" convention.
-int MinusOneNotSupported() {
-  errno = EOPNOTSUPP;
-  return -1;
-}
-
-// "Returns NULL and sets errno" convention.
-std::nullptr_t NullNotSupported() {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-}  // namespace
+using softverbs::abi::ErrnoValueNotSupported;
+using softverbs::abi::MinusOneNotSupported;
+using softverbs::abi::NullNotSupported;
 
 extern "C" {
 

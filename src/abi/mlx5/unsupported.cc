@@ -14,6 +14,7 @@
 //
 // Parameter names are omitted on purpose: the stubs ignore their arguments.
 
+#include "abi/not_supported.h"
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
@@ -22,30 +23,10 @@
 #include <cstdint>
 #include <cstdio>
 
-#define SOFTVERBS_WEAK_EXPORT __attribute__((weak, visibility("default")))
 
-namespace {
-
-// "Returns the errno value" convention, used by nearly every int-returning
-// function of this library. errno is set too, for callers printing it.
-int ErrnoValueNotSupported() {
-  errno = EOPNOTSUPP;
-  return EOPNOTSUPP;
-}
-
-// "Returns -1 and sets errno" convention.
-int MinusOneNotSupported() {
-  errno = EOPNOTSUPP;
-  return -1;
-}
-
-// "Returns NULL and sets errno" convention.
-std::nullptr_t NullNotSupported() {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-}  // namespace
+using softverbs::abi::ErrnoValueNotSupported;
+using softverbs::abi::MinusOneNotSupported;
+using softverbs::abi::NullNotSupported;
 
 extern "C" {
 

@@ -12,6 +12,7 @@
 //
 // Parameter names are omitted on purpose: the stubs ignore their arguments.
 
+#include "abi/not_supported.h"
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -25,23 +26,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#define SOFTVERBS_WEAK_EXPORT __attribute__((weak, visibility("default")))
 
-namespace {
-
-// "Returns -1 and sets errno" convention.
-int MinusOneNotSupported() {
-  errno = EOPNOTSUPP;
-  return -1;
-}
-
-// "Returns NULL and sets errno" convention.
-std::nullptr_t NullNotSupported() {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-
-}  // namespace
+using softverbs::abi::ErrnoValueNotSupported;
+using softverbs::abi::MinusOneNotSupported;
+using softverbs::abi::NullNotSupported;
 
 extern "C" {
 
