@@ -1,0 +1,161 @@
+// Completion queues and completion channels: limits, flags, resize, the
+// channel fd with poll/epoll, notification and the async fd.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "test_env.h"
+
+namespace softverbs::it {
+namespace {
+
+class CqTest : public ContextTest {
+ protected:
+  ibv_device_attr dev_{};
+  void SetUp() override {
+    ContextTest::SetUp();
+    ASSERT_EQ(ibv_query_device(ctx_, &dev_), 0);
+  }
+  void ExpectCreateFails(int cqe, int comp_vector, int err) {
+    size_t before = MyObjectCount("cq");
+    errno = 0;
+    ibv_cq* cq = ibv_create_cq(ctx_, cqe, nullptr, nullptr, comp_vector);
+    EXPECT_EQ(cq, nullptr) << "cqe " << cqe << " vector " << comp_vector;
+    EXPECT_EQ(errno, err);
+    if (cq) ibv_destroy_cq(cq);
+    EXPECT_EQ(MyObjectCount("cq"), before);
+  }
+};
+
+TEST_F(CqTest, CreateReturnsAtLeastTheAskedSize) {
+  void* cookie = &dev_;
+  ibv_cq* cq = ibv_create_cq(ctx_, 100, cookie, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_GE(cq->cqe, 100);
+  EXPECT_EQ(cq->cq_context, cookie);
+  EXPECT_EQ(cq->context, ctx_);
+  EXPECT_EQ(MyObjectCount("cq"), 2u);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(MyObjectCount("cq"), 1u);
+}
+
+TEST_F(CqTest, MaxCqeIsEnforced) {
+  ibv_cq* cq = ibv_create_cq(ctx_, dev_.max_cqe, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr) << "max_cqe itself must work: " << strerror(errno);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  ExpectCreateFails(dev_.max_cqe + 1, 0, EINVAL);
+  ExpectCreateFails(0, 0, EINVAL);
+  ExpectCreateFails(-1, 0, EINVAL);
+}
+
+TEST_F(CqTest, CompVectorMustBeBelowNumCompVectors) {
+  ExpectCreateFails(8, ctx_->num_comp_vectors, EINVAL);
+  ExpectCreateFails(8, -1, EINVAL);
+}
+
+TEST_F(CqTest, CreateCqEx) {
+  ibv_cq_init_attr_ex attr{};
+  attr.cqe = 32;
+  attr.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM;
+  ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &attr);
+  ASSERT_NE(cq, nullptr) << strerror(errno);
+  EXPECT_GE(cq->cqe, 32);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+}
+
+TEST_F(CqTest, CreateCqExRejectsUnsupportedWcFlagsAndCompMask) {
+  size_t before = MyObjectCount("cq");
+  ibv_cq_init_attr_ex attr{};
+  attr.cqe = 32;
+  attr.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;  // no clock on softverbs
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(ctx_, &attr), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  attr.wc_flags = 0;
+  attr.comp_mask = 1u << 20;
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(ctx_, &attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  attr.comp_mask = 0;
+  attr.cqe = dev_.max_cqe + 1;
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(ctx_, &attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(MyObjectCount("cq"), before);
+}
+
+TEST_F(CqTest, ResizeWithinLimitsOnly) {
+  ASSERT_EQ(ibv_resize_cq(cq_, 256), 0);
+  EXPECT_GE(cq_->cqe, 256);
+  int size = cq_->cqe;
+  EXPECT_EQ(ibv_resize_cq(cq_, dev_.max_cqe + 1), EINVAL);
+  EXPECT_EQ(ibv_resize_cq(cq_, 0), EINVAL);
+  EXPECT_EQ(cq_->cqe, size);
+  auto mine = MyClients();
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_EQ(mine[0]["cq"][0]["cqe"].get<int>(), size) << "daemon's view unchanged";
+}
+
+TEST_F(CqTest, DestroyIsBusyWhileAQpUsesIt) {
+  ibv_cq* cq = ibv_create_cq(ctx_, 8, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.cap = {1, 1, 1, 1, 0};
+  init.qp_type = IBV_QPT_UD;
+  ibv_qp* qp = ibv_create_qp(pd_, &init);
+  ASSERT_NE(qp, nullptr);
+  EXPECT_EQ(ibv_destroy_cq(cq), EBUSY);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+}
+
+TEST_F(CqTest, CompChannelFdWorksWithPollAndEpoll) {
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx_);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* cq = ibv_create_cq(ctx_, 8, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(cq->channel, ch);
+  EXPECT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  EXPECT_EQ(ibv_req_notify_cq(cq, 1), 0);
+  // Nothing completed: the fd is pollable and not readable.
+  pollfd p{ch->fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, ch->fd, &ev), 0);
+  EXPECT_EQ(epoll_wait(ep, &ev, 1, 0), 0);
+  close(ep);
+  // Non-blocking get_cq_event on an idle channel: EAGAIN, as on uverbs.
+  int flags = fcntl(ch->fd, F_GETFL);
+  ASSERT_EQ(fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK), 0);
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  errno = 0;
+  EXPECT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  // Destroying the channel while a CQ uses it: EBUSY, and it still works.
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), EBUSY);
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+TEST_F(CqTest, AsyncFdIsPollable) {
+  pollfd p{ctx_->async_fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "no event yet";
+  EXPECT_EQ(p.revents & (POLLERR | POLLNVAL), 0);
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  EXPECT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, ctx_->async_fd, &ev), 0);
+  EXPECT_EQ(epoll_wait(ep, &ev, 1, 0), 0);
+  close(ep);
+}
+
+}  // namespace
+}  // namespace softverbs::it

@@ -1,0 +1,193 @@
+// Protection domains and memory regions: EBUSY while in use, the access-flag
+// rules, keys, unmapped memory, length limits, rereg. Every rejection is
+// checked for its errno and for leaving the daemon's objects as they were.
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "test_env.h"
+
+namespace softverbs::it {
+namespace {
+
+class PdMrTest : public ContextTest {
+ protected:
+  std::vector<char> buf_ = std::vector<char>(1 << 16);
+
+  // reg_mr must fail with `err` and register nothing.
+  void ExpectRegFails(void* addr, size_t len, int access, int err) {
+    size_t before = MyObjectCount("mr");
+    errno = 0;
+    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, access);
+    EXPECT_EQ(mr, nullptr);
+    EXPECT_EQ(errno, err) << "access 0x" << std::hex << access << " len " << std::dec << len;
+    if (mr) ibv_dereg_mr(mr);
+    EXPECT_EQ(MyObjectCount("mr"), before);
+  }
+};
+
+TEST_F(PdMrTest, AllocDeallocPd) {
+  size_t before = MyObjectCount("pd");
+  ibv_pd* pd = ibv_alloc_pd(ctx_);
+  ASSERT_NE(pd, nullptr);
+  EXPECT_EQ(pd->context, ctx_);
+  EXPECT_EQ(MyObjectCount("pd"), before + 1);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  EXPECT_EQ(MyObjectCount("pd"), before);
+}
+
+TEST_F(PdMrTest, DeallocPdIsBusyWhileAnMrUsesIt) {
+  ibv_pd* pd = ibv_alloc_pd(ctx_);
+  ASSERT_NE(pd, nullptr);
+  ibv_mr* mr = ibv_reg_mr(pd, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY);
+  EXPECT_EQ(MyObjectCount("pd"), 2u) << "the PD is still there";
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+TEST_F(PdMrTest, DeallocPdIsBusyWhileAQpUsesIt) {
+  ibv_pd* pd = ibv_alloc_pd(ctx_);
+  ASSERT_NE(pd, nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq_;
+  init.cap = {1, 1, 1, 1, 0};
+  init.qp_type = IBV_QPT_RC;
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_dealloc_pd(pd), EBUSY);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+}
+
+TEST_F(PdMrTest, RegMrGivesDistinctKeysAndFields) {
+  ibv_mr* a = ibv_reg_mr(pd_, buf_.data(), 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* b = ibv_reg_mr(pd_, buf_.data() + 4096, 4096, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(a && b) << strerror(errno);
+  EXPECT_EQ(a->addr, buf_.data());
+  EXPECT_EQ(a->length, 4096u);
+  EXPECT_EQ(a->pd, pd_);
+  EXPECT_EQ(a->context, ctx_);
+  EXPECT_NE(a->lkey, a->rkey);
+  EXPECT_NE(a->lkey, b->lkey);
+  EXPECT_NE(a->rkey, b->rkey);
+  EXPECT_EQ(MyObjectCount("mr"), 2u);
+  EXPECT_EQ(ibv_dereg_mr(a), 0);
+  EXPECT_EQ(ibv_dereg_mr(b), 0);
+  EXPECT_EQ(MyObjectCount("mr"), 0u);
+}
+
+TEST_F(PdMrTest, RegMrIova2) {
+  ibv_mr* mr = ibv_reg_mr_iova2(pd_, buf_.data(), 8192, 0x100000, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+TEST_F(PdMrTest, RemoteWriteOrAtomicWithoutLocalWriteIsEinval) {
+  ExpectRegFails(buf_.data(), 4096, IBV_ACCESS_REMOTE_WRITE, EINVAL);
+  ExpectRegFails(buf_.data(), 4096, IBV_ACCESS_REMOTE_ATOMIC, EINVAL);
+  ExpectRegFails(buf_.data(), 4096, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, EINVAL);
+  // Remote read alone is fine.
+  ibv_mr* mr = ibv_reg_mr(pd_, buf_.data(), 4096, IBV_ACCESS_REMOTE_READ);
+  ASSERT_NE(mr, nullptr);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+TEST_F(PdMrTest, UnmappedMemoryIsEfault) {
+  long page = sysconf(_SC_PAGESIZE);
+  void* p = mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  ASSERT_EQ(munmap(static_cast<char*>(p) + 2 * page, 2 * page), 0);
+  ExpectRegFails(p, 4 * page, IBV_ACCESS_LOCAL_WRITE, EFAULT);
+  ExpectRegFails(static_cast<char*>(p) + 2 * page, page, IBV_ACCESS_LOCAL_WRITE, EFAULT);
+  munmap(p, 2 * page);
+}
+
+TEST_F(PdMrTest, ZeroLengthIsEinval) {
+  ExpectRegFails(buf_.data(), 0, IBV_ACCESS_LOCAL_WRITE, EINVAL);
+}
+
+TEST_F(PdMrTest, LengthAboveMaxMrSizeIsEinval) {
+  ibv_device_attr attr{};
+  ASSERT_EQ(ibv_query_device(ctx_, &attr), 0);
+  // Reserve (not commit) address space one byte longer than max_mr_size so
+  // the range is mapped and only the size is wrong.
+  size_t len = attr.max_mr_size + 1;
+  void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) GTEST_SKIP() << "cannot reserve " << len << " bytes of address space";
+  ExpectRegFails(p, len, IBV_ACCESS_LOCAL_WRITE, EINVAL);
+  munmap(p, len);
+}
+
+TEST_F(PdMrTest, UnknownAccessBitIsEinval) {
+  ExpectRegFails(buf_.data(), 4096, IBV_ACCESS_LOCAL_WRITE | (1 << 19), EINVAL);
+}
+
+TEST_F(PdMrTest, NullPdIsEinval) {
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(nullptr, buf_.data(), 4096, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST_F(PdMrTest, PdOfAnotherContextIsRejected) {
+  ibv_context* other = OpenDevice();
+  ASSERT_NE(other, nullptr);
+  ibv_pd* foreign = ibv_alloc_pd(other);
+  ASSERT_NE(foreign, nullptr);
+  // A QP on this context's CQ but the other context's PD.
+  ibv_qp_init_attr_ex init{};
+  init.qp_type = IBV_QPT_RC;
+  init.comp_mask = IBV_QP_INIT_ATTR_PD;
+  init.pd = foreign;
+  init.send_cq = init.recv_cq = cq_;
+  init.cap = {1, 1, 1, 1, 0};
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(ctx_, &init), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(MyObjectCount("qp"), 0u);
+  EXPECT_EQ(ibv_dealloc_pd(foreign), 0);
+  EXPECT_EQ(ibv_close_device(other), 0);
+}
+
+TEST_F(PdMrTest, ReregChangesAccessAndKeys) {
+  ibv_mr* mr = ibv_reg_mr(pd_, buf_.data(), 4096, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  uint32_t old_rkey = mr->rkey;
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+            0);
+  EXPECT_NE(mr->rkey, old_rkey) << "the old rkey must stop working";
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, buf_.data() + 8192, 8192, 0),
+            0);
+  EXPECT_EQ(mr->addr, buf_.data() + 8192);
+  EXPECT_EQ(mr->length, 8192u);
+  ibv_pd* pd2 = ibv_alloc_pd(ctx_);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, nullptr, 0, 0), 0);
+  EXPECT_EQ(mr->pd, pd2);
+  EXPECT_EQ(ibv_dealloc_pd(pd2), EBUSY);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd2), 0);
+}
+
+TEST_F(PdMrTest, ReregWithBadAccessFailsAndChangesNothing) {
+  ibv_mr* mr = ibv_reg_mr(pd_, buf_.data(), 4096, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_mr saved = *mr;
+  int rc =
+      ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_REMOTE_WRITE);
+  EXPECT_NE(rc, 0);
+  EXPECT_EQ(mr->lkey, saved.lkey);
+  EXPECT_EQ(mr->rkey, saved.rkey);
+  auto mine = MyClients();
+  ASSERT_EQ(mine.size(), 1u);
+  ASSERT_EQ(mine[0]["mr"].size(), 1u);
+  EXPECT_EQ(mine[0]["mr"][0]["access"].get<int>(), IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_EQ(mine[0]["mr"][0]["lkey"].get<uint32_t>(), saved.lkey);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+}  // namespace
+}  // namespace softverbs::it

@@ -1,0 +1,414 @@
+// Queue pairs: create/create_ex for every supported type, the limits of the
+// capabilities, comp_mask checks, QP numbers, multicast and destroy, query.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+
+#include <set>
+
+#include "test_env.h"
+
+namespace softverbs::it {
+namespace {
+
+class QpTest : public ContextTest {
+ protected:
+  void SetUp() override {
+    ContextTest::SetUp();
+    ASSERT_EQ(ibv_query_device(ctx_, &dev_), 0);
+    ibv_xrcd_init_attr xa{};
+    xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    xa.fd = -1;
+    xa.oflags = O_CREAT;
+    xrcd_ = ibv_open_xrcd(ctx_, &xa);
+    ASSERT_NE(xrcd_, nullptr) << strerror(errno);
+  }
+  void TearDown() override {
+    if (xrcd_) {
+      EXPECT_EQ(ibv_close_xrcd(xrcd_), 0);
+    }
+    ContextTest::TearDown();
+  }
+
+  ibv_qp_init_attr_ex InitFor(ibv_qp_type type, ibv_qp_cap cap = {4, 4, 1, 1, 0}) {
+    ibv_qp_init_attr_ex init{};
+    init.qp_type = type;
+    if (type == IBV_QPT_XRC_RECV) {
+      init.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+      init.xrcd = xrcd_;
+      return init;
+    }
+    init.comp_mask = IBV_QP_INIT_ATTR_PD;
+    init.pd = pd_;
+    init.send_cq = cq_;
+    init.recv_cq = cq_;
+    init.cap = cap;
+    if (type == IBV_QPT_XRC_SEND) init.cap.max_recv_wr = init.cap.max_recv_sge = 0;
+    return init;
+  }
+
+  // create_qp_ex must fail with `err` and create nothing.
+  void ExpectCreateFails(ibv_qp_init_attr_ex init, int err, const char* what) {
+    size_t before = MyObjectCount("qp");
+    errno = 0;
+    ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+    EXPECT_EQ(qp, nullptr) << what;
+    EXPECT_EQ(errno, err) << what;
+    if (qp) ibv_destroy_qp(qp);
+    EXPECT_EQ(MyObjectCount("qp"), before) << what;
+  }
+
+  ibv_device_attr dev_{};
+  ibv_xrcd* xrcd_ = nullptr;
+};
+
+TEST_F(QpTest, CreateEverySupportedType) {
+  std::set<uint32_t> numbers;
+  for (ibv_qp_type type :
+       {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_XRC_SEND, IBV_QPT_XRC_RECV}) {
+    ibv_qp_init_attr_ex init = InitFor(type);
+    ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+    ASSERT_NE(qp, nullptr) << "type " << type << ": " << strerror(errno);
+    EXPECT_EQ(qp->qp_type, type);
+    EXPECT_EQ(qp->state, IBV_QPS_RESET);
+    EXPECT_GT(qp->qp_num, 1u) << "QP numbers 0 and 1 are reserved";
+    EXPECT_LE(qp->qp_num, 0xffffffu);
+    EXPECT_TRUE(numbers.insert(qp->qp_num).second) << "duplicate qp_num";
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  }
+}
+
+TEST_F(QpTest, CreateQpLegacyVerbForRcUcUd) {
+  for (ibv_qp_type type : {IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD}) {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq_;
+    init.cap = {3, 5, 1, 2, 0};
+    init.qp_type = type;
+    init.qp_context = this;
+    ibv_qp* qp = ibv_create_qp(pd_, &init);
+    ASSERT_NE(qp, nullptr) << strerror(errno);
+    EXPECT_EQ(qp->qp_context, this);
+    EXPECT_EQ(qp->pd, pd_);
+    EXPECT_GE(init.cap.max_send_wr, 3u);
+    EXPECT_GE(init.cap.max_recv_wr, 5u);
+    EXPECT_GE(init.cap.max_recv_sge, 2u);
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  }
+}
+
+TEST_F(QpTest, RawPacketAndUnknownTypesAreNotSupported) {
+  ExpectCreateFails(InitFor(IBV_QPT_RAW_PACKET), EOPNOTSUPP, "RAW_PACKET");
+  ExpectCreateFails(InitFor(IBV_QPT_DRIVER), EOPNOTSUPP, "DRIVER");
+}
+
+TEST_F(QpTest, UnknownCompMaskBitsAreEinval) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC);
+  init.comp_mask |= 1u << 30;
+  ExpectCreateFails(init, EINVAL, "unknown comp_mask bit");
+}
+
+TEST_F(QpTest, MissingPdOrXrcdIsEinval) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC);
+  init.comp_mask = 0;
+  ExpectCreateFails(init, EINVAL, "RC without IBV_QP_INIT_ATTR_PD");
+  init = InitFor(IBV_QPT_XRC_RECV);
+  init.comp_mask = 0;
+  ExpectCreateFails(init, EINVAL, "XRC_RECV without IBV_QP_INIT_ATTR_XRCD");
+  init = InitFor(IBV_QPT_RC);
+  init.send_cq = nullptr;
+  ExpectCreateFails(init, EINVAL, "RC without send CQ");
+}
+
+TEST_F(QpTest, CapsReturnedAreAtLeastTheAsked) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC, {17, 33, 3, 5, 64});
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  EXPECT_GE(init.cap.max_send_wr, 17u);
+  EXPECT_GE(init.cap.max_recv_wr, 33u);
+  EXPECT_GE(init.cap.max_send_sge, 3u);
+  EXPECT_GE(init.cap.max_recv_sge, 5u);
+  EXPECT_GE(init.cap.max_inline_data, 64u);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr qinit{};
+  ASSERT_EQ(ibv_query_qp(qp, &attr, IBV_QP_CAP, &qinit), 0);
+  EXPECT_EQ(qinit.cap.max_send_wr, init.cap.max_send_wr);
+  EXPECT_EQ(qinit.cap.max_recv_wr, init.cap.max_recv_wr);
+  EXPECT_EQ(qinit.cap.max_inline_data, init.cap.max_inline_data);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+TEST_F(QpTest, WorkRequestAndSgeLimitsAreEnforced) {
+  const uint32_t wr = dev_.max_qp_wr, sge = dev_.max_sge;
+  struct Case {
+    const char* what;
+    ibv_qp_cap at_limit;
+    ibv_qp_cap above;
+  } cases[] = {
+      {"max_send_wr", {wr, 1, 1, 1, 0}, {wr + 1, 1, 1, 1, 0}},
+      {"max_recv_wr", {1, wr, 1, 1, 0}, {1, wr + 1, 1, 1, 0}},
+      {"max_send_sge", {1, 1, sge, 1, 0}, {1, 1, sge + 1, 1, 0}},
+      {"max_recv_sge", {1, 1, 1, sge, 0}, {1, 1, 1, sge + 1, 0}},
+  };
+  for (const Case& c : cases) {
+    ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC, c.at_limit);
+    ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+    EXPECT_NE(qp, nullptr) << c.what << " at the limit: " << strerror(errno);
+    if (qp) {
+      EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    }
+    ExpectCreateFails(InitFor(IBV_QPT_RC, c.above), EINVAL, c.what);
+  }
+}
+
+TEST_F(QpTest, MaxInlineDataLimitIsEnforced) {
+  // The device does not advertise max_inline_data in ibv_device_attr: find
+  // the limit from what create hands back for a huge-but-valid request.
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC, {1, 1, 1, 1, 1});
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(qp, nullptr);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  uint32_t limit = 0;
+  for (uint32_t v = 1; v <= (1u << 20); v <<= 1) {
+    ibv_qp_init_attr_ex probe = InitFor(IBV_QPT_RC, {1, 1, 1, 1, v});
+    ibv_qp* q = ibv_create_qp_ex(ctx_, &probe);
+    if (!q) break;
+    limit = probe.cap.max_inline_data;
+    ibv_destroy_qp(q);
+  }
+  ASSERT_GT(limit, 0u);
+  ibv_qp_init_attr_ex at = InitFor(IBV_QPT_RC, {1, 1, 1, 1, limit});
+  qp = ibv_create_qp_ex(ctx_, &at);
+  ASSERT_NE(qp, nullptr) << "max_inline_data " << limit << " must work";
+  EXPECT_EQ(at.cap.max_inline_data, limit);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  ExpectCreateFails(InitFor(IBV_QPT_RC, {1, 1, 1, 1, limit + 1}), EINVAL, "max_inline_data + 1");
+}
+
+TEST_F(QpTest, DestroyIsBusyWhileAttachedToMulticast) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_UD);
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(qp, nullptr);
+  ibv_gid mgid{};
+  mgid.raw[0] = 0xff;
+  mgid.raw[1] = 0x0e;
+  mgid.raw[15] = 0x42;
+  ASSERT_EQ(ibv_attach_mcast(qp, &mgid, 0), 0);
+  EXPECT_EQ(ibv_destroy_qp(qp), EBUSY);
+  EXPECT_EQ(MyObjectCount("qp"), 1u) << "the QP survives";
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr qinit{};
+  EXPECT_EQ(ibv_query_qp(qp, &attr, IBV_QP_STATE, &qinit), 0) << "and is still usable";
+  EXPECT_EQ(ibv_detach_mcast(qp, &mgid, 0), 0);
+  EXPECT_EQ(ibv_detach_mcast(qp, &mgid, 0), EINVAL) << "not attached any more";
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+TEST_F(QpTest, MulticastIsForUdQpsAndMulticastGids) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC);
+  ibv_qp* rc = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(rc, nullptr);
+  ibv_gid mgid{};
+  mgid.raw[0] = 0xff;
+  EXPECT_EQ(ibv_attach_mcast(rc, &mgid, 0), EINVAL);
+  EXPECT_EQ(ibv_destroy_qp(rc), 0) << "nothing was attached";
+  init = InitFor(IBV_QPT_UD);
+  ibv_qp* ud = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(ud, nullptr);
+  ibv_gid unicast{};
+  unicast.raw[0] = 0xfe;
+  unicast.raw[1] = 0x80;
+  EXPECT_EQ(ibv_attach_mcast(ud, &unicast, 0), EINVAL);
+  EXPECT_EQ(ibv_destroy_qp(ud), 0);
+}
+
+TEST_F(QpTest, QueryReturnsEveryAttributeSet) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC, {5, 6, 2, 3, 32});
+  init.sq_sig_all = 1;
+  init.qp_context = this;
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(qp, nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+  ASSERT_EQ(
+      ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+      0);
+  a.qp_state = IBV_QPS_RTR;
+  a.ah_attr = LoopbackAh(ctx_);
+  a.path_mtu = IBV_MTU_512;
+  a.dest_qp_num = 0xabcde;
+  a.rq_psn = 0x123456;
+  a.max_dest_rd_atomic = 3;
+  a.min_rnr_timer = 17;
+  ASSERT_EQ(ibv_modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+            0);
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 19;
+  a.retry_cnt = 6;
+  a.rnr_retry = 5;
+  a.sq_psn = 0x654321;
+  a.max_rd_atomic = 2;
+  ASSERT_EQ(ibv_modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+            0);
+  EXPECT_EQ(qp->state, IBV_QPS_RTS);
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(qp, &q, 0x1fffff, &qi), 0);
+  EXPECT_EQ(q.qp_state, IBV_QPS_RTS);
+  EXPECT_EQ(q.pkey_index, 0);
+  EXPECT_EQ(q.port_num, 1);
+  EXPECT_EQ(q.qp_access_flags, a.qp_access_flags);
+  EXPECT_EQ(q.ah_attr.is_global, 1);
+  EXPECT_EQ(q.ah_attr.grh.sgid_index, a.ah_attr.grh.sgid_index);
+  EXPECT_EQ(memcmp(q.ah_attr.grh.dgid.raw, a.ah_attr.grh.dgid.raw, 16), 0);
+  EXPECT_EQ(q.ah_attr.grh.hop_limit, a.ah_attr.grh.hop_limit);
+  EXPECT_EQ(q.path_mtu, IBV_MTU_512);
+  EXPECT_EQ(q.dest_qp_num, 0xabcdeu);
+  EXPECT_EQ(q.rq_psn, 0x123456u);
+  EXPECT_EQ(q.max_dest_rd_atomic, 3);
+  EXPECT_EQ(q.min_rnr_timer, 17);
+  EXPECT_EQ(q.timeout, 19);
+  EXPECT_EQ(q.retry_cnt, 6);
+  EXPECT_EQ(q.rnr_retry, 5);
+  EXPECT_EQ(q.sq_psn, 0x654321u);
+  EXPECT_EQ(q.max_rd_atomic, 2);
+  EXPECT_GE(q.cap.max_send_wr, 5u);
+  EXPECT_EQ(qi.qp_type, IBV_QPT_RC);
+  EXPECT_EQ(qi.sq_sig_all, 1);
+  EXPECT_EQ(qi.send_cq, cq_);
+  EXPECT_EQ(qi.recv_cq, cq_);
+  EXPECT_EQ(qi.qp_context, this);
+  EXPECT_GE(qi.cap.max_recv_wr, 6u);
+  EXPECT_GE(qi.cap.max_inline_data, 32u);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+TEST_F(QpTest, ModifyValueChecksRejectAndChangeNothing) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC);
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(qp, nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = 2;  // no such port
+  const int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  EXPECT_EQ(ibv_modify_qp(qp, &a, mask), EINVAL);
+  a.port_num = 1;
+  a.pkey_index = 1;  // beyond the one-entry P_Key table
+  EXPECT_EQ(ibv_modify_qp(qp, &a, mask), EINVAL);
+  a.pkey_index = 0;
+  a.qp_state = static_cast<ibv_qp_state>(7);
+  EXPECT_EQ(ibv_modify_qp(qp, &a, mask), EINVAL) << "qp_state beyond ERR";
+  a.qp_state = IBV_QPS_INIT;
+  EXPECT_EQ(ibv_modify_qp(qp, &a, mask | IBV_QP_RATE_LIMIT), EOPNOTSUPP)
+      << "bits beyond IBV_QP_DEST_QPN go through the extended path";
+  EXPECT_EQ(qp->state, IBV_QPS_RESET);
+  ASSERT_EQ(ibv_modify_qp(qp, &a, mask), 0);
+  a.qp_state = IBV_QPS_RTR;
+  a.ah_attr = LoopbackAh(ctx_);
+  a.path_mtu = IBV_MTU_256;
+  a.dest_qp_num = 7;
+  a.rq_psn = 1;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 1;
+  const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  ibv_qp_attr bad = a;
+  bad.ah_attr.is_global = 0;
+  EXPECT_EQ(ibv_modify_qp(qp, &bad, rtr), EINVAL) << "RoCE needs a GRH";
+  bad = a;
+  bad.path_mtu = static_cast<ibv_mtu>(6);
+  EXPECT_EQ(ibv_modify_qp(qp, &bad, rtr), EINVAL) << "not an MTU";
+  bad = a;
+  bad.max_dest_rd_atomic = dev_.max_qp_rd_atom + 1;
+  EXPECT_EQ(ibv_modify_qp(qp, &bad, rtr), EINVAL) << "above max_qp_rd_atom";
+  bad = a;
+  bad.min_rnr_timer = 32;
+  EXPECT_EQ(ibv_modify_qp(qp, &bad, rtr), EINVAL) << "min_rnr_timer is 5 bits";
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(qp, &q, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(q.qp_state, IBV_QPS_INIT);
+  EXPECT_EQ(q.dest_qp_num, 0u) << "nothing of the rejected RTR was applied";
+  ASSERT_EQ(ibv_modify_qp(qp, &a, rtr), 0);
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 32;  // 5 bits
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 0;
+  a.max_rd_atomic = 1;
+  const int rts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+  EXPECT_EQ(ibv_modify_qp(qp, &a, rts), EINVAL);
+  a.timeout = 14;
+  a.retry_cnt = 8;  // 3 bits
+  EXPECT_EQ(ibv_modify_qp(qp, &a, rts), EINVAL);
+  a.retry_cnt = 7;
+  a.sq_psn = 0x1abcdef;  // masked to 24 bits, as Linux does
+  ASSERT_EQ(ibv_modify_qp(qp, &a, rts), 0);
+  ASSERT_EQ(ibv_query_qp(qp, &q, IBV_QP_SQ_PSN, &qi), 0);
+  EXPECT_EQ(q.sq_psn, 0xabcdefu);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+TEST_F(QpTest, SqdWithNotifyRaisesSqDrained) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_UD);
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(qp, nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.qkey = 0x11111111;
+  a.port_num = 1;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+  a.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+  a.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  a.qp_state = IBV_QPS_SQD;
+  a.en_sqd_async_notify = 1;
+  ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY), 0);
+  pollfd p{ctx_->async_fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1) << "no async event";
+  ibv_async_event ev{};
+  ASSERT_EQ(ibv_get_async_event(ctx_, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_SQ_DRAINED);
+  EXPECT_EQ(ev.element.qp, qp);
+  ibv_ack_async_event(&ev);
+  EXPECT_EQ(qp->events_completed, 1u);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
+TEST_F(QpTest, QpNumbersUniqueAcrossContexts) {
+  ibv_context* other = OpenDevice();
+  ASSERT_NE(other, nullptr);
+  ibv_pd* pd = ibv_alloc_pd(other);
+  ibv_cq* cq = ibv_create_cq(other, 4, nullptr, nullptr, 0);
+  ASSERT_TRUE(pd && cq);
+  std::vector<ibv_qp*> qps;
+  std::set<uint32_t> numbers;
+  for (int i = 0; i < 8; ++i) {
+    ibv_qp_init_attr init{};
+    init.cap = {1, 1, 1, 1, 0};
+    init.qp_type = IBV_QPT_UD;
+    init.send_cq = init.recv_cq = (i % 2) ? cq : cq_;
+    ibv_qp* qp = ibv_create_qp((i % 2) ? pd : pd_, &init);
+    ASSERT_NE(qp, nullptr);
+    EXPECT_TRUE(numbers.insert(qp->qp_num).second) << qp->qp_num;
+    EXPECT_GT(qp->qp_num, 1u);
+    qps.push_back(qp);
+  }
+  for (ibv_qp* qp : qps) EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  EXPECT_EQ(ibv_close_device(other), 0);
+}
+
+}  // namespace
+}  // namespace softverbs::it

@@ -1,0 +1,46 @@
+// Shared helpers of the integration clients: opening softverbs0, asking the
+// daemon for its view (`softverbs status --json`), and small RAII wrappers.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace softverbs::it {
+
+// Opens the first (only) device; fails the test if there is none.
+ibv_context* OpenDevice();
+
+// `softverbs status --json` of the daemon this process talks to.
+nlohmann::json Status();
+
+// The client entries of this process (one per open context).
+nlohmann::json MyClients();
+
+// Number of objects of `kind` ("pd", "mr", "cq", "srq", "qp", "ah", "xrcd")
+// this process owns, summed over its contexts.
+size_t MyObjectCount(const std::string& kind);
+
+// Index of a RoCE v2 GID in port 1's table, or -1.
+int RoceV2GidIndex(ibv_context* ctx);
+
+// A valid RoCE address vector (GRH to our own RoCE v2 GID).
+ibv_ah_attr LoopbackAh(ibv_context* ctx);
+
+// Runs `cmd` through the shell; returns its stdout (exit status in *status).
+std::string RunCommand(const std::string& cmd, int* status = nullptr);
+
+// A fixture with an open context, a PD and a CQ, closed in order.
+class ContextTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+};
+
+}  // namespace softverbs::it
