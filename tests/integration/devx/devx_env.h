@@ -1,0 +1,128 @@
+// What every DEVX integration test needs: softverbs0 opened through libmlx5
+// (with or without the DEVX flag), UMEM helpers, the three boxes most tests
+// start from, and `softverbs status --json`.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+#include <stdio.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "prm_box.h"
+
+namespace devx_it {
+
+inline ibv_device* FindSoftverbs() {
+  static ibv_device** list = ibv_get_device_list(nullptr);
+  for (int i = 0; list && list[i]; ++i) {
+    if (std::string(ibv_get_device_name(list[i])) == "softverbs0") return list[i];
+  }
+  return nullptr;
+}
+
+inline ibv_context* OpenDevx(bool devx = true) {
+  mlx5dv_context_attr attr{};
+  attr.flags = devx ? MLX5DV_CONTEXT_FLAGS_DEVX : 0;
+  return mlx5dv_open_device(FindSoftverbs(), &attr);
+}
+
+inline nlohmann::json Status() {
+  std::string out;
+  FILE* p = popen(SOFTVERBS_CLI " status --json", "r");
+  if (p == nullptr) return {};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  pclose(p);
+  return nlohmann::json::parse(out, nullptr, false);
+}
+
+// The newest status entry of a client of `pid` (null when it has none).
+// Newest: a context closed just before may not be released yet.
+inline nlohmann::json ClientOf(const nlohmann::json& status, pid_t pid) {
+  nlohmann::json found = nullptr;
+  if (status.is_object() && status.contains("clients")) {
+    for (const auto& c : status["clients"]) {
+      if (c.value("pid", -1) == pid) found = c;
+    }
+  }
+  return found;
+}
+
+struct Umem {
+  std::vector<uint8_t> memory;
+  mlx5dv_devx_umem* umem = nullptr;
+};
+
+class DevxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(FindSoftverbs(), nullptr) << "softverbs0 not listed";
+    ctx_ = OpenDevx();
+    ASSERT_NE(ctx_, nullptr) << "mlx5dv_open_device(DEVX): " << strerror(errno);
+  }
+  void TearDown() override {
+    if (ctx_) ibv_close_device(ctx_);
+  }
+
+  uint32_t RegUmem(ibv_context* ctx = nullptr, size_t size = 1 << 16) {
+    auto u = std::make_unique<Umem>();
+    u->memory.resize(size);
+    u->umem =
+        mlx5dv_devx_umem_reg(ctx ? ctx : ctx_, u->memory.data(), size, IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_NE(u->umem, nullptr) << strerror(errno);
+    uint32_t id = u->umem ? u->umem->umem_id : 0;
+    umems_.push_back(std::move(u));
+    return id;
+  }
+
+  mlx5dv_devx_obj* Create(Box box, Out* out = nullptr, ibv_context* ctx = nullptr) {
+    Out local(kCreateOut);
+    Out& o = out ? *out : local;
+    return mlx5dv_devx_obj_create(ctx ? ctx : ctx_, box.data(), box.size(), o.data(), o.size());
+  }
+
+  // A DEVX CQ on fresh UMEMs.
+  mlx5dv_devx_obj* CreateCq(uint32_t* cqn, ibv_context* ctx = nullptr) {
+    Out out(kCreateOut);
+    auto* cq = Create(CreateCqBox(RegUmem(ctx), RegUmem(ctx), 0), &out, ctx);
+    EXPECT_NE(cq, nullptr) << strerror(errno) << " status " << int(out.status());
+    *cqn = out.number();
+    return cq;
+  }
+
+  mlx5dv_devx_obj* CreatePd(uint32_t* pdn) {
+    Out out(kCreateOut);
+    auto* pd = Create(Box(16, kAllocPd), &out);
+    EXPECT_NE(pd, nullptr) << strerror(errno);
+    *pdn = out.number();
+    return pd;
+  }
+
+  mlx5dv_devx_obj* CreateQp(uint32_t pdn, uint32_t cqn, uint32_t* qpn, Out* out_box = nullptr) {
+    Out local(kCreateOut);
+    Out& out = out_box ? *out_box : local;
+    auto* qp = Create(CreateQpBox(pdn, cqn, cqn, RegUmem(), RegUmem()), &out);
+    *qpn = out.number();
+    return qp;
+  }
+
+  uint32_t QpState(mlx5dv_devx_obj* qp, uint32_t qpn) {
+    Box q = QpBox(kQueryQp, qpn);
+    Out out(kQueryQpOut);
+    EXPECT_EQ(mlx5dv_devx_obj_query(qp, q.data(), q.size(), out.data(), out.size()), 0);
+    return static_cast<uint32_t>(out.Get(kQpcByte * 8, 4));
+  }
+
+  ibv_context* ctx_ = nullptr;
+  std::vector<std::unique_ptr<Umem>> umems_;
+};
+
+}  // namespace devx_it

@@ -1,0 +1,270 @@
+// One object model for verbs and DEVX (mlx5dv_devx_obj_create(3)'s example),
+// mlx5dv_init_obj, the asynchronous query through the cmd_comp fd, and the
+// smaller DEVX calls (UMEM, UAR, EQN, query_device).
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "devx_env.h"
+
+namespace devx_it {
+namespace {
+
+struct VerbsObjects {
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  uint32_t pdn = 0, cqn = 0;
+};
+
+VerbsObjects MakeVerbs(ibv_context* ctx) {
+  VerbsObjects v;
+  v.pd = ibv_alloc_pd(ctx);
+  v.cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  EXPECT_NE(v.pd, nullptr);
+  EXPECT_NE(v.cq, nullptr);
+  mlx5dv_pd dv_pd{};
+  mlx5dv_cq dv_cq{};
+  mlx5dv_obj obj{};
+  obj.pd.in = v.pd;
+  obj.pd.out = &dv_pd;
+  obj.cq.in = v.cq;
+  obj.cq.out = &dv_cq;
+  EXPECT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_PD | MLX5DV_OBJ_CQ), 0);
+  v.pdn = dv_pd.pdn;
+  v.cqn = dv_cq.cqn;
+  return v;
+}
+
+TEST_F(DevxTest, IsSupportedAndQueryDevice) {
+  EXPECT_TRUE(mlx5dv_is_supported(FindSoftverbs()));
+  mlx5dv_context dv{};
+  dv.comp_mask = ~0ull;  // ask for everything; nothing optional exists
+  ASSERT_EQ(mlx5dv_query_device(ctx_, &dv), 0);
+  EXPECT_EQ(dv.comp_mask, 0u);
+  EXPECT_TRUE(dv.flags & MLX5DV_CONTEXT_FLAGS_CQE_V1);
+  mlx5dv_context_attr bad{};
+  bad.comp_mask = 1;
+  EXPECT_EQ(mlx5dv_open_device(FindSoftverbs(), &bad), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST_F(DevxTest, InitObjReportsTheNumbersTheDaemonKnows) {
+  VerbsObjects v = MakeVerbs(ctx_);
+  EXPECT_NE(v.pdn, 0u);
+  EXPECT_NE(v.cqn, 0u);
+  ibv_srq_init_attr sattr{};
+  sattr.attr.max_wr = 4;
+  sattr.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(v.pd, &sattr);
+  ASSERT_NE(srq, nullptr);
+  mlx5dv_srq dv_srq{};
+  dv_srq.comp_mask = MLX5DV_SRQ_MASK_SRQN;
+  mlx5dv_obj obj{};
+  obj.srq.in = srq;
+  obj.srq.out = &dv_srq;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_SRQ), 0);
+  EXPECT_EQ(dv_srq.comp_mask, uint64_t{MLX5DV_SRQ_MASK_SRQN});
+  // The daemon's own view.
+  nlohmann::json me = ClientOf(Status(), getpid());
+  ASSERT_FALSE(me.is_null());
+  EXPECT_EQ(me["srq"][0]["srqn"].get<uint32_t>(), dv_srq.srqn);
+  EXPECT_EQ(me["pd"][0]["pdn"].get<uint32_t>(), v.pdn);
+  EXPECT_EQ(me["cq"][0]["cqn"].get<uint32_t>(), v.cqn);
+  // Objects softverbs has no mlx5 form for.
+  obj = {};
+  EXPECT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH), EOPNOTSUPP);
+  EXPECT_EQ(mlx5dv_init_obj(&obj, 1u << 20), EINVAL);
+  ibv_destroy_srq(srq);
+  ibv_destroy_cq(v.cq);
+  ibv_dealloc_pd(v.pd);
+}
+
+// The man page's example: a CQ made with ibv_create_cq, used by number in a
+// DEVX CREATE_QP; the verbs CQ (and PD) cannot go while the DEVX QP holds them.
+TEST_F(DevxTest, VerbsCqUsedByNumberInDevxQp) {
+  VerbsObjects v = MakeVerbs(ctx_);
+  uint32_t qpn = 0;
+  Out out(kCreateOut);
+  mlx5dv_devx_obj* qp = CreateQp(v.pdn, v.cqn, &qpn, &out);
+  ASSERT_NE(qp, nullptr) << strerror(errno) << " status " << int(out.status());
+  EXPECT_EQ(ibv_destroy_cq(v.cq), EBUSY);
+  EXPECT_EQ(ibv_dealloc_pd(v.pd), EBUSY);
+  // The QP works on them: the state machine runs.
+  Box init = Rst2InitBox(qpn);
+  Out o(16);
+  EXPECT_EQ(mlx5dv_devx_obj_modify(qp, init.data(), init.size(), o.data(), o.size()), 0);
+  EXPECT_EQ(QpState(qp, qpn), kQpInit);
+  ASSERT_EQ(mlx5dv_devx_obj_destroy(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(v.cq), 0);
+  EXPECT_EQ(ibv_dealloc_pd(v.pd), 0);
+}
+
+TEST_F(DevxTest, QpNumbersAreUniqueAcrossVerbsAndDevx) {
+  VerbsObjects v = MakeVerbs(ctx_);
+  std::set<uint32_t> qpns;
+  std::vector<mlx5dv_devx_obj*> devx_qps;
+  std::vector<ibv_qp*> verbs_qps;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t qpn = 0;
+    mlx5dv_devx_obj* qp = CreateQp(v.pdn, v.cqn, &qpn);
+    ASSERT_NE(qp, nullptr);
+    devx_qps.push_back(qp);
+    EXPECT_TRUE(qpns.insert(qpn).second) << "DEVX QPN " << qpn << " reused";
+    ibv_qp_init_attr attr{};
+    attr.send_cq = attr.recv_cq = v.cq;
+    attr.qp_type = IBV_QPT_RC;
+    attr.cap = {4, 4, 1, 1, 0};
+    ibv_qp* vqp = ibv_create_qp(v.pd, &attr);
+    ASSERT_NE(vqp, nullptr);
+    verbs_qps.push_back(vqp);
+    EXPECT_TRUE(qpns.insert(vqp->qp_num).second) << "verbs QPN " << vqp->qp_num << " reused";
+  }
+  for (auto* qp : devx_qps) EXPECT_EQ(mlx5dv_devx_obj_destroy(qp), 0);
+  for (auto* qp : verbs_qps) EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  ibv_destroy_cq(v.cq);
+  ibv_dealloc_pd(v.pd);
+}
+
+TEST_F(DevxTest, AnotherContextsVerbsObjectsAreNotUsable) {
+  VerbsObjects v = MakeVerbs(ctx_);
+  ibv_context* other = OpenDevx();
+  ASSERT_NE(other, nullptr);
+  Out out(kCreateOut);
+  auto* qp = Create(CreateQpBox(v.pdn, v.cqn, v.cqn, RegUmem(other), RegUmem(other)), &out, other);
+  EXPECT_EQ(qp, nullptr);
+  EXPECT_EQ(errno, EREMOTEIO);
+  EXPECT_EQ(out.status(), kStatusBadResource);
+  // Nor its UMEMs.
+  Out cout(kCreateOut);
+  EXPECT_EQ(Create(CreateCqBox(RegUmem(), RegUmem(), 0), &cout, other), nullptr);
+  EXPECT_EQ(cout.status(), kStatusBadResource);
+  ibv_close_device(other);
+  ibv_destroy_cq(v.cq);
+  ibv_dealloc_pd(v.pd);
+}
+
+TEST_F(DevxTest, AsyncQueryIsDeliveredThroughThePollableFd) {
+  uint32_t pdn = 0, cqn = 0, qpn = 0;
+  mlx5dv_devx_obj* pd = CreatePd(&pdn);
+  mlx5dv_devx_obj* cq = CreateCq(&cqn);
+  mlx5dv_devx_obj* qp = CreateQp(pdn, cqn, &qpn);
+  ASSERT_NE(qp, nullptr);
+  Box init = Rst2InitBox(qpn);
+  Out o(16);
+  ASSERT_EQ(mlx5dv_devx_obj_modify(qp, init.data(), init.size(), o.data(), o.size()), 0);
+
+  mlx5dv_devx_cmd_comp* comp = mlx5dv_devx_create_cmd_comp(ctx_);
+  ASSERT_NE(comp, nullptr);
+  pollfd pfd{comp->fd, POLLIN, 0};
+  EXPECT_EQ(poll(&pfd, 1, 0), 0) << "an event before any query";
+
+  Box q = QpBox(kQueryQp, qpn);
+  ASSERT_EQ(mlx5dv_devx_obj_query_async(qp, q.data(), q.size(), kQueryQpOut, 0xfeed, comp), 0);
+  // A box naming another object fails the call itself; nothing is queued.
+  Box wrong = QpBox(kQueryQp, qpn + 7);
+  EXPECT_EQ(mlx5dv_devx_obj_query_async(qp, wrong.data(), wrong.size(), kQueryQpOut, 1, comp),
+            EINVAL);
+
+  ASSERT_EQ(poll(&pfd, 1, 2000), 1);
+  EXPECT_TRUE(pfd.revents & POLLIN);
+  // Too small a buffer: ENOSPC, and the event stays.
+  std::vector<uint8_t> small(sizeof(mlx5dv_devx_async_cmd_hdr) + 16);
+  EXPECT_EQ(mlx5dv_devx_get_async_cmd_comp(
+                comp, reinterpret_cast<mlx5dv_devx_async_cmd_hdr*>(small.data()), small.size()),
+            ENOSPC);
+  std::vector<uint8_t> buf(sizeof(mlx5dv_devx_async_cmd_hdr) + kQueryQpOut);
+  auto* hdr = reinterpret_cast<mlx5dv_devx_async_cmd_hdr*>(buf.data());
+  ASSERT_EQ(mlx5dv_devx_get_async_cmd_comp(comp, hdr, buf.size()), 0);
+  EXPECT_EQ(hdr->wr_id, 0xfeedu);
+  std::vector<uint8_t> answer(hdr->out_data, hdr->out_data + kQueryQpOut);
+  EXPECT_EQ(GetBits(answer, 0, 8), kStatusOk);
+  EXPECT_EQ(GetBits(answer, kQpcByte * 8, 4), kQpInit);
+  // Only one event was queued: a non-blocking read finds none.
+  fcntl(comp->fd, F_SETFL, fcntl(comp->fd, F_GETFL) | O_NONBLOCK);
+  EXPECT_EQ(mlx5dv_devx_get_async_cmd_comp(comp, hdr, buf.size()), EAGAIN);
+
+  mlx5dv_devx_destroy_cmd_comp(comp);
+  EXPECT_EQ(mlx5dv_devx_obj_destroy(qp), 0);
+  EXPECT_EQ(mlx5dv_devx_obj_destroy(cq), 0);
+  EXPECT_EQ(mlx5dv_devx_obj_destroy(pd), 0);
+}
+
+TEST_F(DevxTest, UmemRegistration) {
+  std::vector<uint8_t> memory(8192);
+  mlx5dv_devx_umem* a = mlx5dv_devx_umem_reg(ctx_, memory.data(), 4096, IBV_ACCESS_LOCAL_WRITE);
+  mlx5dv_devx_umem* b =
+      mlx5dv_devx_umem_reg(ctx_, memory.data() + 4096, 4096, IBV_ACCESS_REMOTE_READ);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a->umem_id, 0u);
+  EXPECT_NE(a->umem_id, b->umem_id);
+  EXPECT_EQ(mlx5dv_devx_umem_reg(ctx_, memory.data(), 4096, IBV_ACCESS_REMOTE_ATOMIC), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(mlx5dv_devx_umem_reg(ctx_, memory.data(), 0, 0), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(mlx5dv_devx_umem_dereg(a), 0);
+  EXPECT_EQ(mlx5dv_devx_umem_dereg(b), 0);
+}
+
+TEST_F(DevxTest, EqnAndUar) {
+  uint32_t eqn = 99;
+  ASSERT_EQ(mlx5dv_devx_query_eqn(ctx_, 0, &eqn), 0);
+  // The EQ is accepted by CREATE_CQ.
+  Out out(kCreateOut);
+  mlx5dv_devx_obj* cq = Create(CreateCqBox(RegUmem(), RegUmem(), eqn), &out);
+  EXPECT_NE(cq, nullptr);
+  EXPECT_EQ(mlx5dv_devx_query_eqn(ctx_, ctx_->num_comp_vectors, &eqn), EINVAL);
+  mlx5dv_devx_uar* nc1 = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
+  mlx5dv_devx_uar* nc2 = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
+  mlx5dv_devx_uar* bf = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_BF);
+  ASSERT_NE(nc1, nullptr);
+  ASSERT_NE(bf, nullptr);
+  EXPECT_EQ(nc1, nc2);  // the context's singleton NC UAR
+  EXPECT_NE(bf->page_id, nc1->page_id);
+  EXPECT_EQ(static_cast<char*>(bf->reg_addr) - static_cast<char*>(bf->base_addr), 0x800);
+  *static_cast<volatile uint64_t*>(bf->reg_addr) = 0;  // a doorbell write must not fault
+  EXPECT_EQ(mlx5dv_devx_alloc_uar(ctx_, 7), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  mlx5dv_devx_free_uar(bf);
+  mlx5dv_devx_free_uar(nc1);
+  if (cq) EXPECT_EQ(mlx5dv_devx_obj_destroy(cq), 0);
+}
+
+TEST_F(DevxTest, UnimplementedCallsSayEopnotsupp) {
+  EXPECT_EQ(
+      mlx5dv_devx_create_event_channel(ctx_, MLX5DV_DEVX_CREATE_EVENT_CHANNEL_FLAGS_OMIT_EV_DATA),
+      nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  Box q(16, kQueryCq);
+  Out out(16);
+  ibv_cq* cq = ibv_create_cq(ctx_, 4, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  EXPECT_EQ(mlx5dv_devx_cq_query(cq, q.data(), q.size(), out.data(), out.size()), EOPNOTSUPP);
+  ibv_destroy_cq(cq);
+}
+
+TEST_F(DevxTest, StatusShowsDevxObjectsAndUid) {
+  uint32_t pdn = 0, cqn = 0;
+  mlx5dv_devx_obj* pd = CreatePd(&pdn);
+  mlx5dv_devx_obj* cq = CreateCq(&cqn);
+  nlohmann::json me = ClientOf(Status(), getpid());
+  ASSERT_FALSE(me.is_null());
+  ASSERT_TRUE(me.contains("devx"));
+  EXPECT_NE(me["devx"]["uid"].get<int>(), 0);
+  std::set<std::pair<std::string, uint32_t>> seen;
+  for (const auto& o : me["devx"]["objects"]) {
+    seen.insert({o["type"].get<std::string>(), o["number"].get<uint32_t>()});
+  }
+  EXPECT_TRUE(seen.count({"pd", pdn}));
+  EXPECT_TRUE(seen.count({"cq", cqn}));
+  EXPECT_EQ(me["devx"]["umems"].size(), 2u);
+  EXPECT_EQ(mlx5dv_devx_obj_destroy(cq), 0);
+  EXPECT_EQ(mlx5dv_devx_obj_destroy(pd), 0);
+  me = ClientOf(Status(), getpid());
+  EXPECT_TRUE(me["devx"]["objects"].empty());
+}
+
+}  // namespace
+}  // namespace devx_it
