@@ -215,9 +215,15 @@ SV_EXPORT int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, 
   return 0;
 }
 
+// ibv_get_pkey_index(3): the index of the table entry equal to `pkey` (an
+// exact match, as libibverbs compares the entries it reads), -1 with errno on
+// error.
 SV_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
-  if (!context || port_num != 1) return -EINVAL;
-  // Full and limited membership of the default partition both match it.
-  if ((be16toh(pkey) & 0x7fff) == (softverbs::limits::kDefaultPkey & 0x7fff)) return 0;
-  return -ENOENT;
+  if (!context || port_num != 1) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (be16toh(pkey) == softverbs::limits::kDefaultPkey) return 0;
+  errno = ENOENT;
+  return -1;
 }
