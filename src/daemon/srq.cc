@@ -70,9 +70,12 @@ Verdict Device::ModifySrq(ClientId c, const protocol::ModifySrqRequest& req) {
     }
     max_wr = req.max_wr;
   }
-  if ((req.mask & IBV_SRQ_LIMIT) && req.srq_limit > max_wr) {
-    return Verdict::Fail(EINVAL, "srq_limit " + std::to_string(req.srq_limit) +
-                                     " is above max_wr " + std::to_string(max_wr));
+  // The limit, new or armed before, must stay within the queue: resizing
+  // below an armed limit fails as in rxe.
+  const uint32_t limit = (req.mask & IBV_SRQ_LIMIT) ? req.srq_limit : srq->srq_limit;
+  if (limit > max_wr) {
+    return Verdict::Fail(EINVAL, "srq_limit " + std::to_string(limit) + " is above max_wr " +
+                                     std::to_string(max_wr));
   }
   srq->max_wr = max_wr;
   if (req.mask & IBV_SRQ_LIMIT) srq->srq_limit = req.srq_limit;
