@@ -182,8 +182,14 @@ TEST_F(DeviceTest, PkeyTableHasTheDefaultPkey) {
   ASSERT_EQ(ibv_query_pkey(ctx_, 1, 0, &pkey), 0);
   EXPECT_EQ(be16toh(pkey), 0xffff);
   EXPECT_EQ(ibv_get_pkey_index(ctx_, 1, htobe16(0xffff)), 0);
-  EXPECT_EQ(ibv_get_pkey_index(ctx_, 1, htobe16(0x7fff)), 0) << "limited member of the default";
-  EXPECT_LT(ibv_get_pkey_index(ctx_, 1, htobe16(0x1234)), 0) << "not in the table";
+  // ibv_get_pkey_index(3): -1 on error; libibverbs compares entries exactly.
+  errno = 0;
+  EXPECT_EQ(ibv_get_pkey_index(ctx_, 1, htobe16(0x7fff)), -1) << "not an entry of the table";
+  EXPECT_NE(errno, 0);
+  EXPECT_EQ(ibv_get_pkey_index(ctx_, 1, htobe16(0x1234)), -1) << "not in the table";
+  errno = 0;
+  EXPECT_EQ(ibv_get_pkey_index(ctx_, 2, htobe16(0xffff)), -1) << "no port 2";
+  EXPECT_EQ(errno, EINVAL);
   errno = 0;
   EXPECT_EQ(ibv_query_pkey(ctx_, 1, 1, &pkey), -1);
   EXPECT_EQ(errno, EINVAL);

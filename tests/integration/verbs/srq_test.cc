@@ -84,10 +84,41 @@ TEST_F(SrqTest, ModifyArmsLimitAndResizes) {
   ibv_srq_attr q{};
   ASSERT_EQ(ibv_query_srq(srq, &q), 0);
   EXPECT_EQ(q.srq_limit, 10u);
-  a.max_wr = 128;
+  a.max_wr = 32;
   ASSERT_EQ(ibv_modify_srq(srq, &a, IBV_SRQ_MAX_WR), 0);
   ASSERT_EQ(ibv_query_srq(srq, &q), 0);
-  EXPECT_GE(q.max_wr, 128u);
+  EXPECT_GE(q.max_wr, 32u);
+  EXPECT_EQ(q.srq_limit, 10u);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+TEST_F(SrqTest, GrowingWorksWhenSrqResizeIsAdvertised) {
+  ibv_srq* srq = Create(64, 1);
+  ASSERT_NE(srq, nullptr);
+  ibv_srq_attr a{};
+  a.max_wr = 128;
+  int rc = ibv_modify_srq(srq, &a, IBV_SRQ_MAX_WR);
+  if (dev_.device_cap_flags & IBV_DEVICE_SRQ_RESIZE) {
+    EXPECT_EQ(rc, 0) << "IBV_DEVICE_SRQ_RESIZE is advertised";
+    ibv_srq_attr q{};
+    ASSERT_EQ(ibv_query_srq(srq, &q), 0);
+    EXPECT_GE(q.max_wr, 128u);
+  } else {
+    EXPECT_NE(rc, 0);
+  }
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+}
+
+TEST_F(SrqTest, ShrinkingBelowTheArmedLimitIsEinval) {
+  ibv_srq* srq = Create(64, 1, 50);
+  ASSERT_NE(srq, nullptr);
+  ibv_srq_attr a{};
+  a.max_wr = 16;  // below the armed srq_limit 50
+  EXPECT_EQ(ibv_modify_srq(srq, &a, IBV_SRQ_MAX_WR), EINVAL);
+  ibv_srq_attr q{};
+  ASSERT_EQ(ibv_query_srq(srq, &q), 0);
+  EXPECT_EQ(q.max_wr, 64u);
+  EXPECT_EQ(q.srq_limit, 50u);
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
