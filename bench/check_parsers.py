@@ -1,0 +1,179 @@
+#!/usr/bin/python3
+"""Unit tests for bench/'s parsers and report, on the outputs in samples/.
+
+Run: /usr/bin/python3 bench/check_parsers.py  (ctest: bench.parsers).
+See samples/README.md for which samples are captured and which are written.
+"""
+
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import perftest  # noqa: E402
+import report  # noqa: E402
+import ucx  # noqa: E402
+
+
+def sample(name):
+    with open(os.path.join(HERE, "samples", name)) as f:
+        return f.read()
+
+
+class PerftestParser(unittest.TestCase):
+    def test_latency_row(self):
+        row = perftest.parse_result(sample("perftest_write_lat_8.txt"))
+        self.assertEqual(row["kind"], "lat")
+        self.assertEqual(row["bytes"], 8)
+        self.assertEqual(row["iterations"], 100000)
+        self.assertEqual(row["t_min_us"], 0.31)
+        self.assertEqual(row["t_max_us"], 25.40)
+        self.assertEqual(row["t_typical_us"], 0.42)
+        self.assertEqual(row["t_avg_us"], 0.47)
+        self.assertEqual(row["t_stdev_us"], 0.30)
+        self.assertEqual(row["p99_us"], 1.10)
+        self.assertEqual(row["p999_us"], 9.87)
+
+    def test_bandwidth_row(self):
+        row = perftest.parse_result(sample("perftest_write_bw_8.txt"))
+        self.assertEqual(row["kind"], "bw")
+        self.assertEqual((row["bytes"], row["iterations"]), (8, 200000))
+        self.assertEqual(row["bw_peak_mib_s"], 95.12)
+        self.assertEqual(row["bw_avg_mib_s"], 93.50)
+        self.assertEqual(row["msg_rate_mpps"], 12.255232)
+
+    def test_bandwidth_in_gbits_is_converted_to_mib(self):
+        row = perftest.parse_result(sample("perftest_write_bw_8_gbits.txt"))
+        self.assertAlmostEqual(row["bw_avg_mib_s"], 0.78e9 / 8 / 2**20)
+
+    def test_large_message(self):
+        row = perftest.parse_result(sample("perftest_send_bw_65536.txt"))
+        self.assertEqual(row["bytes"], 65536)
+        self.assertEqual(row["bw_avg_mib_s"], 8765.43)
+
+    def test_header_without_row_reports_the_error(self):
+        with self.assertRaises(perftest.ParseError) as ctx:
+            perftest.parse_result(sample("perftest_send_lat_post_recv_failed.txt"))
+        self.assertIn("Couldn't post recv", str(ctx.exception))
+
+    def test_garbage_and_empty(self):
+        for text in ("", "Failed to open device\n", "\x00\xff random\n#bytes"):
+            with self.assertRaises(perftest.ParseError):
+                perftest.parse_result(text)
+        with self.assertRaises(perftest.ParseError) as ctx:
+            perftest.parse_result("Failed to open device\n")
+        self.assertEqual(str(ctx.exception), "Failed to open device")
+
+    def test_truncated_row_is_not_a_result(self):
+        text = sample("perftest_write_lat_8.txt")
+        header_end = text.index("t_min[usec]")
+        cut = text[:text.index("\n", header_end)] + "\n 8       100000          0.31\n"
+        with self.assertRaises(perftest.ParseError):
+            perftest.parse_result(cut)
+
+    def test_gid_index_is_first_roce_v2(self):
+        self.assertEqual(perftest.roce_v2_gid_index(sample("ibv_devinfo_v_excerpt.txt")), 1)
+        self.assertIsNone(perftest.roce_v2_gid_index("Failed to open device\n"))
+        only_v1 = "\t\t\tGID[  0]:\t\tfe80::1, RoCE v1\n\t\t\tGID[  7]:\t\t::1, RoCE v2\n"
+        self.assertEqual(perftest.roce_v2_gid_index(only_v1), 7)
+
+
+class UcxParser(unittest.TestCase):
+    def test_latency_final_row(self):
+        row = ucx.parse_result(sample("ucx_put_lat_8.txt"))
+        self.assertEqual(row["iterations"], 100000)
+        self.assertEqual(row["p50_us"], 0.147)
+        self.assertEqual(row["lat_us"], 3.955)
+        self.assertAlmostEqual(row["msg_rate_mpps"], 0.252869)
+
+    def test_progress_rows_are_skipped_and_overall_is_used(self):
+        row = ucx.parse_result(sample("ucx_put_lat_64_progress.txt"))
+        self.assertEqual(row["iterations"], 8000000)
+        self.assertEqual(row["p50_us"], 0.158)
+        # "overall" (1.836), not the last interval's "average" (1.285).
+        self.assertEqual(row["lat_us"], 1.836)
+        self.assertEqual(row["bw_mib_s"], 33.24)
+
+    def test_bandwidth(self):
+        row = ucx.parse_result(sample("ucx_put_bw_65536.txt"))
+        self.assertEqual(row["bw_mib_s"], 44062.26)
+        self.assertAlmostEqual(row["msg_rate_mpps"], 0.704996)
+        # MB in ucx_perftest is 2^20 bytes: rate x size agrees.
+        self.assertAlmostEqual(row["msg_rate_mpps"] * 1e6 * 65536 / 2**20, row["bw_mib_s"], places=0)
+        row8 = ucx.parse_result(sample("ucx_put_bw_8.txt"))
+        self.assertAlmostEqual(row8["msg_rate_mpps"], 65.419472)
+
+    def test_final_only_and_csv(self):
+        row = ucx.parse_result(sample("ucx_put_lat_8_final_only.txt"))
+        self.assertEqual((row["iterations"], row["p50_us"], row["lat_us"]), (200000, 0.143, 0.240))
+        row = ucx.parse_result(sample("ucx_put_lat_8_csv.txt"))
+        self.assertEqual((row["iterations"], row["p50_us"], row["lat_us"]), (200000, 0.144, 0.147))
+        self.assertEqual(row["bw_mib_s"], 52.00)
+
+    def test_connect_refused(self):
+        with self.assertRaises(perftest.ParseError) as ctx:
+            ucx.parse_result(sample("ucx_connect_refused.txt"))
+        self.assertIn("Connection refused", str(ctx.exception))
+
+    def test_progress_without_final_is_not_a_result(self):
+        text = sample("ucx_put_lat_64_progress.txt")
+        with self.assertRaises(perftest.ParseError):
+            ucx.parse_result(text[:text.index("Final:")])
+
+
+def _result(name, tool, kind, size, row=None, error=None):
+    return {"name": name, "tool": tool, "kind": kind, "size": size, "row": row, "error": error}
+
+
+class Report(unittest.TestCase):
+    def results(self):
+        return [
+            _result("ucp_put_lat", "ucx", "lat", 8, ucx.parse_result(sample("ucx_put_lat_8_final_only.txt"))),
+            _result("ucp_put_bw", "ucx", "bw", 65536, ucx.parse_result(sample("ucx_put_bw_65536.txt"))),
+            _result("ib_write_lat", "softverbs", "lat", 8, perftest.parse_result(sample("perftest_write_lat_8.txt"))),
+            _result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: Couldn't post recv Qp = 0"),
+            _result("ib_write_bw", "softverbs", "bw", 8, perftest.parse_result(sample("perftest_write_bw_8.txt"))),
+            _result("ib_write_bw", "softverbs", "bw", 65536, None, "timed out after 60 s"),
+        ]
+
+    def test_targets(self):
+        got = {what: (measured, verdict) for what, measured, _, verdict in report.targets(self.results())}
+        # 0.42 / 0.143
+        self.assertEqual(got["ib_write_lat / UCX put latency, 8 B (medians)"], ("2.94x", "met"))
+        self.assertEqual(got["ib_send_lat, 8 B (typical)"], ("", "not measured"))
+        self.assertEqual(got["ib_write_bw / UCX put bandwidth, 64 KiB"], ("", "not measured"))
+        self.assertEqual(got["8-byte RDMA write rate (ib_write_bw -s 8)"], ("12.26 M/s", "met"))
+
+    def test_missed_target(self):
+        results = self.results()
+        results[4]["row"]["msg_rate_mpps"] = 3.5
+        got = {what: verdict for what, _, _, verdict in report.targets(results)}
+        self.assertEqual(got["8-byte RDMA write rate (ib_write_bw -s 8)"], "missed")
+
+    def test_markdown_marks_failures_and_escapes_pipes(self):
+        results = self.results()
+        results[3]["error"] = "weird | reason"
+        text = report.markdown(results, {"cpu": "test cpu", "nproc": "2"}, "test")
+        self.assertIn("failed: weird \\| reason", text)
+        self.assertIn("failed: timed out after 60 s", text)
+        self.assertIn("| ib_write_lat | 8 B | 0.42 | 0.47 |", text)
+        self.assertIn("- nproc: 2", text)
+
+    def test_plot_with_failures(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("matplotlib not installed (use /usr/bin/python3)")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p.png")
+            report.plot(self.results(), path)
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            report.plot([], path)  # nothing measured: still a picture
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

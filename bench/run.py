@@ -1,0 +1,366 @@
+#!/usr/bin/python3
+"""Benchmark softverbs with perftest against UCX's shared-memory baseline.
+
+Runs each perftest program as a server/client pair on 127.0.0.1 under
+`softverbs run`, and ucx_perftest (UCX_TLS=posix) the same way, parses what
+they print, and writes bench/results/latest.md (+ a timestamped copy) and
+bench/results/latest.png. See docs/benchmarks.md.
+
+Run with Debian's /usr/bin/python3 (it has python3-matplotlib).
+Exit status: 0 all runs measured, 1 some run failed (the report is still
+written, with "failed: <reason>" rows), 2 bad arguments or setup.
+"""
+
+import argparse
+import atexit
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import perftest  # noqa: E402
+import report  # noqa: E402
+import ucx  # noqa: E402
+
+REPO = os.path.dirname(HERE)
+DEVICE = "softverbs0"
+
+# (name, tool, kind, sizes). Atomics are always 8 bytes: perftest takes no
+# -s for them. The 8-byte ib_write_bw run is also the message-rate run.
+PLAN = [
+    ("ucp_put_lat", "ucx", "lat", [8, 64]),
+    ("ucp_put_bw", "ucx", "bw", [8, 65536]),
+    ("ib_send_lat", "softverbs", "lat", [8, 64]),
+    ("ib_write_lat", "softverbs", "lat", [8, 64]),
+    ("ib_read_lat", "softverbs", "lat", [8, 64]),
+    ("ib_atomic_lat", "softverbs", "lat", [8]),
+    ("ib_send_bw", "softverbs", "bw", [8, 65536]),
+    ("ib_write_bw", "softverbs", "bw", [8, 65536]),
+    ("ib_read_bw", "softverbs", "bw", [8, 65536]),
+    ("ib_atomic_bw", "softverbs", "bw", [8]),
+]
+
+# Iterations per run: (latency, bw 8 B, bw 64 KiB). UCX gets more because it
+# is fast enough that perftest-sized counts would finish in microseconds.
+ITERS = {
+    "full": {"softverbs": (100000, 200000, 20000), "ucx": (1000000, 2000000, 50000)},
+    "quick": {"softverbs": (2000, 5000, 1000), "ucx": (20000, 100000, 2000)},
+}
+
+# Every process we start, so that nothing outlives us (atexit + signals).
+_PROCS = []
+
+
+def _kill(proc):
+    if proc.poll() is None:
+        try:
+            # Each pair member runs in its own session: `softverbs run`
+            # and its child die together.
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def _kill_all():
+    for proc in _PROCS:
+        _kill(proc)
+
+
+def _on_signal(signum, _frame):
+    _kill_all()
+    sys.exit(128 + signum)
+
+
+def _spawn(cmd, env, log_path):
+    log = open(log_path, "w")
+    # Output to a file, not a pipe: a pipe nobody reads while we wait on the
+    # partner process could fill and stall the benchmark.
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    log.close()
+    _PROCS.append(proc)
+    return proc
+
+
+def _read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def free_port():
+    """A TCP port nobody listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def is_listening(port):
+    # Read the kernel's socket table rather than connecting: perftest and
+    # ucx_perftest servers accept exactly one connection, so a probe
+    # connection would be taken as the client.
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except (OSError, StopIteration, IndexError, ValueError):
+            continue
+    return False
+
+
+def run_pair(server_cmd, client_cmd, env, port, timeout, log_base):
+    """Run a server, wait until it listens, run the client against it.
+
+    Returns (client_output, server_output, error or None). Both processes
+    are gone when it returns.
+    """
+    deadline = time.monotonic() + timeout
+    server_log, client_log = log_base + ".server.txt", log_base + ".client.txt"
+    server = _spawn(server_cmd, env, server_log)
+    client = None
+    error = None
+    try:
+        while not is_listening(port):
+            if server.poll() is not None:
+                out = _read(server_log)
+                why = perftest.failure_reason(out) or "no error message"
+                return "", out, "server exited {} before listening: {}".format(server.returncode, why)
+            if time.monotonic() > deadline:
+                return "", _read(server_log), "timed out after {} s waiting for the server".format(timeout)
+            time.sleep(0.05)
+        client = _spawn(client_cmd, env, client_log)
+        try:
+            client.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            error = "timed out after {} s".format(timeout)
+        if error is None:
+            try:
+                # The server finishes right after the client; give it a
+                # moment so its output is complete, then stop it regardless.
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            if client.returncode != 0:
+                out = _read(client_log) + "\n" + _read(server_log)
+                error = "exit {}: {}".format(client.returncode,
+                                             perftest.failure_reason(out) or "no error message")
+    finally:
+        _kill(server)
+        if client is not None:
+            _kill(client)
+    client_out, server_out = _read(client_log), _read(server_log)
+    if error and error.startswith("timed out"):
+        why = perftest.failure_reason(client_out + "\n" + server_out)
+        if why:
+            error += " (" + why + ")"
+    return client_out, server_out, error
+
+
+def perftest_cmds(args, name, size, iters, port, gid_index):
+    common = ["-d", DEVICE, "-x", str(gid_index), "-F", "-n", str(iters), "-p", str(port)]
+    if "atomic" not in name:
+        common += ["-s", str(size)]
+    wrap = [args.softverbs, "run", "--", name]
+    return wrap + common, wrap + common + ["127.0.0.1"]
+
+
+def ucx_cmds(name, size, iters, port):
+    common = ["-t", name, "-s", str(size), "-n", str(iters), "-p", str(port)]
+    return ["ucx_perftest"] + common, ["ucx_perftest", "127.0.0.1"] + common
+
+
+def iterations(mode, tool, kind, size):
+    lat, bw_small, bw_large = ITERS[mode][tool]
+    if kind == "lat":
+        return lat
+    return bw_small if size <= 4096 else bw_large
+
+
+def measure(args, name, tool, kind, size, gid, env, log_dir):
+    """One benchmark: returns a report result dict, never raises."""
+    result = {"name": name, "tool": tool, "kind": kind, "size": size, "row": None, "error": None}
+    program = "ucx_perftest" if tool == "ucx" else name
+    if shutil.which(program) is None:
+        result["error"] = program + " not installed"
+        return result
+    if tool == "softverbs" and gid[0] is None:
+        result["error"] = gid[1]
+        return result
+    n = iterations(args.mode, tool, kind, size)
+    port = free_port()
+    if tool == "ucx":
+        server, client = ucx_cmds(name, size, n, port)
+        run_env = dict(env, UCX_TLS="posix")
+    else:
+        server, client = perftest_cmds(args, name, size, n, port, gid[0])
+        run_env = env
+    log_base = os.path.join(log_dir, "{}_{}".format(name, size))
+    print("  {} {} B, {} iterations ...".format(name, size, n), end="", flush=True, file=sys.stderr)
+    started = time.monotonic()
+    client_out, _server_out, error = run_pair(server, client, run_env, port, args.timeout, log_base)
+    if error is None:
+        try:
+            parse = ucx.parse_result if tool == "ucx" else perftest.parse_result
+            result["row"] = parse(client_out)
+        except perftest.ParseError as e:
+            error = str(e)
+    result["error"] = error
+    print(" {} ({:.1f} s)".format("ok" if error is None else "failed: " + error,
+                                   time.monotonic() - started), file=sys.stderr)
+    return result
+
+
+def find_gid_index(args, env):
+    """(index, None) or (None, reason): the first RoCE v2 GID of softverbs0."""
+    if args.gid_index is not None:
+        return args.gid_index, None
+    try:
+        out = subprocess.run([args.softverbs, "run", "--", "ibv_devinfo", "-v", "-d", DEVICE],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, timeout=60,
+                             universal_newlines=True, errors="replace").stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, "ibv_devinfo on softverbs failed: {}".format(e)
+    index = perftest.roce_v2_gid_index(out)
+    if index is None:
+        why = perftest.failure_reason(out) or "no RoCE v2 GID listed"
+        return None, "no RoCE v2 GID from ibv_devinfo: " + why
+    return index, None
+
+
+def _command(cmd):
+    try:
+        return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              universal_newlines=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def machine_info():
+    info = {"time": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "nproc": str(os.cpu_count()),
+            "kernel": platform.release()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    commit = _command(["git", "-C", REPO, "describe", "--always", "--dirty"])
+    if commit:
+        info["commit"] = commit
+    for key, pkg in (("perftest", "perftest"), ("ucx", "ucx-utils")):
+        version = _command(["dpkg-query", "-W", "-f", "${Version}", pkg])
+        if version:
+            info[key] = pkg + " " + version
+    return info
+
+
+def parse_args(argv):
+    names = [p[0] for p in PLAN]
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="few iterations (CI smoke)")
+    p.add_argument("--build-dir", default=os.path.join(REPO, "build"),
+                   help="softverbs build tree (default: %(default)s)")
+    p.add_argument("--runtime-dir",
+                   help="SOFTVERBS_RUNTIME_DIR to use (default: a fresh temp dir, "
+                        "whose daemon is stopped and which is removed at exit)")
+    p.add_argument("--only", action="append", default=[],
+                   help="comma-separated benchmark names to run: " + ", ".join(names))
+    p.add_argument("--timeout", type=float, help="seconds per server/client pair "
+                   "(default 180, 60 with --quick)")
+    p.add_argument("--gid-index", type=int, help="GID index for -x (default: first RoCE v2 GID)")
+    p.add_argument("--results-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    args = p.parse_args(argv)
+    args.mode = "quick" if args.quick else "full"
+    if args.timeout is None:
+        args.timeout = 60.0 if args.quick else 180.0
+    args.only = [n for chunk in args.only for n in chunk.split(",") if n]
+    unknown = [n for n in args.only if n not in names]
+    if unknown:
+        p.error("unknown benchmark(s) {}; choose from {}".format(", ".join(unknown), ", ".join(names)))
+    args.softverbs = os.path.join(os.path.abspath(args.build_dir), "bin", "softverbs")
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    plan = [p for p in PLAN if not args.only or p[0] in args.only]
+    need_softverbs = any(tool == "softverbs" for _, tool, _, _ in plan)
+    if need_softverbs and not os.access(args.softverbs, os.X_OK):
+        print("error: {} not found; build softverbs or pass --build-dir".format(args.softverbs),
+              file=sys.stderr)
+        return 2
+
+    atexit.register(_kill_all)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_dir = os.path.join(args.results_dir, "logs", stamp)
+    os.makedirs(log_dir, exist_ok=True)
+
+    own_runtime = args.runtime_dir is None
+    # A short path under /tmp: the daemon's socket path must fit sockaddr_un.
+    runtime_dir = tempfile.mkdtemp(prefix="svbench.") if own_runtime else os.path.abspath(args.runtime_dir)
+    env = dict(os.environ, SOFTVERBS_RUNTIME_DIR=runtime_dir)
+    if own_runtime:
+        # Our private daemon goes with our temp dir; a daemon in a dir the
+        # user named may be shared, so it is left running.
+        atexit.register(lambda: shutil.rmtree(runtime_dir, ignore_errors=True))
+        atexit.register(lambda: subprocess.run([args.softverbs, "daemon", "stop"], env=env,
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                               timeout=30) if os.path.exists(args.softverbs) else None)
+
+    gid = (None, "not needed")
+    if need_softverbs:
+        gid = find_gid_index(args, env)
+        print("softverbs: runtime dir {}, GID index {}".format(
+            runtime_dir, gid[0] if gid[0] is not None else "none (" + gid[1] + ")"), file=sys.stderr)
+
+    results = []
+    for name, tool, kind, sizes in plan:
+        for size in sizes:
+            results.append(measure(args, name, tool, kind, size, gid, env, log_dir))
+
+    settings = "{} mode, {} s timeout per pair, GID index {}, logs in {}".format(
+        args.mode, args.timeout, gid[0] if gid[0] is not None else "-",
+        os.path.relpath(log_dir, REPO))
+    text = report.markdown(results, machine_info(), settings)
+    plotted = None
+    if not args.no_plot:
+        png = os.path.join(args.results_dir, "latest.png")
+        try:
+            report.plot(results, png)
+            shutil.copyfile(png, os.path.join(args.results_dir, stamp + ".png"))
+            plotted = True
+        except Exception as e:  # a plot problem must not lose the table
+            text += "\nPlot failed: {}\n".format(e)
+    for base in ("latest", stamp):
+        with open(os.path.join(args.results_dir, base + ".md"), "w") as f:
+            f.write(text)
+            if plotted:
+                f.write("\n![latency and bandwidth]({}.png)\n".format(base))
+    print(text)
+    return 1 if any(r["error"] for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
