@@ -1,8 +1,10 @@
 #include "daemon/device.h"
 
 #include <errno.h>
+#include <unistd.h>
 
 #include "common/device_limits.h"
+#include "datapath/cq_ring.h"
 
 namespace softverbs::daemon {
 
@@ -59,7 +61,9 @@ Device::Device()
       active_mtu_(MtuForInterface(gids_.mtu)),
       next_cqn_(lim::kFirstCqn),
       next_srqn_(lim::kFirstSrqn),
-      next_qpn_(lim::kFirstQpn) {}
+      next_qpn_(lim::kFirstQpn) {
+  CreateDeviceTable();
+}
 
 void Device::AddClient(const ClientInfo& info) {
   clients_[info.id] = info;
@@ -109,11 +113,14 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
   // Keys: bits 8..30 the MR index, bit 31 set in the rkey only, low byte a
   // generation. lkey and rkey are distinct so a local key never works remotely.
   uint32_t index = next_mr_index_++ & 0x7fffff;
+  // The data path's key table has one slot per index (modulo its size).
+  while (index == 0 || !MrSlotFree(index)) index = next_mr_index_++ & 0x7fffff;
   uint32_t key = (index << 8) | (index & 0xff);
   Mr mr{NextHandle(), c,          req.pd, req.addr,         req.length,
         req.iova,     req.access, key,    key | 0x80000000u};
   mrs_[mr.handle] = mr;
   pd->users++;
+  PublishMr(mr);
   *out = {mr.handle, mr.lkey, mr.rkey, 0};
   return Verdict::Ok();
 }
@@ -139,13 +146,18 @@ Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
   if (req.flags & IBV_REREG_MR_CHANGE_ACCESS) {
     if (Verdict v = CheckMrAccess(req.access); !v.ok()) return v;
   }
-  // Apply.
+  // Apply. Peers must stop using the old keys before the new ones exist.
+  UnpublishMr(*mr);
   if (new_pd) {
     pds_[mr->pd].users--;
     new_pd->users++;
     mr->pd = new_pd->handle;
   }
   if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    // The old backing no longer describes the range: peers fall back to
+    // the owner's /proc/self/mem for the new one.
+    if (mr->backing_fd >= 0) close(mr->backing_fd);
+    mr->backing_fd = -1;
     mr->addr = req.addr;
     mr->iova = req.addr;
     mr->length = req.length;
@@ -155,6 +167,7 @@ Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
   uint32_t gen = ((mr->lkey & 0xff) + 1) & 0xff;
   mr->lkey = (mr->lkey & ~0xffu) | gen;
   mr->rkey = mr->lkey | 0x80000000u;
+  PublishMr(*mr);
   *out = {mr->handle, mr->lkey, mr->rkey, 0};
   return Verdict::Ok();
 }
@@ -163,6 +176,7 @@ Verdict Device::DeregMr(ClientId c, Handle h) {
   Mr* mr = FindOwned(mrs_, c, h);
   if (!mr) return Verdict::Fail(EINVAL, "dereg_mr: no such MR in this context");
   pds_[mr->pd].users--;
+  UnpublishMr(*mr);
   mrs_.erase(h);
   return Verdict::Ok();
 }
@@ -183,7 +197,10 @@ Verdict Device::CreateCq(ClientId c, const protocol::CreateCqRequest& req,
   if (cqs_.size() >= static_cast<size_t>(lim::kMaxCq)) {
     return Verdict::Fail(ENOMEM, "device limit max_cq reached");
   }
-  Cq cq{NextHandle(), c, next_cqn_++, req.cqe, req.comp_vector};
+  Cq cq{NextHandle(), c, next_cqn_, req.cqe, req.comp_vector};
+  cq.ring_fd = MakeCqFile(req.cqe, cq.cqn);
+  if (cq.ring_fd < 0) return Verdict::Fail(ENOMEM, "create_cq: cannot make the CQ ring");
+  next_cqn_++;
   cqs_[cq.handle] = cq;
   *out = {cq.handle, cq.cqn, cq.cqe, 0};
   return Verdict::Ok();
@@ -197,6 +214,13 @@ Verdict Device::ResizeCq(ClientId c, const protocol::ResizeCqRequest& req,
     return Verdict::Fail(EINVAL, "cqe " + std::to_string(req.cqe) + " is outside 1.." +
                                      std::to_string(lim::kMaxCqe));
   }
+  // The ring cannot move while peers write to it: it was made with room for
+  // twice the size asked at creation (datapath/cq_ring.cc).
+  if (req.cqe > cq->cqe && datapath::CqFileSize(req.cqe) > datapath::CqFileSize(cq->cqe)) {
+    return Verdict::Fail(EOPNOTSUPP,
+                         "resize_cq: the CQ ring cannot grow beyond its size at "
+                         "creation (docs/datapath.md)");
+  }
   cq->cqe = req.cqe;
   *out = {cq->cqe, 0};
   return Verdict::Ok();
@@ -209,6 +233,8 @@ Verdict Device::DestroyCq(ClientId c, Handle h) {
     return Verdict::Fail(EBUSY,
                          "CQ is still used by " + std::to_string(cq->users) + " QP/SRQ object(s)");
   }
+  if (cq->ring_fd >= 0) close(cq->ring_fd);
+  if (cq->event_fd >= 0) close(cq->event_fd);
   cqs_.erase(h);
   return Verdict::Ok();
 }

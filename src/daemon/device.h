@@ -15,6 +15,7 @@
 #include "common/gid_table.h"
 #include "daemon/objects.h"
 #include "daemon/verdict.h"
+#include "datapath/device_table.h"
 #include "protocol/messages.h"
 
 namespace softverbs::daemon {
@@ -92,6 +93,24 @@ class Device {
   // `softverbs status --json`.
   std::string StatusJson() const;
 
+  // The shared-memory data path (datapath_tables.cc, docs/datapath.md). The
+  // device table is published here; rings are made at create time and handed
+  // to owners (…RingFd) and to peers (MapQp / MapMr). fds returned through
+  // the out vectors stay owned by the device.
+  int table_fd() const { return table_fd_; }
+  void SetClientMemFd(ClientId c, int fd);  // takes ownership
+  void AttachCqEventFd(Handle cq, int fd);  // takes ownership
+  int CqRingFd(Handle cq) const;
+  int QpRecvQueueFd(Handle qp_handle) const;
+  int SrqRingFd(Handle srq) const;
+  Verdict RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
+                      protocol::RegMrReply* out);
+  Verdict MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::vector<int>* fds);
+  Verdict MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::vector<int>* fds);
+  Verdict QpError(ClientId c, uint32_t qpn);
+  Verdict SrqLimitReached(ClientId c, uint32_t srqn);
+  Verdict McastMembers(ClientId c, const uint8_t gid[16], std::vector<uint32_t>* qpns);
+
   // DEVX (mlx5dv_devx_*): the emulated firmware over these tables.
   DevxService& devx();
   void ReleaseDevxObjects(ClientId c);  // first step of RemoveClient
@@ -105,6 +124,18 @@ class Device {
   void DropQpHandle(Handle h);
   void ReleaseXrcdUse(Handle xrcd_id);
   void FreeXrcdIfUnused(Handle xrcd_id);
+  // Data path publishing (datapath_tables.cc).
+  void CreateDeviceTable();
+  bool QpSlotFree(uint32_t qpn) const;
+  bool MrSlotFree(uint32_t index) const;
+  int MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge);
+  int MakeCqFile(uint32_t cqe, uint32_t cqn);
+  void PublishQp(const Qp& qp);
+  void PublishQpAttributes(const Qp& qp);
+  void UnpublishQp(Qp& qp);
+  void PublishMr(const Mr& mr);
+  void UnpublishMr(Mr& mr);
+  void ArmSrqLimit(const Srq& srq);
 
   template <typename Table>
   auto* FindOwned(Table& table, ClientId c, Handle h) {
@@ -132,8 +163,11 @@ class Device {
   std::map<Handle, Ah> ahs_;
   std::map<Handle, Xrcd> xrcds_;
   std::map<Handle, XrcdHandle> xrcd_handles_;
+  datapath::DeviceTable table_;
+  int table_fd_ = -1;
+  std::map<ClientId, int> mem_fds_;                        // each client's /proc/self/mem
   std::unique_ptr<DevxService, DevxServiceDeleter> devx_;  // made on first DEVX request
-  friend class DevxDeviceObjects;  // DEVX objects share these tables
+  friend class DevxDeviceObjects;                          // DEVX objects share these tables
 };
 
 }  // namespace softverbs::daemon

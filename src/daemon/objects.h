@@ -35,6 +35,12 @@ struct Mr {
   uint32_t access;
   uint32_t lkey;
   uint32_t rkey;
+  // Data path (docs/datapath.md): the memfd backing the MR's whole pages
+  // (-1: none) and the owner va range it covers.
+  int backing_fd = -1;
+  uint64_t backed_begin = 0;
+  uint64_t backed_end = 0;
+  uint64_t backed_offset = 0;
 };
 
 struct Cq {
@@ -43,7 +49,9 @@ struct Cq {
   uint32_t cqn;
   uint32_t cqe;
   uint32_t comp_vector;
-  int users = 0;  // QPs and XRC SRQs completing on this CQ
+  int users = 0;      // QPs and XRC SRQs completing on this CQ
+  int ring_fd = -1;   // data path: the CQ ring (memfd)
+  int event_fd = -1;  // the completion channel's eventfd, -1 without a channel
 };
 
 struct Srq {
@@ -57,7 +65,8 @@ struct Srq {
   uint32_t max_wr;
   uint32_t max_sge;
   uint32_t srq_limit;
-  int users = 0;  // QPs attached
+  int users = 0;     // QPs attached
+  int ring_fd = -1;  // data path: the SRQ's receive queue (memfd)
 };
 
 // A QP is reached through handles: one for its creator and, for XRC receive
@@ -79,6 +88,7 @@ struct Qp {
   uint32_t attr_set_mask = 0;
   std::set<std::vector<uint8_t>> mcast_groups;  // gid bytes (UD only)
   std::vector<Handle> handles;
+  int rq_fd = -1;  // data path: the QP's receive queue (memfd; header only with an SRQ)
 };
 
 struct QpHandle {

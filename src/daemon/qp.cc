@@ -99,7 +99,7 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   }
   // Apply: a QP number unique on the device, never 0 or 1.
   uint32_t qpn = next_qpn_;
-  while (qps_.count(qpn) || qpn < lim::kFirstQpn || qpn >= lim::kMaxQpn) {
+  while (qps_.count(qpn) || qpn < lim::kFirstQpn || qpn >= lim::kMaxQpn || !QpSlotFree(qpn)) {
     qpn = (qpn + 1 >= lim::kMaxQpn) ? lim::kFirstQpn : qpn + 1;
   }
   next_qpn_ = qpn + 1;
@@ -115,6 +115,9 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   qp.cap = cap;
   qp.sq_sig_all = req.sq_sig_all ? 1 : 0;
   qp.create_flags = req.create_flags;
+  // The receive queue peers deliver into (header only with an SRQ or none).
+  qp.rq_fd = MakeRecvQueueFile(srq || is_ini || is_tgt ? 0 : cap.max_recv_wr, cap.max_recv_sge);
+  if (qp.rq_fd < 0) return Verdict::Fail(ENOMEM, "create_qp: cannot make the receive queue");
   if (pd) pd->users++;
   if (send_cq) send_cq->users++;
   if (recv_cq) recv_cq->users++;
@@ -124,6 +127,7 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   qp.handles.push_back(h);
   qps_[qpn] = qp;
   qp_handles_[h] = {h, c, qpn};
+  PublishQp(qps_.at(qpn));
   *out = {h, qpn, cap, 0};
   return Verdict::Ok();
 }
@@ -192,6 +196,7 @@ void Device::DestroyQpObject(uint32_t qpn) {
   if (qp.recv_cq) cqs_[qp.recv_cq].users--;
   if (qp.srq) srqs_[qp.srq].users--;
   Handle xrcd = qp.xrcd;
+  UnpublishQp(qp);
   qps_.erase(qpn);
   if (xrcd) ReleaseXrcdUse(xrcd);
 }

@@ -54,10 +54,9 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
   verbs::ModifyVerdict verdict =
       verbs::CheckModifyQp(qp.type, qp.state, req.attr, req.mask, device, port);
   if (!verdict.ok()) {
-    return Verdict::Fail(verdict.err, "QP 0x" + ToHex(qp.qpn) + " (" +
-                                          std::string(verbs::QpTypeName(qp.type)) + ", " +
-                                          std::string(verbs::QpStateName(qp.state)) +
-                                          "): " + verdict.why);
+    return Verdict::Fail(
+        verdict.err, "QP 0x" + ToHex(qp.qpn) + " (" + std::string(verbs::QpTypeName(qp.type)) +
+                         ", " + std::string(verbs::QpStateName(qp.state)) + "): " + verdict.why);
   }
 
   // Apply.
@@ -70,6 +69,7 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
     qp.attr = {};
     qp.attr_set_mask = 0;
   }
+  PublishQpAttributes(qp);
 
   // Report: a drain towards SQD with notification raises SQ_DRAINED once the
   // send queue is empty - immediately, as nothing is outstanding on the

@@ -1,6 +1,8 @@
 // What happens to a client's objects when it goes away, as when the kernel
 // closes a dead process's verbs file: QPs first (their multicast attachments
 // with them), then AHs, SRQs, CQs, MRs, PDs and XRC domain references.
+#include <unistd.h>
+
 #include "daemon/device.h"
 
 namespace softverbs::daemon {
@@ -38,6 +40,10 @@ void Device::RemoveClient(ClientId c) {
     xrcd_handles_.erase(h);
     xrcds_.at(id).opens--;
     FreeXrcdIfUnused(id);
+  }
+  if (auto it = mem_fds_.find(c); it != mem_fds_.end()) {
+    close(it->second);
+    mem_fds_.erase(it);
   }
   clients_.erase(c);
 }

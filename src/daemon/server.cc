@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,6 +31,13 @@ Server::~Server() {
 }
 
 int Server::Listen() {
+  // The data path keeps a few fds per CQ, QP, SRQ and MR: take every fd the
+  // hard limit allows.
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   listen_fd_ = ListenSeqpacket(DaemonSocketPath(options_.runtime_dir));
   if (listen_fd_ < 0) return -listen_fd_;
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -139,7 +147,7 @@ void Server::HandleReadable(int fd) {
 }
 
 void Server::Reply(const Connection& conn, uint32_t seq, const Verdict& v, const void* body,
-                   size_t body_len) {
+                   size_t body_len, const std::vector<int>& fds) {
   std::vector<uint8_t> msg(sizeof(protocol::ReplyHeader) + body_len + v.why.size());
   protocol::ReplyHeader hdr{
       seq, v.err, static_cast<uint32_t>(body_len),
@@ -148,7 +156,8 @@ void Server::Reply(const Connection& conn, uint32_t seq, const Verdict& v, const
   if (body_len) memcpy(msg.data() + sizeof(hdr), body, body_len);
   if (hdr.reason_len) memcpy(msg.data() + sizeof(hdr) + body_len, v.why.data(), hdr.reason_len);
   msg.resize(sizeof(hdr) + body_len + hdr.reason_len);
-  SendMessage(conn.fd, msg.data(), msg.size(), nullptr, 0);
+  SendMessage(conn.fd, msg.data(), msg.size(), nullptr, 0, v.ok() ? fds.data() : nullptr,
+              v.ok() ? fds.size() : 0);
 }
 
 void Server::PushEvent(ClientId client, const protocol::AsyncEventRecord& rec) {
@@ -217,7 +226,13 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     out.client_id = conn.client;
     out.active_mtu = device_.active_mtu();
     out.gids = device_.gids();
-    return reply(Verdict::Ok(), out);
+    std::vector<int> out_fds;
+    if (conn.role == protocol::Role::kContext) {
+      // The data path: the client's /proc/self/mem in, the device table out.
+      if (!fds.empty()) device_.SetClientMemFd(conn.client, dup(fds[0]));
+      if (device_.table_fd() >= 0) out_fds.push_back(device_.table_fd());
+    }
+    return Reply(conn, hdr.seq, Verdict::Ok(), &out, sizeof(out), out_fds);
   }
 
   if (conn.role == protocol::Role::kCli) {
@@ -235,6 +250,7 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     return reply_empty(Verdict::Fail(EPROTO, "event connections carry no requests"));
   }
   const ClientId c = conn.client;
+  if (DispatchDatapath(conn, hdr, body, len, fds)) return;
   switch (op) {
     case Op::kAllocPd: {
       protocol::AllocPdReply out{};
@@ -261,7 +277,10 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     case Op::kCreateCq: {
       SV_BODY(protocol::CreateCqRequest, req);
       protocol::CreateCqReply out{};
-      return reply(device_.CreateCq(c, req, &out), out);
+      Verdict v = device_.CreateCq(c, req, &out);
+      // The data path: the channel's eventfd in, the CQ ring out.
+      if (v.ok() && !fds.empty()) device_.AttachCqEventFd(out.handle, dup(fds[0]));
+      return Reply(conn, hdr.seq, v, &out, sizeof(out), {device_.CqRingFd(out.handle)});
     }
     case Op::kResizeCq: {
       SV_BODY(protocol::ResizeCqRequest, req);
@@ -275,7 +294,8 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     case Op::kCreateSrq: {
       SV_BODY(protocol::CreateSrqRequest, req);
       protocol::CreateSrqReply out{};
-      return reply(device_.CreateSrq(c, req, &out), out);
+      Verdict v = device_.CreateSrq(c, req, &out);
+      return Reply(conn, hdr.seq, v, &out, sizeof(out), {device_.SrqRingFd(out.handle)});
     }
     case Op::kModifySrq: {
       SV_BODY(protocol::ModifySrqRequest, req);
@@ -293,7 +313,8 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     case Op::kCreateQp: {
       SV_BODY(protocol::CreateQpRequest, req);
       protocol::CreateQpReply out{};
-      return reply(device_.CreateQp(c, req, &out), out);
+      Verdict v = device_.CreateQp(c, req, &out);
+      return Reply(conn, hdr.seq, v, &out, sizeof(out), {device_.QpRecvQueueFd(out.handle)});
     }
     case Op::kModifyQp: {
       SV_BODY(protocol::ModifyQpRequest, req);

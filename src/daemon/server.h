@@ -46,7 +46,10 @@ class Server {
   void Dispatch(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
                 size_t len, std::vector<int>& fds);
   void Reply(const Connection& conn, uint32_t seq, const Verdict& v, const void* body,
-             size_t body_len);
+             size_t body_len, const std::vector<int>& fds = {});
+  // The data-path ops (server_datapath.cc): true if op was one of them.
+  bool DispatchDatapath(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
+                        size_t len, std::vector<int>& fds);
   void PushEvent(ClientId client, const protocol::AsyncEventRecord& rec);
 
   ServerOptions options_;

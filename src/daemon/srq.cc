@@ -1,5 +1,6 @@
 // Shared receive queues: basic SRQs and XRC SRQs.
 #include <errno.h>
+#include <unistd.h>
 
 #include "common/device_limits.h"
 #include "daemon/device.h"
@@ -40,7 +41,7 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
   }
   Srq srq{NextHandle(),
           c,
-          next_srqn_++,
+          next_srqn_,
           pd->handle,
           static_cast<ibv_srq_type>(req.srq_type),
           xh ? xh->xrcd : 0,
@@ -48,10 +49,14 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
           req.max_wr,
           req.max_sge ? req.max_sge : 1,
           req.srq_limit};
+  srq.ring_fd = MakeRecvQueueFile(srq.max_wr, srq.max_sge);
+  if (srq.ring_fd < 0) return Verdict::Fail(ENOMEM, "create_srq: cannot make the receive queue");
+  next_srqn_++;
   pd->users++;
   if (cq) cq->users++;
   if (xh) xrcds_[xh->xrcd].users++;
   srqs_[srq.handle] = srq;
+  if (srq.srq_limit) ArmSrqLimit(srq);
   *out = {srq.handle, srq.srqn, srq.max_wr, srq.max_sge};
   return Verdict::Ok();
 }
@@ -77,8 +82,15 @@ Verdict Device::ModifySrq(ClientId c, const protocol::ModifySrqRequest& req) {
     return Verdict::Fail(EINVAL, "srq_limit " + std::to_string(limit) + " is above max_wr " +
                                      std::to_string(max_wr));
   }
+  if ((req.mask & IBV_SRQ_MAX_WR) && max_wr > srq->max_wr) {
+    // Growing would move the ring peers are claiming from.
+    return Verdict::Fail(EOPNOTSUPP, "modify_srq: max_wr cannot grow (docs/datapath.md)");
+  }
   srq->max_wr = max_wr;
-  if (req.mask & IBV_SRQ_LIMIT) srq->srq_limit = req.srq_limit;
+  if (req.mask & IBV_SRQ_LIMIT) {
+    srq->srq_limit = req.srq_limit;
+    ArmSrqLimit(*srq);
+  }
   return Verdict::Ok();
 }
 
@@ -98,6 +110,7 @@ Verdict Device::DestroySrq(ClientId c, Handle h) {
   pds_[srq->pd].users--;
   if (srq->cq) cqs_[srq->cq].users--;
   Handle xrcd = srq->xrcd;
+  if (srq->ring_fd >= 0) close(srq->ring_fd);
   srqs_.erase(h);
   if (xrcd) ReleaseXrcdUse(xrcd);
   return Verdict::Ok();

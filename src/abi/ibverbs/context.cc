@@ -3,6 +3,7 @@
 // (unsupported_ops.cc), then overlaid with what softverbs implements: an
 // application never calls through a NULL pointer.
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -10,7 +11,9 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/send_queue.h"
 #include "abi/ibverbs/unsupported_ops.h"
 #include "common/device_limits.h"
 #include "common/log.h"
@@ -52,6 +55,19 @@ int OpenEventConnection(Context* ctx, uint64_t token) {
   return 0;
 }
 
+// Maps the device table the daemon sent with its hello reply.
+int MapDeviceTable(Context* ctx, const std::vector<int>& fds) {
+  if (fds.empty()) return EPROTO;
+  if (int err = ctx->table_mapping.Map(fds[0])) return err;
+  if (!datapath::DeviceTable::Compatible(ctx->table_mapping.base(), ctx->table_mapping.size())) {
+    Log("ibv_open_device: the daemon's shared tables are of another layout version");
+    return EPROTO;
+  }
+  ctx->table = datapath::DeviceTable(ctx->table_mapping.base());
+  ctx->peers = std::make_unique<PeerCache>(ctx);
+  return 0;
+}
+
 }  // namespace
 
 }  // namespace softverbs::provider
@@ -72,7 +88,16 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
       static_cast<uint32_t>(softverbs::protocol::Role::kContext), static_cast<uint32_t>(getpid()),
       0};
   softverbs::protocol::HelloReply reply{};
-  int err = ctx->channel.Call(softverbs::protocol::Op::kHello, hello, &reply);
+  // The data path: our /proc/self/mem goes to the daemon (peers reach the
+  // partial pages of our MRs through it), the device table comes back.
+  int mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+  std::vector<int> fds;
+  int err = ctx->channel.Call(softverbs::protocol::Op::kHello, &hello, sizeof(hello), &reply,
+                              sizeof(reply), mem_fd >= 0 ? &mem_fd : nullptr, mem_fd >= 0 ? 1 : 0,
+                              nullptr, &fds);
+  if (mem_fd >= 0) close(mem_fd);
+  if (!err) err = MapDeviceTable(ctx, fds);
+  for (int fd : fds) close(fd);
   if (!err) err = OpenEventConnection(ctx, reply.context_token);
   if (err) {
     Log("ibv_open_device: cannot open %s: %s", device->name, strerror(err));
@@ -101,6 +126,7 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
     return -1;
   }
   Context* ctx = Context::From(context);
+  StopProgressThread(ctx);
   // Closing the connections is what tells the daemon to release everything
   // the context still owned, exactly as when the process dies.
   if (ctx->event_fd >= 0) close(ctx->event_fd);

@@ -12,6 +12,7 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/send_queue.h"
 #include "common/log.h"
 
 namespace softverbs::provider {
@@ -26,28 +27,79 @@ constexpr uint32_t kKnownCqComp = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR
 constexpr uint32_t kKnownCqFlags =
     IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
 
-// The extended poll API on a CQ with nothing to poll yet.
-int StartPollEmpty(ibv_cq_ex*, ibv_poll_cq_attr* attr) {
-  return attr && attr->comp_mask ? EINVAL : ENOENT;
+Cq* CqOf(ibv_cq_ex* cq) {
+  return FromPublic<Cq>(cq);
 }
-int NextPollEmpty(ibv_cq_ex*) {
+
+void ToWc(const datapath::Completion& c, ibv_wc* wc) {
+  wc->wr_id = c.wr_id;
+  wc->status = static_cast<ibv_wc_status>(c.status);
+  wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
+  wc->vendor_err = c.vendor_err;
+  wc->byte_len = c.byte_len;
+  wc->imm_data = c.imm_data;
+  wc->qp_num = c.qp_num;
+  wc->src_qp = c.src_qp;
+  wc->wc_flags = c.wc_flags;
+  wc->pkey_index = c.pkey_index;
+  wc->slid = c.slid;
+  wc->sl = c.sl;
+  wc->dlid_path_bits = c.dlid_path_bits;
+}
+
+// The extended poll API: start_poll takes the CQ's consumer lock, end_poll
+// releases it; each call moves `current` to the next completion.
+bool TakeNext(Cq* cq) {
+  if (!cq->ring.Peek(&cq->current)) return false;
+  cq->ring.Pop();
+  cq->ibv.wr_id = cq->current.wr_id;
+  cq->ibv.status = static_cast<ibv_wc_status>(cq->current.status);
+  return true;
+}
+int StartPoll(ibv_cq_ex* ex, ibv_poll_cq_attr* attr) {
+  if (attr && attr->comp_mask) return EINVAL;
+  Cq* cq = CqOf(ex);
+  ProgressContext(Context::From(ex->context));
+  cq->poll_mutex.lock();
+  if (TakeNext(cq)) return 0;
+  cq->poll_mutex.unlock();
   return ENOENT;
 }
-void EndPoll(ibv_cq_ex*) {}
-ibv_wc_opcode ReadOpcode(ibv_cq_ex*) {
-  return IBV_WC_SEND;
+int NextPoll(ibv_cq_ex* ex) {
+  return TakeNext(CqOf(ex)) ? 0 : ENOENT;
 }
-uint32_t ReadZero32(ibv_cq_ex*) {
-  return 0;
+void EndPoll(ibv_cq_ex* ex) {
+  CqOf(ex)->poll_mutex.unlock();
 }
-uint8_t ReadZero8(ibv_cq_ex*) {
-  return 0;
+ibv_wc_opcode ReadOpcode(ibv_cq_ex* ex) {
+  return static_cast<ibv_wc_opcode>(CqOf(ex)->current.opcode);
 }
-__be32 ReadImm(ibv_cq_ex*) {
-  return 0;
+uint32_t ReadVendorErr(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.vendor_err;
 }
-unsigned int ReadWcFlags(ibv_cq_ex*) {
-  return 0;
+uint32_t ReadByteLen(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.byte_len;
+}
+__be32 ReadImm(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.imm_data;
+}
+uint32_t ReadQpNum(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.qp_num;
+}
+uint32_t ReadSrcQp(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.src_qp;
+}
+unsigned int ReadWcFlags(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.wc_flags;
+}
+uint32_t ReadSlid(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.slid;
+}
+uint8_t ReadSl(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.sl;
+}
+uint8_t ReadDlidPathBits(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.dlid_path_bits;
 }
 
 ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_comp_channel* channel,
@@ -55,10 +107,26 @@ ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_co
   Context* ctx = Context::From(context);
   protocol::CreateCqRequest req{cqe, comp_vector, wc_flags};
   protocol::CreateCqReply rep{};
-  if (int err = ctx->channel.Call(protocol::Op::kCreateCq, req, &rep)) {
+  // The channel's eventfd goes to the daemon, which hands it to peers that
+  // complete receives on this CQ; the CQ ring comes back.
+  std::vector<int> fds;
+  const int channel_fd = channel ? channel->fd : -1;
+  if (int err =
+          ctx->channel.Call(protocol::Op::kCreateCq, &req, sizeof(req), &rep, sizeof(rep),
+                            channel ? &channel_fd : nullptr, channel ? 1 : 0, nullptr, &fds)) {
     return FailNull<ibv_cq_ex>(err);
   }
   auto* cq = new Cq{};
+  int map_err = fds.empty() ? EPROTO : cq->ring_mapping.Map(fds[0]);
+  for (int fd : fds) close(fd);
+  if (map_err) {
+    delete cq;
+    protocol::HandleRequest undo{rep.handle, 0};
+    ctx->channel.Call(protocol::Op::kDestroyCq, &undo, sizeof(undo), nullptr, 0);
+    return FailNull<ibv_cq_ex>(map_err);
+  }
+  cq->ring.Attach(cq->ring_mapping.base());
+  cq->event_fd = channel_fd;
   cq->handle = rep.handle;
   cq->cqn = rep.cqn;
   cq->wc_flags = wc_flags;
@@ -71,32 +139,48 @@ ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_co
   pthread_mutex_init(&ex.mutex, nullptr);
   pthread_cond_init(&ex.cond, nullptr);
   ex.comp_mask = 0;
-  ex.start_poll = StartPollEmpty;
-  ex.next_poll = NextPollEmpty;
+  ex.start_poll = StartPoll;
+  ex.next_poll = NextPoll;
   ex.end_poll = EndPoll;
   ex.read_opcode = ReadOpcode;
-  ex.read_vendor_err = ReadZero32;
-  ex.read_byte_len = ReadZero32;
+  ex.read_vendor_err = ReadVendorErr;
+  ex.read_byte_len = ReadByteLen;
   ex.read_imm_data = ReadImm;
-  ex.read_qp_num = ReadZero32;
-  ex.read_src_qp = ReadZero32;
+  ex.read_qp_num = ReadQpNum;
+  ex.read_src_qp = ReadSrcQp;
   ex.read_wc_flags = ReadWcFlags;
-  ex.read_slid = ReadZero32;
-  ex.read_sl = ReadZero8;
-  ex.read_dlid_path_bits = ReadZero8;
-  if (channel) __atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_SEQ_CST);
+  ex.read_slid = ReadSlid;
+  ex.read_sl = ReadSl;
+  ex.read_dlid_path_bits = ReadDlidPathBits;
+  if (channel) {
+    __atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_SEQ_CST);
+    auto* ch = FromPublic<CompChannel>(channel);
+    std::lock_guard lock(ch->mutex);
+    ch->cqs.push_back(cq);
+  }
   ctx->Track(rep.handle, &cq->ibv);
   return &cq->ibv;
 }
 
 }  // namespace
 
-int PollCqOp(ibv_cq* /*cq*/, int num_entries, ibv_wc* /*wc*/) {
-  // Nothing can complete until the data path posts work (see docs/status.md).
-  return num_entries < 0 ? -EINVAL : 0;
+int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
+  if (num_entries < 0) return -EINVAL;
+  Cq* cq = CqOf(reinterpret_cast<ibv_cq_ex*>(ibcq));
+  ProgressContext(Context::From(ibcq->context));
+  std::lock_guard lock(cq->poll_mutex);
+  int n = 0;
+  datapath::Completion c;
+  while (n < num_entries && cq->ring.Peek(&c)) {
+    cq->ring.Pop();
+    ToWc(c, &wc[n++]);
+  }
+  return n;
 }
 
-int ReqNotifyCqOp(ibv_cq* /*cq*/, int /*solicited_only*/) {
+int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {
+  Cq* cq = CqOf(reinterpret_cast<ibv_cq_ex*>(ibcq));
+  cq->ring.header()->armed.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
   return 0;
 }
 
@@ -165,7 +249,7 @@ SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   if (cq->channel) {
     auto* ch = FromPublic<CompChannel>(cq->channel);
     std::lock_guard lock(ch->mutex);
-    std::erase(ch->pending, cq);
+    std::erase(ch->cqs, c);
     __atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_SEQ_CST);
   }
   pthread_cond_destroy(&cq->cond);
@@ -205,12 +289,18 @@ SV_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq
   for (;;) {
     uint64_t one;
     if (read(channel->fd, &one, sizeof(one)) != sizeof(one)) return -1;
+    // Each event was counted in its CQ's ring before the eventfd was written.
     std::lock_guard lock(ch->mutex);
-    if (ch->pending.empty()) continue;  // the CQ was destroyed meanwhile
-    *cq = ch->pending.front();
-    ch->pending.pop_front();
-    *cq_context = (*cq)->cq_context;
-    return 0;
+    for (Cq* c : ch->cqs) {
+      uint32_t raised = c->ring.header()->events_raised.load(std::memory_order_acquire);
+      if (raised != c->events_delivered) {
+        c->events_delivered++;
+        *cq = ibv_cq_ex_to_cq(&c->ibv);
+        *cq_context = (*cq)->cq_context;
+        return 0;
+      }
+    }
+    // The CQ was destroyed meanwhile: wait for the next event.
   }
 }
 

@@ -62,7 +62,8 @@ int DaemonChannel::Connect(protocol::Role role) {
 }
 
 int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
-                        const int* fds, size_t nfds, size_t* rep_body_len) {
+                        const int* fds, size_t nfds, size_t* rep_body_len,
+                        std::vector<int>* fds_out) {
   std::lock_guard lock(mutex_);
   if (fd_ < 0) return ENODEV;
   protocol::RequestHeader hdr{protocol::kProtocolVersion, static_cast<uint16_t>(op), 0,
@@ -73,7 +74,7 @@ int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* 
   }
   // Status replies can be large; everything else fits the default buffer.
   std::vector<uint8_t> buf(op == protocol::Op::kStatus ? (4 << 20) : protocol::kMaxMessageSize);
-  ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), nullptr);
+  ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), fds_out);
   if (n < static_cast<ssize_t>(sizeof(protocol::ReplyHeader))) {
     Log("%s: the daemon went away", protocol::OpName(op));
     return ENODEV;

@@ -5,6 +5,7 @@
 
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "protocol/messages.h"
 
@@ -27,8 +28,10 @@ class DaemonChannel {
   // Sends op with req (and fds) and waits for the reply. Returns the daemon's
   // verdict (0 or positive errno); on success copies up to rep_len bytes of the
   // reply body into rep. *rep_body_len, if given, receives the body length.
+  // fds the reply carries are appended to *fds_out (closed when it is null).
   int Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
-           const int* fds = nullptr, size_t nfds = 0, size_t* rep_body_len = nullptr);
+           const int* fds = nullptr, size_t nfds = 0, size_t* rep_body_len = nullptr,
+           std::vector<int>* fds_out = nullptr);
 
   template <typename Req, typename Rep>
   int Call(protocol::Op op, const Req& req, Rep* rep) {

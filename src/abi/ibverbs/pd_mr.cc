@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/provider.h"
 #include "common/log.h"
 
@@ -37,17 +38,28 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
     return FailNull<ibv_mr>(EFAULT);
   }
   Context* ctx = Context::From(pd->context);
-  protocol::RegMrRequest req{FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr),
-                             length, iova};
+  protocol::RegMrBackedRequest req{};
+  req.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
+  // The data path: whole pages become shared memory peers can map.
+  MrBacking backing = length > 0 ? AcquireMrBacking(addr, length) : MrBacking{};
+  req.backed_begin = backing.begin;
+  req.backed_end = backing.end;
+  req.backed_offset = backing.offset;
   protocol::RegMrReply rep{};
-  if (int err = ctx->channel.Call(protocol::Op::kRegMr, req, &rep)) return FailNull<ibv_mr>(err);
+  if (int err = ctx->channel.Call(protocol::Op::kRegMrBacked, &req, sizeof(req), &rep, sizeof(rep),
+                                  backing.id ? &backing.fd : nullptr, backing.id ? 1 : 0)) {
+    ReleaseMrBacking(backing.id);
+    return FailNull<ibv_mr>(err);
+  }
   auto* mr = new (std::nothrow) Mr{};
   if (!mr) {
+    ReleaseMrBacking(backing.id);
     protocol::HandleRequest undo{rep.handle, 0};
     ctx->channel.Call(protocol::Op::kDeregMr, &undo, sizeof(undo), nullptr, 0);
     return FailNull<ibv_mr>(ENOMEM);
   }
   mr->handle = rep.handle;
+  mr->backing_id = backing.id;
   mr->ibv.context = pd->context;
   mr->ibv.pd = pd;
   mr->ibv.addr = addr;
@@ -56,6 +68,20 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   mr->ibv.lkey = rep.lkey;
   mr->ibv.rkey = rep.rkey;
   return &mr->ibv;
+}
+
+// Waits until no peer is inside an access of the MR (bounded: a peer that
+// died inside an access never leaves; see docs/datapath.md).
+void WaitForPeersToLeave(Context* ctx, uint32_t lkey) {
+  if (!ctx->table.valid()) return;
+  const datapath::MrEntry* e = ctx->table.MrSlot(lkey);
+  for (int spins = 0; e->inflight.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins > 200000) {
+      Log("ibv_dereg_mr: a peer stayed inside an access of key 0x%x; giving up waiting", lkey);
+      return;
+    }
+    if (spins > 1000) usleep(10);
+  }
 }
 
 }  // namespace
@@ -111,11 +137,16 @@ SV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64
 SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   if (!mr) return EINVAL;
   Mr* m = FromPublic<Mr>(mr);
+  Context* ctx = Context::From(mr->context);
   protocol::HandleRequest req{m->handle, 0};
-  if (int err = Context::From(mr->context)
-                    ->channel.Call(protocol::Op::kDeregMr, &req, sizeof(req), nullptr, 0)) {
+  if (int err = ctx->channel.Call(protocol::Op::kDeregMr, &req, sizeof(req), nullptr, 0)) {
     return err;
   }
+  // The daemon cleared the keys; a peer that got past its key check before
+  // that is still inside an access: wait for it, as hardware finishes its
+  // DMA before the deregistration completes.
+  WaitForPeersToLeave(ctx, mr->lkey);
+  ReleaseMrBacking(m->backing_id);
   delete m;
   return 0;
 }

@@ -1,29 +1,151 @@
-// Posting work requests. The shared-memory data path is not built yet:
-// every post fails with EOPNOTSUPP and points *bad_wr at the first WR, so an
-// application sees an honest refusal rather than a silent drop.
+// Posting work requests (ibv_post_send, ibv_post_recv, ibv_post_srq_recv).
+// A send runs in the caller's thread (send_queue.h); a receive is appended
+// to the QP's or SRQ's shared ring, where initiators claim it. No syscall.
 #include <errno.h>
+#include <string.h>
 
 #include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/post_checks.h"
+#include "abi/ibverbs/send_queue.h"
 #include "common/log.h"
 
 namespace softverbs::provider {
 
-int PostSendOp(ibv_qp*, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-  if (bad_wr) *bad_wr = wr;
-  Log("ibv_post_send: the data path is not implemented yet");
-  return EOPNOTSUPP;
+namespace dp = softverbs::datapath;
+
+namespace {
+
+Cq* CqOf(ibv_cq* cq) {
+  return cq ? FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq)) : nullptr;
 }
 
-int PostRecvOp(ibv_qp*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  if (bad_wr) *bad_wr = wr;
-  Log("ibv_post_recv: the data path is not implemented yet");
-  return EOPNOTSUPP;
+// Copies an application's ibv_send_wr into a SendWr. Returns 0 or the errno
+// ibv_post_send reports.
+int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) {
+  out->wr_id = in.wr_id;
+  out->opcode = in.opcode;
+  out->send_flags = in.send_flags;
+  out->imm_data = in.imm_data;
+  switch (in.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+      out->remote_addr = in.wr.rdma.remote_addr;
+      out->rkey = in.wr.rdma.rkey;
+      break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      out->remote_addr = in.wr.atomic.remote_addr;
+      out->rkey = in.wr.atomic.rkey;
+      out->compare_add = in.wr.atomic.compare_add;
+      out->swap = in.wr.atomic.swap;
+      break;
+    default:
+      break;
+  }
+  if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
+    if (!in.wr.ud.ah) return EINVAL;
+    if (int err = SetUdAddress(ctx, in.wr.ud.ah, in.wr.ud.remote_qpn, in.wr.ud.remote_qkey, out)) {
+      return err;
+    }
+  }
+  if (in.num_sge < 0) return EINVAL;
+  if (in.send_flags & IBV_SEND_INLINE) {
+    size_t total = 0;
+    for (int i = 0; i < in.num_sge; ++i) total += in.sg_list[i].length;
+    if (total > qp->cap.max_inline_data || total > dp::kMaxInline) return EINVAL;
+    out->inline_len = 0;
+    for (int i = 0; i < in.num_sge; ++i) {
+      memcpy(out->inline_data + out->inline_len, reinterpret_cast<const void*>(in.sg_list[i].addr),
+             in.sg_list[i].length);
+      out->inline_len += in.sg_list[i].length;
+    }
+    out->num_sge = 0;
+  } else {
+    if (static_cast<uint32_t>(in.num_sge) > qp->cap.max_send_sge ||
+        static_cast<uint32_t>(in.num_sge) > dp::kMaxSendSge) {
+      return EINVAL;
+    }
+    out->num_sge = static_cast<uint32_t>(in.num_sge);
+    for (int i = 0; i < in.num_sge; ++i) {
+      out->sge[i] = {in.sg_list[i].addr, in.sg_list[i].length, in.sg_list[i].lkey};
+    }
+  }
+  return CheckSendWr(qp, *out);
 }
 
-int PostSrqRecvOp(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  if (bad_wr) *bad_wr = wr;
-  Log("ibv_post_srq_recv: the data path is not implemented yet");
-  return EOPNOTSUPP;
+}  // namespace
+
+int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  Qp* qp = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(ibqp));
+  Context* ctx = Context::From(ibqp->context);
+  ProgressContext(ctx);
+  for (; wr; wr = wr->next) {
+    dp::SendWr swr;
+    int err = ConvertSendWr(ctx, qp, *wr, &swr);
+    if (!err) err = CheckSendState(qp);
+    if (!err) err = SubmitSend(ctx, qp, swr);
+    if (err) {
+      if (bad_wr) *bad_wr = wr;
+      return err;
+    }
+  }
+  return 0;
+}
+
+namespace {
+
+// Appends receive WRs to a ring; flushes them at once if the QP is in error.
+template <typename Post>
+int PostReceives(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, uint32_t max_sge, Post post) {
+  for (; wr; wr = wr->next) {
+    if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge) {
+      if (bad_wr) *bad_wr = wr;
+      return EINVAL;
+    }
+    dp::RecvSge sge[dp::kMaxSendSge];
+    for (int i = 0; i < wr->num_sge; ++i) {
+      sge[i] = {wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey};
+    }
+    if (!post(wr->wr_id, sge, static_cast<uint32_t>(wr->num_sge))) {
+      if (bad_wr) *bad_wr = wr;
+      return ENOMEM;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  Qp* qp = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(ibqp));
+  if (ibqp->srq || !qp->rq.valid()) {
+    if (bad_wr) *bad_wr = wr;
+    Log("ibv_post_recv: QP 0x%x takes its receives from an SRQ (or has no receive queue)",
+        ibqp->qp_num);
+    return EINVAL;
+  }
+  std::lock_guard lock(qp->rq_mutex);
+  int err = PostReceives(wr, bad_wr, qp->cap.max_recv_sge, [&](uint64_t id, auto* sge, uint32_t n) {
+    return qp->rq.Post(id, sge, n);
+  });
+  // A QP in error completes what it is given with IBV_WC_WR_FLUSH_ERR.
+  if (qp->entry && qp->entry->state.load(std::memory_order_acquire) == IBV_QPS_ERR) {
+    Cq* rcq = CqOf(ibqp->recv_cq);
+    if (rcq) dp::FlushRecvQueue(qp->rq, rcq->ring, rcq->event_fd, ibqp->qp_num);
+  }
+  return err;
+}
+
+int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  Srq* srq = FromPublic<Srq>(ibsrq);
+  if (!srq->rq.valid()) {
+    if (bad_wr) *bad_wr = wr;
+    return EINVAL;
+  }
+  std::lock_guard lock(srq->post_mutex);
+  return PostReceives(wr, bad_wr, srq->max_sge,
+                      [&](uint64_t id, auto* sge, uint32_t n) { return srq->rq.Post(id, sge, n); });
 }
 
 }  // namespace softverbs::provider

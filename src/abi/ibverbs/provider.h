@@ -1,18 +1,28 @@
 // The softverbs provider's objects inside an application's process. Each
 // wraps the public libibverbs struct first (so the header-inline verbs, which
 // only know the public layout, work on it) and adds what the provider needs:
-// the daemon handle of the object and, later, its shared-memory rings.
+// the daemon handle of the object and its shared-memory rings.
 #pragma once
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "abi/ibverbs/daemon_channel.h"
 #include "common/gid_table.h"
+#include "datapath/cq_ring.h"
+#include "datapath/device_table.h"
+#include "datapath/engine.h"
+#include "datapath/recv_queue.h"
+#include "datapath/shm.h"
 #include "protocol/messages.h"
 
 namespace softverbs::provider {
@@ -26,6 +36,9 @@ Outer* FromPublic(Public* p) {
   return reinterpret_cast<Outer*>(p);
 }
 
+class PeerCache;  // peers.h
+struct Qp;
+
 struct Context {
   // First, as in every rdma-core provider: the header-inline verbs find the
   // verbs_context right before the ibv_context they are given.
@@ -37,6 +50,20 @@ struct Context {
   GidTable gids{};
   std::mutex objects_mutex;                   // guards objects (async events look objects up)
   std::unordered_map<Handle, void*> objects;  // daemon handle -> ibv_cq/qp/srq
+
+  // The data path (docs/datapath.md).
+  int table_fd = -1;
+  datapath::SharedMapping table_mapping;
+  datapath::DeviceTable table;
+  std::unique_ptr<PeerCache> peers;  // how this context reaches other QPs and MRs
+  // Send queues with work requests waiting for a retry, and the helper
+  // thread that retries them while the application sleeps.
+  std::mutex waiting_mutex;
+  std::condition_variable waiting_cv;
+  std::vector<Qp*> waiting_qps;
+  std::atomic<uint32_t> waiting_count{0};
+  std::thread progress_thread;
+  bool stopping = false;
 
   static Context* From(ibv_context* ctx) { return reinterpret_cast<Context*>(verbs_get_ctx(ctx)); }
   ibv_context* ibv() { return &vctx.context; }
@@ -59,12 +86,15 @@ struct Pd {
 struct Mr {
   ibv_mr ibv;  // first
   Handle handle;
+  uint64_t backing_id = 0;  // mr_backing.h: the memfd backing its whole pages (0: none)
 };
+
+struct Cq;
 
 struct CompChannel {
   ibv_comp_channel ibv;  // first
   std::mutex mutex;
-  std::deque<ibv_cq*> pending;  // CQs with an undelivered completion event
+  std::vector<Cq*> cqs;  // CQs reporting here; each counts the events raised for it
 };
 
 struct Cq {
@@ -72,6 +102,12 @@ struct Cq {
   Handle handle;
   uint32_t cqn;
   uint64_t wc_flags;
+  datapath::SharedMapping ring_mapping;
+  datapath::CqRing ring;
+  int event_fd = -1;               // the channel's eventfd (not owned), or -1
+  uint32_t events_delivered = 0;   // ring.header()->events_raised already handed out
+  std::mutex poll_mutex;           // one consumer at a time
+  datapath::Completion current{};  // the entry the ibv_cq_ex read_* calls read
 };
 
 struct Srq {
@@ -79,6 +115,10 @@ struct Srq {
   Handle handle;
   uint32_t srqn;
   ibv_srq_type type;
+  uint32_t max_sge = 0;
+  datapath::SharedMapping ring_mapping;
+  datapath::RecvQueue rq;
+  std::mutex post_mutex;  // the ring has one producer
 };
 
 struct Qp {
@@ -87,6 +127,29 @@ struct Qp {
   ibv_qp_cap cap;
   bool sq_sig_all = false;
   bool has_qp_ex = false;  // created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+  uint64_t send_ops_flags = 0;
+
+  // The data path.
+  uint32_t pdn = 0;
+  datapath::QpEntry* entry = nullptr;  // this QP in the device table
+  datapath::SharedMapping rq_mapping;
+  datapath::RecvQueue rq;  // own receive queue (invalid with an SRQ)
+  std::mutex rq_mutex;     // one producer
+  // Attributes the requester needs, as last set by ibv_modify_qp.
+  uint32_t dest_qpn = 0;
+  uint32_t qkey = 0;
+  uint8_t timeout = 0;
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;
+  uint8_t sl = 0;
+  ibv_mtu path_mtu = IBV_MTU_1024;
+  // The send queue: WRs that could not complete yet (RNR, no response), in
+  // order; a new WR waits behind them.
+  std::mutex sq_mutex;
+  std::deque<datapath::SendWr> waiting;
+  // ibv_wr_* batch being built between ibv_wr_start and ibv_wr_complete.
+  std::vector<datapath::SendWr> batch;
+  int batch_error = 0;
 };
 
 struct Ah {

@@ -4,6 +4,7 @@
 // between the public structs and the wire, and keeps ibv_qp.state in step.
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <new>
 
@@ -11,6 +12,7 @@
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/qp_ex_ops.h"
+#include "abi/ibverbs/send_queue.h"
 #include "common/log.h"
 
 namespace softverbs::provider {
@@ -101,10 +103,18 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   req.create_flags = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr->create_flags : 0;
   req.cap = attr->cap;
   protocol::CreateQpReply rep{};
-  if (int err = ctx->channel.Call(protocol::Op::kCreateQp, req, &rep)) {
+  std::vector<int> fds;  // the QP's receive queue
+  if (int err = ctx->channel.Call(protocol::Op::kCreateQp, &req, sizeof(req), &rep, sizeof(rep),
+                                  nullptr, 0, nullptr, &fds)) {
     return FailNull<ibv_qp>(err);
   }
   Qp* qp = NewQp(context, rep.handle, rep.qpn, attr->qp_type, attr->qp_context);
+  int map_err = qp ? (fds.empty() ? EPROTO : qp->rq_mapping.Map(fds[0])) : ENOMEM;
+  for (int fd : fds) close(fd);
+  if (map_err) {
+    delete qp;
+    qp = nullptr;
+  }
   if (!qp) {
     protocol::HandleRequest undo{rep.handle, 0};
     ctx->channel.Call(protocol::Op::kDestroyQp, &undo, sizeof(undo), nullptr, 0);
@@ -116,6 +126,10 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   q.recv_cq = (is_recv || attr->qp_type == IBV_QPT_XRC_SEND) ? nullptr : attr->recv_cq;
   q.srq = attr->srq;
   qp->cap = rep.cap;
+  qp->rq.Attach(qp->rq_mapping.base());
+  qp->entry = ctx->table.valid() ? ctx->table.QpSlot(rep.qpn) : nullptr;
+  qp->pdn = q.pd ? FromPublic<Pd>(q.pd)->pdn : 0;
+  qp->send_ops_flags = send_ops;
   qp->sq_sig_all = attr->sq_sig_all != 0;
   qp->has_qp_ex = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
   qp->ibv.comp_mask = 0;
@@ -191,7 +205,8 @@ SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   }
   // As libibverbs: the cached state follows a successful modify only.
   if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
-  OnQpStateChanged(q, qp->state);
+  RememberRequesterAttributes(q, *attr, attr_mask);
+  if (attr_mask & IBV_QP_STATE) OnQpStateChanged(q, qp->state);
   return 0;
 }
 
@@ -227,6 +242,7 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
     return err;
   }
   ctx->Untrack(q->handle);
+  ForgetQp(ctx, q);
   pthread_cond_destroy(&qp->cond);
   pthread_mutex_destroy(&qp->mutex);
   delete q;

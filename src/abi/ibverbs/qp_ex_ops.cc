@@ -1,36 +1,166 @@
 #include "abi/ibverbs/qp_ex_ops.h"
 
 #include <errno.h>
+#include <string.h>
 
+#include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/send_queue.h"
+#include "common/log.h"
 
 namespace softverbs::provider {
 namespace {
 
-// Until the shared-memory data path lands, a work-request batch can be built
-// but not executed: wr_complete answers EOPNOTSUPP (documented in
-// docs/status.md), and nothing pretends to have been sent.
-void WrStart(ibv_qp_ex*) {}
-int WrComplete(ibv_qp_ex*) {
-  return EOPNOTSUPP;
+namespace dp = softverbs::datapath;
+
+Qp* QpOf(ibv_qp_ex* q) {
+  return FromPublic<Qp>(q);
 }
-void WrAbort(ibv_qp_ex*) {}
-void WrAtomic(ibv_qp_ex*, uint32_t, uint64_t, uint64_t, uint64_t) {}
-void WrAtomicFaa(ibv_qp_ex*, uint32_t, uint64_t, uint64_t) {}
-void WrRdma(ibv_qp_ex*, uint32_t, uint64_t) {}
-void WrRdmaImm(ibv_qp_ex*, uint32_t, uint64_t, __be32) {}
-void WrSend(ibv_qp_ex*) {}
-void WrSendImm(ibv_qp_ex*, __be32) {}
-void WrSendInv(ibv_qp_ex*, uint32_t) {}
-void WrSendTso(ibv_qp_ex*, void*, uint16_t, uint16_t) {}
-void WrBindMw(ibv_qp_ex*, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {}
-void WrLocalInv(ibv_qp_ex*, uint32_t) {}
-void WrSetUdAddr(ibv_qp_ex*, ibv_ah*, uint32_t, uint32_t) {}
-void WrSetXrcSrqn(ibv_qp_ex*, uint32_t) {}
-void WrSetInlineData(ibv_qp_ex*, void*, size_t) {}
-void WrSetInlineDataList(ibv_qp_ex*, size_t, const ibv_data_buf*) {}
-void WrSetSge(ibv_qp_ex*, uint32_t, uint64_t, uint32_t) {}
-void WrSetSgeList(ibv_qp_ex*, size_t, const ibv_sge*) {}
+
+// Each wr_<opcode> call opens a new WR in the batch; the wr_set_* calls
+// fill the last one. Errors are remembered and reported by wr_complete, as
+// rdma-core providers do.
+dp::SendWr* Open(ibv_qp_ex* q, uint32_t opcode, uint64_t ops_flag) {
+  Qp* qp = QpOf(q);
+  if (!(qp->send_ops_flags & ops_flag)) {
+    Log("ibv_wr_*: opcode %u was not in send_ops_flags at QP creation", opcode);
+    qp->batch_error = EINVAL;
+  }
+  dp::SendWr& wr = qp->batch.emplace_back();
+  wr.wr_id = q->wr_id;
+  wr.send_flags = q->wr_flags;
+  wr.opcode = opcode;
+  return &wr;
+}
+
+dp::SendWr* Last(ibv_qp_ex* q) {
+  Qp* qp = QpOf(q);
+  if (qp->batch.empty()) {
+    qp->batch_error = EINVAL;
+    static thread_local dp::SendWr scratch;
+    return &scratch;
+  }
+  return &qp->batch.back();
+}
+
+void WrStart(ibv_qp_ex* q) {
+  Qp* qp = QpOf(q);
+  qp->batch.clear();
+  qp->batch_error = 0;
+}
+
+int WrComplete(ibv_qp_ex* q) {
+  Qp* qp = QpOf(q);
+  Context* ctx = Context::From(q->qp_base.context);
+  int err = qp->batch_error;
+  if (!err) err = CheckSendState(qp);
+  for (size_t i = 0; !err && i < qp->batch.size(); ++i) err = CheckSendWr(qp, qp->batch[i]);
+  for (size_t i = 0; !err && i < qp->batch.size(); ++i) err = SubmitSend(ctx, qp, qp->batch[i]);
+  qp->batch.clear();
+  qp->batch_error = 0;
+  return err;
+}
+
+void WrAbort(ibv_qp_ex* q) {
+  QpOf(q)->batch.clear();
+}
+
+void WrAtomicCmpSwp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
+  dp::SendWr* wr = Open(q, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP);
+  wr->rkey = rkey;
+  wr->remote_addr = addr;
+  wr->compare_add = compare;
+  wr->swap = swap;
+}
+void WrAtomicFetchAdd(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
+  dp::SendWr* wr = Open(q, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD);
+  wr->rkey = rkey;
+  wr->remote_addr = addr;
+  wr->compare_add = add;
+}
+void WrRdmaRead(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  dp::SendWr* wr = Open(q, IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ);
+  wr->rkey = rkey;
+  wr->remote_addr = addr;
+}
+void WrRdmaWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
+  dp::SendWr* wr = Open(q, IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE);
+  wr->rkey = rkey;
+  wr->remote_addr = addr;
+}
+void WrRdmaWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
+  dp::SendWr* wr = Open(q, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM);
+  wr->rkey = rkey;
+  wr->remote_addr = addr;
+  wr->imm_data = imm;
+}
+void WrSend(ibv_qp_ex* q) {
+  Open(q, IBV_WR_SEND, IBV_QP_EX_WITH_SEND);
+}
+void WrSendImm(ibv_qp_ex* q, __be32 imm) {
+  Open(q, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM)->imm_data = imm;
+}
+// Operations softverbs never advertises in send_ops_flags.
+void WrUnsupported(ibv_qp_ex* q) {
+  QpOf(q)->batch_error = EOPNOTSUPP;
+}
+void WrSendInv(ibv_qp_ex* q, uint32_t) {
+  WrUnsupported(q);
+}
+void WrSendTso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
+  WrUnsupported(q);
+}
+void WrBindMw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
+  WrUnsupported(q);
+}
+void WrLocalInv(ibv_qp_ex* q, uint32_t) {
+  WrUnsupported(q);
+}
+void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t) {
+  WrUnsupported(q);
+}
+void WrSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  if (!ah) {
+    QpOf(q)->batch_error = EINVAL;
+    return;
+  }
+  SetUdAddress(Context::From(q->qp_base.context), ah, remote_qpn, remote_qkey, Last(q));
+}
+void WrSetInlineDataList(ibv_qp_ex* q, size_t num_buf, const ibv_data_buf* buf) {
+  Qp* qp = QpOf(q);
+  dp::SendWr* wr = Last(q);
+  size_t total = 0;
+  for (size_t i = 0; i < num_buf; ++i) total += buf[i].length;
+  if (total > qp->cap.max_inline_data || total > dp::kMaxInline) {
+    qp->batch_error = EINVAL;
+    return;
+  }
+  wr->send_flags |= IBV_SEND_INLINE;
+  wr->inline_len = 0;
+  wr->num_sge = 0;
+  for (size_t i = 0; i < num_buf; ++i) {
+    memcpy(wr->inline_data + wr->inline_len, buf[i].addr, buf[i].length);
+    wr->inline_len += static_cast<uint32_t>(buf[i].length);
+  }
+}
+void WrSetInlineData(ibv_qp_ex* q, void* addr, size_t length) {
+  ibv_data_buf buf{addr, length};
+  WrSetInlineDataList(q, 1, &buf);
+}
+void WrSetSgeList(ibv_qp_ex* q, size_t num_sge, const ibv_sge* sge) {
+  Qp* qp = QpOf(q);
+  dp::SendWr* wr = Last(q);
+  if (num_sge > qp->cap.max_send_sge || num_sge > dp::kMaxSendSge) {
+    qp->batch_error = EINVAL;
+    return;
+  }
+  wr->num_sge = static_cast<uint32_t>(num_sge);
+  for (size_t i = 0; i < num_sge; ++i) wr->sge[i] = {sge[i].addr, sge[i].length, sge[i].lkey};
+}
+void WrSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
+  ibv_sge sge{addr, length, lkey};
+  WrSetSgeList(q, 1, &sge);
+}
 
 }  // namespace
 
@@ -41,7 +171,6 @@ uint64_t SupportedSendOpsFlags(ibv_qp_type type) {
                                    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
   switch (type) {
     case IBV_QPT_RC:
-    case IBV_QPT_XRC_SEND:
       return kSend | kWrite | kReadAtomic;
     case IBV_QPT_UC:
       return kSend | kWrite;
@@ -56,13 +185,13 @@ void InstallQpExOps(ibv_qp_ex* q) {
   q->wr_start = WrStart;
   q->wr_complete = WrComplete;
   q->wr_abort = WrAbort;
-  q->wr_atomic_cmp_swp = WrAtomic;
-  q->wr_atomic_fetch_add = WrAtomicFaa;
+  q->wr_atomic_cmp_swp = WrAtomicCmpSwp;
+  q->wr_atomic_fetch_add = WrAtomicFetchAdd;
   q->wr_bind_mw = WrBindMw;
   q->wr_local_inv = WrLocalInv;
-  q->wr_rdma_read = WrRdma;
-  q->wr_rdma_write = WrRdma;
-  q->wr_rdma_write_imm = WrRdmaImm;
+  q->wr_rdma_read = WrRdmaRead;
+  q->wr_rdma_write = WrRdmaWrite;
+  q->wr_rdma_write_imm = WrRdmaWriteImm;
   q->wr_send = WrSend;
   q->wr_send_imm = WrSendImm;
   q->wr_send_inv = WrSendInv;
@@ -75,6 +204,23 @@ void InstallQpExOps(ibv_qp_ex* q) {
   q->wr_set_sge_list = WrSetSgeList;
 }
 
-void OnQpStateChanged(Qp*, ibv_qp_state) {}
+void RememberRequesterAttributes(Qp* qp, const ibv_qp_attr& attr, int mask) {
+  if ((mask & IBV_QP_STATE) && attr.qp_state == IBV_QPS_RESET) {
+    qp->dest_qpn = qp->qkey = 0;
+    qp->timeout = qp->retry_cnt = qp->rnr_retry = qp->sl = 0;
+  }
+  if (mask & IBV_QP_DEST_QPN) qp->dest_qpn = attr.dest_qp_num;
+  if (mask & IBV_QP_QKEY) qp->qkey = attr.qkey;
+  if (mask & IBV_QP_TIMEOUT) qp->timeout = attr.timeout;
+  if (mask & IBV_QP_RETRY_CNT) qp->retry_cnt = attr.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) qp->rnr_retry = attr.rnr_retry;
+  if (mask & IBV_QP_PATH_MTU) qp->path_mtu = attr.path_mtu;
+  if (mask & IBV_QP_AV) qp->sl = attr.ah_attr.sl;
+}
+
+void OnQpStateChanged(Qp* qp, ibv_qp_state state) {
+  if (state == IBV_QPS_ERR) FlushQp(qp);
+  if (state == IBV_QPS_RESET) EmptyQp(qp);
+}
 
 }  // namespace softverbs::provider

@@ -1,5 +1,6 @@
 // Shared receive queues (basic and XRC).
 #include <errno.h>
+#include <unistd.h>
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
@@ -21,10 +22,22 @@ ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd
   req.max_sge = attr->max_sge;
   req.srq_limit = attr->srq_limit;
   protocol::CreateSrqReply rep{};
-  if (int err = ctx->channel.Call(protocol::Op::kCreateSrq, req, &rep)) {
+  std::vector<int> fds;  // the SRQ's receive queue
+  if (int err = ctx->channel.Call(protocol::Op::kCreateSrq, &req, sizeof(req), &rep, sizeof(rep),
+                                  nullptr, 0, nullptr, &fds)) {
     return FailNull<ibv_srq>(err);
   }
   auto* srq = new Srq{};
+  int map_err = fds.empty() ? EPROTO : srq->ring_mapping.Map(fds[0]);
+  for (int fd : fds) close(fd);
+  if (map_err) {
+    delete srq;
+    protocol::HandleRequest undo{rep.handle, 0};
+    ctx->channel.Call(protocol::Op::kDestroySrq, &undo, sizeof(undo), nullptr, 0);
+    return FailNull<ibv_srq>(map_err);
+  }
+  srq->rq.Attach(srq->ring_mapping.base());
+  srq->max_sge = rep.max_sge;
   srq->handle = rep.handle;
   srq->srqn = rep.srqn;
   srq->type = type;

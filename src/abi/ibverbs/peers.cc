@@ -1,0 +1,129 @@
+#include "abi/ibverbs/peers.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace softverbs::provider {
+
+namespace dp = softverbs::datapath;
+
+PeerCache::QpFiles::~QpFiles() {
+  if (event_fd >= 0) close(event_fd);
+}
+
+PeerCache::~PeerCache() {
+  for (auto& [owner, fd] : mem_fds_) close(fd);
+}
+
+int PeerCache::OwnerMemFd(uint32_t owner, int received_fd) {
+  auto it = mem_fds_.find(owner);
+  if (it != mem_fds_.end()) {
+    close(received_fd);
+    return it->second;
+  }
+  mem_fds_[owner] = received_fd;
+  return received_fd;
+}
+
+const dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
+  std::lock_guard lock(mutex_);
+  auto it = qps_.find(qpn);
+  if (it != qps_.end()) {
+    if (it->second->peer.generation == generation) return &it->second->peer;
+    retired_qps_.push_back(std::move(it->second));
+    qps_.erase(it);
+  }
+  protocol::MapQpRequest req{qpn, 0};
+  protocol::MapQpReply rep{};
+  std::vector<int> fds;
+  if (ctx_->channel.Call(protocol::Op::kMapQp, &req, sizeof(req), &rep, sizeof(rep), nullptr, 0,
+                         nullptr, &fds) != 0) {
+    for (int fd : fds) close(fd);
+    return nullptr;
+  }
+  auto files = std::make_unique<QpFiles>();
+  bool ok =
+      fds.size() >= 2 && files->rq_mapping.Map(fds[0]) == 0 && files->cq_mapping.Map(fds[1]) == 0;
+  if (ok && rep.has_event_fd && fds.size() >= 3) {
+    files->event_fd = fds[2];
+    fds.pop_back();
+  }
+  for (int fd : fds) close(fd);
+  if (!ok || rep.generation != generation) return nullptr;
+  dp::PeerQp& p = files->peer;
+  p.qpn = qpn;
+  p.generation = rep.generation;
+  p.owner = rep.owner;
+  p.srqn = rep.srqn;
+  p.rq.Attach(files->rq_mapping.base());
+  p.recv_cq.Attach(files->cq_mapping.base());
+  p.cq_event_fd = files->event_fd;
+  const dp::PeerQp* result = &files->peer;
+  qps_[qpn] = std::move(files);
+  return result;
+}
+
+const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e) {
+  if (e.owner.load(std::memory_order_relaxed) == ctx_->client_id) return &local_;
+  const uint32_t generation = e.generation.load(std::memory_order_acquire);
+  std::lock_guard lock(mutex_);
+  auto it = mrs_.find(key);
+  if (it != mrs_.end()) {
+    if (it->second->mapping.generation == generation) return &it->second->mapping;
+    retired_mrs_.push_back(std::move(it->second));
+    mrs_.erase(it);
+  }
+  protocol::MapMrRequest req{key, 0};
+  protocol::MapMrReply rep{};
+  std::vector<int> fds;
+  if (ctx_->channel.Call(protocol::Op::kMapMr, &req, sizeof(req), &rep, sizeof(rep), nullptr, 0,
+                         nullptr, &fds) != 0 ||
+      fds.empty()) {
+    for (int fd : fds) close(fd);
+    return nullptr;
+  }
+  auto files = std::make_unique<MrFiles>();
+  dp::MrMapping& m = files->mapping;
+  m.generation = rep.generation;
+  m.mem_fd = OwnerMemFd(rep.owner, fds[0]);
+  if (rep.has_backing && fds.size() >= 2) {
+    if (files->backing.Map(fds[1]) == 0) {
+      m.backed_begin = e.backed_begin.load();
+      m.backed_end = e.backed_end.load();
+      m.backed = static_cast<uint8_t*>(files->backing.base()) + e.backed_offset.load();
+    }
+    close(fds[1]);
+  }
+  const dp::MrMapping* result = &files->mapping;
+  mrs_[key] = std::move(files);
+  return result;
+}
+
+void PeerCache::SetQpError(uint32_t qpn) {
+  protocol::QpErrorRequest req{qpn, 0};
+  ctx_->channel.Call(protocol::Op::kQpError, &req, sizeof(req), nullptr, 0);
+}
+
+void PeerCache::SrqLimitReached(uint32_t srqn) {
+  protocol::SrqLimitRequest req{srqn, 0};
+  ctx_->channel.Call(protocol::Op::kSrqLimitReached, &req, sizeof(req), nullptr, 0);
+}
+
+void PeerCache::McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) {
+  protocol::McastMembersRequest req{};
+  memcpy(req.gid, gid, 16);
+  std::vector<uint32_t> buf(1024);
+  size_t len = 0;
+  if (ctx_->channel.Call(protocol::Op::kMcastMembers, &req, sizeof(req), buf.data(),
+                         buf.size() * sizeof(uint32_t), nullptr, 0, &len) != 0) {
+    return;
+  }
+  buf.resize(std::min<size_t>(len / sizeof(uint32_t), buf.size()));
+  *qpns = std::move(buf);
+}
+
+}  // namespace softverbs::provider

@@ -1,0 +1,57 @@
+// How a context reaches other QPs and MRs on the device (datapath::Host):
+// the first use of a QP number or a key asks the daemon for the files behind
+// it (map_qp / map_mr) and maps them; later uses are a lookup. Entries are
+// checked against the generation in the device table, so a QP number or key
+// that was reused is mapped afresh.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "abi/ibverbs/provider.h"
+#include "datapath/engine.h"
+
+namespace softverbs::provider {
+
+class PeerCache : public datapath::Host {
+ public:
+  explicit PeerCache(Context* ctx) : ctx_(ctx) {}
+  ~PeerCache() override;
+
+  uint32_t client_id() const override { return ctx_->client_id; }
+  const datapath::DeviceTable& table() const override { return ctx_->table; }
+  const datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override;
+  const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override;
+  void SetQpError(uint32_t qpn) override;
+  void SrqLimitReached(uint32_t srqn) override;
+  void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
+
+ private:
+  struct QpFiles {
+    datapath::PeerQp peer;
+    datapath::SharedMapping rq_mapping;
+    datapath::SharedMapping cq_mapping;
+    int event_fd = -1;
+    ~QpFiles();
+  };
+  struct MrFiles {
+    datapath::MrMapping mapping;
+    datapath::SharedMapping backing;
+  };
+  int OwnerMemFd(uint32_t owner, int received_fd);
+
+  Context* ctx_;
+  std::mutex mutex_;
+  std::unordered_map<uint32_t, std::unique_ptr<QpFiles>> qps_;
+  std::unordered_map<uint32_t, std::unique_ptr<MrFiles>> mrs_;
+  std::unordered_map<uint32_t, int> mem_fds_;  // owner client id -> its /proc/self/mem
+  // Stale entries stay mapped until the context closes: another thread may
+  // still be executing a work request through them.
+  std::vector<std::unique_ptr<QpFiles>> retired_qps_;
+  std::vector<std::unique_ptr<MrFiles>> retired_mrs_;
+  datapath::MrMapping local_{0, true, nullptr, 0, 0, -1};
+};
+
+}  // namespace softverbs::provider

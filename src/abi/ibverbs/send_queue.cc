@@ -1,0 +1,232 @@
+#include "abi/ibverbs/send_queue.h"
+
+#include <algorithm>
+
+#include "abi/ibverbs/peers.h"
+#include "datapath/timers.h"
+
+namespace softverbs::provider {
+
+namespace dp = softverbs::datapath;
+
+namespace {
+
+uint32_t MtuBytes(ibv_mtu mtu) {
+  return 128u << static_cast<int>(mtu);
+}
+
+dp::LocalQp LocalView(Context* ctx, Qp* qp) {
+  const ibv_qp& q = qp->ibv.qp_base;
+  return {q.qp_num, static_cast<uint32_t>(q.qp_type),
+          qp->pdn,  qp->dest_qpn,
+          qp->qkey, MtuBytes(q.qp_type == IBV_QPT_UD ? ctx->active_mtu : qp->path_mtu),
+          qp->sl};
+}
+
+uint32_t SharedState(Qp* qp) {
+  return qp->entry ? qp->entry->state.load(std::memory_order_acquire) : qp->ibv.qp_base.state;
+}
+
+Cq* CqOf(ibv_cq* cq) {
+  return cq ? FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq)) : nullptr;
+}
+
+bool Signaled(Qp* qp, const dp::SendWr& wr) {
+  return qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED);
+}
+
+void Flushed(Qp* qp, const dp::SendWr& wr) {
+  dp::Completion c{};
+  c.wr_id = wr.wr_id;
+  c.status = IBV_WC_WR_FLUSH_ERR;
+  c.opcode = dp::SendCompletionOpcode(wr.opcode);
+  c.vendor_err = dp::kVendorFlushed;
+  c.qp_num = qp->ibv.qp_base.qp_num;
+  CompleteLocal(qp->ibv.qp_base.send_cq, c);
+}
+
+// The requester saw an error: the QP moves to ERR (published by the
+// daemon) and every waiting WR is flushed. Called with sq_mutex held.
+void EnterError(Context* ctx, Qp* qp) {
+  ctx->peers->SetQpError(qp->ibv.qp_base.qp_num);
+  for (const dp::SendWr& wr : qp->waiting) Flushed(qp, wr);
+  ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
+  qp->waiting.clear();
+  if (qp->rq.valid()) {
+    Cq* rcq = CqOf(qp->ibv.qp_base.recv_cq);
+    if (rcq) dp::FlushRecvQueue(qp->rq, rcq->ring, rcq->event_fd, qp->ibv.qp_base.qp_num);
+  }
+}
+
+enum class Step { kFinished, kWait };
+
+// Runs one WR and handles its outcome. Called with sq_mutex held.
+Step RunOne(Context* ctx, Qp* qp, dp::SendWr& wr) {
+  const uint64_t now = dp::NowNs();
+  dp::Outcome out = dp::Execute(*ctx->peers, LocalView(ctx, qp), wr);
+  dp::Completion& c = out.completion;
+  switch (out.result) {
+    case dp::ExecResult::kRnr:
+      if (qp->rnr_retry != 7 && wr.rnr_retries >= qp->rnr_retry) {
+        c.status = IBV_WC_RNR_RETRY_EXC_ERR;
+        c.vendor_err = dp::kVendorRnrExceeded;
+        break;
+      }
+      wr.rnr_retries++;
+      wr.first_attempt_ns = 0;  // the responder answered: the ACK timer restarts
+      wr.next_attempt_ns = now + dp::RnrTimerNs(static_cast<uint32_t>(out.rnr_timer_ns));
+      return Step::kWait;
+    case dp::ExecResult::kNoResponse: {
+      if (wr.first_attempt_ns == 0) wr.first_attempt_ns = now;
+      const uint64_t timeout = dp::AckTimeoutNs(qp->timeout);
+      const uint64_t budget = timeout == UINT64_MAX ? UINT64_MAX : timeout * (qp->retry_cnt + 1ull);
+      if (budget != UINT64_MAX && now - wr.first_attempt_ns >= budget) {
+        c.status = IBV_WC_RETRY_EXC_ERR;
+        c.vendor_err = dp::kVendorNoResponse;
+        break;
+      }
+      // Look again soon: a target that becomes ready is served at once.
+      wr.next_attempt_ns = now + std::min<uint64_t>(timeout, 200000);
+      return Step::kWait;
+    }
+    case dp::ExecResult::kDone:
+      break;
+  }
+  if (c.status != IBV_WC_SUCCESS || Signaled(qp, wr)) CompleteLocal(qp->ibv.qp_base.send_cq, c);
+  if (c.status != IBV_WC_SUCCESS) EnterError(ctx, qp);
+  return Step::kFinished;
+}
+
+void ProgressQp(Context* ctx, Qp* qp) {
+  std::lock_guard lock(qp->sq_mutex);
+  if (SharedState(qp) == IBV_QPS_ERR) {
+    for (const dp::SendWr& wr : qp->waiting) Flushed(qp, wr);
+    ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
+    qp->waiting.clear();
+    return;
+  }
+  const uint64_t now = dp::NowNs();
+  while (!qp->waiting.empty()) {
+    dp::SendWr& wr = qp->waiting.front();
+    if (wr.next_attempt_ns > now) return;
+    if (RunOne(ctx, qp, wr) == Step::kWait) return;
+    if (qp->waiting.empty()) return;  // EnterError flushed them all
+    qp->waiting.pop_front();
+    ctx->waiting_count.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+// Retries every waiting QP. Called with waiting_mutex held, which also keeps
+// ibv_destroy_qp from freeing a QP under it.
+void ProgressWaitingLocked(Context* ctx) {
+  for (Qp* qp : ctx->waiting_qps) ProgressQp(ctx, qp);
+  std::erase_if(ctx->waiting_qps, [](Qp* qp) {
+    std::lock_guard sq(qp->sq_mutex);
+    return qp->waiting.empty();
+  });
+}
+
+void ProgressLoop(Context* ctx) {
+  std::unique_lock lock(ctx->waiting_mutex);
+  while (!ctx->stopping) {
+    if (ctx->waiting_qps.empty()) {
+      ctx->waiting_cv.wait(lock);
+      continue;
+    }
+    ProgressWaitingLocked(ctx);
+    // Short naps: RNR timers are as short as 10 us.
+    ctx->waiting_cv.wait_for(lock, std::chrono::microseconds(50));
+  }
+}
+
+void NoteWaiting(Context* ctx, Qp* qp) {
+  std::lock_guard lock(ctx->waiting_mutex);
+  if (std::find(ctx->waiting_qps.begin(), ctx->waiting_qps.end(), qp) == ctx->waiting_qps.end()) {
+    ctx->waiting_qps.push_back(qp);
+  }
+  if (!ctx->progress_thread.joinable()) {
+    ctx->progress_thread = std::thread(ProgressLoop, ctx);
+  }
+  ctx->waiting_cv.notify_one();
+}
+
+}  // namespace
+
+void CompleteLocal(ibv_cq* cq, const dp::Completion& c) {
+  Cq* q = CqOf(cq);
+  if (q) dp::Complete(q->ring, q->event_fd, c);
+}
+
+int SubmitSend(Context* ctx, Qp* qp, const dp::SendWr& wr) {
+  bool wait = false;
+  {
+    std::lock_guard lock(qp->sq_mutex);
+    if (SharedState(qp) == IBV_QPS_ERR) {
+      Flushed(qp, wr);
+      return 0;
+    }
+    if (!qp->waiting.empty()) {
+      if (qp->waiting.size() >= qp->cap.max_send_wr) return ENOMEM;
+      qp->waiting.push_back(wr);
+      ctx->waiting_count.fetch_add(1, std::memory_order_relaxed);
+      wait = true;
+    } else {
+      dp::SendWr copy = wr;
+      if (RunOne(ctx, qp, copy) == Step::kWait) {
+        qp->waiting.push_back(copy);
+        ctx->waiting_count.fetch_add(1, std::memory_order_relaxed);
+        wait = true;
+      }
+    }
+  }
+  if (wait) NoteWaiting(ctx, qp);
+  return 0;
+}
+
+void ProgressContext(Context* ctx) {
+  if (ctx->waiting_count.load(std::memory_order_relaxed) == 0) return;
+  std::unique_lock lock(ctx->waiting_mutex, std::try_to_lock);
+  if (lock.owns_lock()) ProgressWaitingLocked(ctx);  // else the helper thread is at it
+}
+
+void ForgetQp(Context* ctx, Qp* qp) {
+  std::lock_guard lock(ctx->waiting_mutex);
+  std::erase(ctx->waiting_qps, qp);
+}
+
+void FlushQp(Qp* qp) {
+  Context* ctx = Context::From(qp->ibv.qp_base.context);
+  {
+    std::lock_guard lock(qp->sq_mutex);
+    for (const dp::SendWr& wr : qp->waiting) Flushed(qp, wr);
+    ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
+    qp->waiting.clear();
+  }
+  if (qp->rq.valid()) {
+    Cq* rcq = CqOf(qp->ibv.qp_base.recv_cq);
+    if (rcq) dp::FlushRecvQueue(qp->rq, rcq->ring, rcq->event_fd, qp->ibv.qp_base.qp_num);
+  }
+}
+
+void EmptyQp(Qp* qp) {
+  Context* ctx = Context::From(qp->ibv.qp_base.context);
+  {
+    std::lock_guard lock(qp->sq_mutex);
+    ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
+    qp->waiting.clear();
+  }
+  dp::ClaimedRecv r;
+  while (qp->rq.valid() && qp->rq.Claim(&r)) {
+  }
+}
+
+void StopProgressThread(Context* ctx) {
+  {
+    std::lock_guard lock(ctx->waiting_mutex);
+    ctx->stopping = true;
+    ctx->waiting_cv.notify_all();
+  }
+  if (ctx->progress_thread.joinable()) ctx->progress_thread.join();
+}
+
+}  // namespace softverbs::provider

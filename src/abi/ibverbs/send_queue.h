@@ -1,0 +1,34 @@
+// A QP's send queue: work requests run at once in the caller's thread; one
+// that cannot complete yet (the responder had no receive WQE, or did not
+// answer) waits, with everything posted after it, and is retried by
+// Progress() - called from ibv_poll_cq, ibv_post_send and the context's
+// helper thread - until it completes or exhausts rnr_retry / retry_cnt.
+#pragma once
+
+#include "abi/ibverbs/provider.h"
+
+namespace softverbs::provider {
+
+// Executes (or queues) one WR. Returns 0, or ENOMEM when max_send_wr WRs
+// are already waiting.
+int SubmitSend(Context* ctx, Qp* qp, const datapath::SendWr& wr);
+
+// Retries the waiting WRs of every QP of the context that has some.
+void ProgressContext(Context* ctx);
+
+// The QP entered the error state: completes every waiting WR and every
+// posted receive with IBV_WC_WR_FLUSH_ERR.
+void FlushQp(Qp* qp);
+// The QP went to RESET: forgets waiting WRs and posted receives.
+void EmptyQp(Qp* qp);
+
+// Before a QP is freed: no retry may run on it any more.
+void ForgetQp(Context* ctx, Qp* qp);
+
+// Stops the context's helper thread (started when a WR first waits).
+void StopProgressThread(Context* ctx);
+
+// Writes a completion to a local CQ.
+void CompleteLocal(ibv_cq* cq, const datapath::Completion& c);
+
+}  // namespace softverbs::provider

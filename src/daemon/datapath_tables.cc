@@ -1,0 +1,277 @@
+// The daemon's half of the shared-memory data path: it creates the device
+// table and the ring files, publishes every state change initiators must see
+// (MR keys, QP states and attributes), and hands the files to owners and to
+// peers. The data itself never passes through here (docs/datapath.md).
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon/device.h"
+#include "datapath/cq_ring.h"
+#include "datapath/recv_queue.h"
+#include "datapath/shm.h"
+
+namespace softverbs::daemon {
+
+namespace dp = softverbs::datapath;
+
+namespace {
+
+// Runs fn on a temporary mapping of a ring file.
+template <typename Fn>
+void WithMapping(int fd, Fn fn) {
+  size_t size = 0;
+  void* base = dp::MapSharedFile(fd, &size);
+  if (!base) return;
+  fn(base);
+  dp::UnmapSharedFile(base, size);
+}
+
+}  // namespace
+
+void Device::CreateDeviceTable() {
+  table_fd_ = dp::CreateSharedFile("softverbs-device-table", dp::kDeviceTableSize);
+  if (table_fd_ < 0) return;
+  size_t size = 0;
+  void* base = dp::MapSharedFile(table_fd_, &size);
+  if (!base) {
+    close(table_fd_);
+    table_fd_ = -1;
+    return;
+  }
+  dp::DeviceTable::Init(base);
+  table_ = dp::DeviceTable(base);
+}
+
+void Device::SetClientMemFd(ClientId c, int fd) {
+  if (auto it = mem_fds_.find(c); it != mem_fds_.end()) close(it->second);
+  mem_fds_[c] = fd;
+}
+
+void Device::AttachCqEventFd(Handle h, int fd) {
+  auto it = cqs_.find(h);
+  if (it == cqs_.end()) {
+    close(fd);
+    return;
+  }
+  if (it->second.event_fd >= 0) close(it->second.event_fd);
+  it->second.event_fd = fd;
+}
+
+int Device::CqRingFd(Handle h) const {
+  auto it = cqs_.find(h);
+  return it == cqs_.end() ? -1 : it->second.ring_fd;
+}
+
+int Device::QpRecvQueueFd(Handle h) const {
+  auto it = qp_handles_.find(h);
+  if (it == qp_handles_.end()) return -1;
+  return qps_.at(it->second.qpn).rq_fd;
+}
+
+int Device::SrqRingFd(Handle h) const {
+  auto it = srqs_.find(h);
+  return it == srqs_.end() ? -1 : it->second.ring_fd;
+}
+
+bool Device::QpSlotFree(uint32_t qpn) const {
+  return !table_.valid() || table_.QpSlot(qpn)->qpn.load() == 0;
+}
+
+bool Device::MrSlotFree(uint32_t index) const {
+  return !table_.valid() || table_.MrSlot(index << 8)->lkey.load() == 0;
+}
+
+int Device::MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge) {
+  int fd = dp::CreateSharedFile("softverbs-rq", dp::RecvQueueFileSize(max_wr, max_sge));
+  if (fd < 0) return fd;
+  WithMapping(fd, [&](void* base) { dp::InitRecvQueueFile(base, max_wr, max_sge); });
+  return fd;
+}
+
+int Device::MakeCqFile(uint32_t cqe, uint32_t cqn) {
+  int fd = dp::CreateSharedFile("softverbs-cq", dp::CqFileSize(cqe));
+  if (fd < 0) return fd;
+  WithMapping(fd, [&](void* base) { dp::InitCqFile(base, cqe, cqn); });
+  return fd;
+}
+
+// ---- publishing ---------------------------------------------------------------
+
+void Device::PublishQp(const Qp& qp) {
+  if (!table_.valid()) return;
+  dp::QpEntry* e = table_.QpSlot(qp.qpn);
+  e->generation.fetch_add(1);
+  e->type.store(qp.type);
+  e->owner.store(qp.creator);
+  e->pdn.store(qp.pd && pds_.count(qp.pd) ? pds_.at(qp.pd).pdn : 0);
+  e->srqn.store(qp.srq && srqs_.count(qp.srq) ? srqs_.at(qp.srq).srqn : 0);
+  PublishQpAttributes(qp);
+  e->qpn.store(qp.qpn, std::memory_order_release);  // last: the entry is complete
+}
+
+void Device::PublishQpAttributes(const Qp& qp) {
+  if (!table_.valid()) return;
+  dp::QpEntry* e = table_.QpSlot(qp.qpn);
+  e->qkey.store(qp.attr.qkey);
+  e->access.store(qp.attr.qp_access_flags);
+  e->dest_qpn.store(qp.attr.dest_qp_num);
+  e->min_rnr_timer.store(qp.attr.min_rnr_timer);
+  e->sl.store(qp.attr.ah_attr.sl);
+  e->state.store(qp.state, std::memory_order_seq_cst);
+}
+
+void Device::UnpublishQp(Qp& qp) {
+  if (table_.valid()) {
+    dp::QpEntry* e = table_.QpSlot(qp.qpn);
+    e->state.store(dp::kQpGone, std::memory_order_seq_cst);
+    e->qpn.store(0, std::memory_order_seq_cst);
+  }
+  if (qp.rq_fd >= 0) close(qp.rq_fd);
+  qp.rq_fd = -1;
+}
+
+void Device::PublishMr(const Mr& mr) {
+  if (!table_.valid()) return;
+  dp::MrEntry* e = table_.MrSlot(mr.lkey);
+  e->lkey.store(0);
+  e->rkey.store(0);
+  e->generation.fetch_add(1);
+  e->access.store(mr.access);
+  e->owner.store(mr.owner);
+  e->pdn.store(pds_.count(mr.pd) ? pds_.at(mr.pd).pdn : 0);
+  e->iova.store(mr.iova);
+  e->length.store(mr.length);
+  e->addr.store(mr.addr);
+  e->backed_begin.store(mr.backing_fd >= 0 ? mr.backed_begin : 0);
+  e->backed_end.store(mr.backing_fd >= 0 ? mr.backed_end : 0);
+  e->backed_offset.store(mr.backed_offset);
+  // Keys last: a reader that sees them sees the rest.
+  e->rkey.store(mr.rkey, std::memory_order_release);
+  e->lkey.store(mr.lkey, std::memory_order_release);
+}
+
+void Device::UnpublishMr(Mr& mr) {
+  if (table_.valid()) {
+    dp::MrEntry* e = table_.MrSlot(mr.lkey);
+    if (e->lkey.load() == mr.lkey) {
+      e->rkey.store(0, std::memory_order_seq_cst);
+      e->lkey.store(0, std::memory_order_seq_cst);
+    }
+  }
+  if (mr.backing_fd >= 0) close(mr.backing_fd);
+  mr.backing_fd = -1;
+}
+
+void Device::ArmSrqLimit(const Srq& srq) {
+  if (srq.ring_fd < 0) return;
+  WithMapping(srq.ring_fd, [&](void* base) {
+    static_cast<dp::RecvQueueHeader*>(base)->srq_limit.store(srq.srq_limit);
+  });
+}
+
+// ---- requests -------------------------------------------------------------------
+
+Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
+                            protocol::RegMrReply* out) {
+  if (backing_fd >= 0 && (req.backed_begin >= req.backed_end || req.backed_begin < req.reg.addr ||
+                          req.backed_end > req.reg.addr + req.reg.length)) {
+    close(backing_fd);
+    return Verdict::Fail(EINVAL, "reg_mr: the backed range is not inside the MR");
+  }
+  Verdict v = RegMr(c, req.reg, out);
+  if (!v.ok()) {
+    if (backing_fd >= 0) close(backing_fd);
+    return v;
+  }
+  Mr& mr = mrs_.at(out->handle);
+  mr.backing_fd = backing_fd;
+  mr.backed_begin = req.backed_begin;
+  mr.backed_end = req.backed_end;
+  mr.backed_offset = req.backed_offset;
+  PublishMr(mr);
+  return Verdict::Ok();
+}
+
+Verdict Device::MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::vector<int>* fds) {
+  (void)c;  // every context of the user may reach every QP, as on a fabric
+  auto it = qps_.find(qpn);
+  if (it == qps_.end()) return Verdict::Fail(ENOENT, "map_qp: no QP 0x" + ToHex(qpn));
+  const Qp& qp = it->second;
+  int rq_fd = qp.rq_fd;
+  uint32_t srqn = 0;
+  if (qp.srq) {
+    const Srq& srq = srqs_.at(qp.srq);
+    rq_fd = srq.ring_fd;
+    srqn = srq.srqn;
+  }
+  auto cq = cqs_.find(qp.recv_cq);
+  if (rq_fd < 0 || cq == cqs_.end() || cq->second.ring_fd < 0) {
+    return Verdict::Fail(EINVAL, "map_qp: QP 0x" + ToHex(qpn) + " has no receive side");
+  }
+  fds->push_back(rq_fd);
+  fds->push_back(cq->second.ring_fd);
+  if (cq->second.event_fd >= 0) fds->push_back(cq->second.event_fd);
+  *out = {qpn,
+          table_.valid() ? table_.QpSlot(qpn)->generation.load() : 0,
+          qp.creator,
+          srqn,
+          cq->second.event_fd >= 0 ? 1u : 0u,
+          0};
+  return Verdict::Ok();
+}
+
+Verdict Device::MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::vector<int>* fds) {
+  (void)c;
+  for (const auto& [h, mr] : mrs_) {
+    if (mr.lkey != key && mr.rkey != key) continue;
+    auto mem = mem_fds_.find(mr.owner);
+    if (mem == mem_fds_.end()) {
+      return Verdict::Fail(
+          ENODEV, "map_mr: the owner of key 0x" + ToHex(key) + " gave no memory descriptor");
+    }
+    fds->push_back(mem->second);
+    if (mr.backing_fd >= 0) fds->push_back(mr.backing_fd);
+    *out = {mr.owner, table_.valid() ? table_.MrSlot(key)->generation.load() : 0,
+            mr.backing_fd >= 0 ? 1u : 0u, 0};
+    return Verdict::Ok();
+  }
+  return Verdict::Fail(ENOENT, "map_mr: no MR with key 0x" + ToHex(key));
+}
+
+Verdict Device::QpError(ClientId c, uint32_t qpn) {
+  (void)c;
+  auto it = qps_.find(qpn);
+  if (it == qps_.end()) return Verdict::Fail(ENOENT, "qp_error: no QP 0x" + ToHex(qpn));
+  Qp& qp = it->second;
+  if (qp.state != IBV_QPS_RESET) {
+    qp.state = IBV_QPS_ERR;
+    PublishQpAttributes(qp);
+  }
+  return Verdict::Ok();
+}
+
+Verdict Device::SrqLimitReached(ClientId c, uint32_t srqn) {
+  (void)c;
+  for (auto& [h, srq] : srqs_) {
+    if (srq.srqn != srqn) continue;
+    // As hardware: the limit disarms when the event fires (query reads 0).
+    if (srq.srq_limit == 0) return Verdict::Ok();
+    srq.srq_limit = 0;
+    PostEvent(srq.owner, IBV_EVENT_SRQ_LIMIT_REACHED, protocol::EventElement::kSrq, h, 0);
+    return Verdict::Ok();
+  }
+  return Verdict::Fail(ENOENT, "srq_limit_reached: no SRQ " + std::to_string(srqn));
+}
+
+Verdict Device::McastMembers(ClientId c, const uint8_t gid[16], std::vector<uint32_t>* qpns) {
+  (void)c;
+  std::vector<uint8_t> key(gid, gid + 16);
+  for (const auto& [qpn, qp] : qps_) {
+    if (qp.mcast_groups.count(key)) qpns->push_back(qpn);
+  }
+  return Verdict::Ok();
+}
+
+}  // namespace softverbs::daemon

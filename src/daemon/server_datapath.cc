@@ -1,0 +1,86 @@
+// Dispatch of the data-path ops: the requests initiators make on a cache
+// miss or an error, never per work request.
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/server.h"
+
+namespace softverbs::daemon {
+
+using protocol::Op;
+
+bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& hdr,
+                              const uint8_t* body, size_t len, std::vector<int>& fds) {
+  const ClientId c = conn.client;
+  auto bad_size = [&] {
+    Reply(conn, hdr.seq, Verdict::Fail(EPROTO, "malformed request body"), nullptr, 0);
+    return true;
+  };
+  switch (static_cast<Op>(hdr.op)) {
+    case Op::kRegMrBacked: {
+      protocol::RegMrBackedRequest req;
+      if (len != sizeof(req)) return bad_size();
+      memcpy(&req, body, sizeof(req));
+      int backing = -1;
+      if (req.backed_end > req.backed_begin) {
+        if (fds.empty()) {
+          Reply(conn, hdr.seq, Verdict::Fail(EBADF, "reg_mr: backing memfd missing"), nullptr, 0);
+          return true;
+        }
+        backing = dup(fds[0]);
+      }
+      protocol::RegMrReply out{};
+      Verdict v = device_.RegMrBacked(c, req, backing, &out);
+      Reply(conn, hdr.seq, v, &out, sizeof(out));
+      return true;
+    }
+    case Op::kMapQp: {
+      protocol::MapQpRequest req;
+      if (len != sizeof(req)) return bad_size();
+      memcpy(&req, body, sizeof(req));
+      protocol::MapQpReply out{};
+      std::vector<int> out_fds;
+      Verdict v = device_.MapQp(c, req.qpn, &out, &out_fds);
+      Reply(conn, hdr.seq, v, &out, sizeof(out), out_fds);
+      return true;
+    }
+    case Op::kMapMr: {
+      protocol::MapMrRequest req;
+      if (len != sizeof(req)) return bad_size();
+      memcpy(&req, body, sizeof(req));
+      protocol::MapMrReply out{};
+      std::vector<int> out_fds;
+      Verdict v = device_.MapMr(c, req.key, &out, &out_fds);
+      Reply(conn, hdr.seq, v, &out, sizeof(out), out_fds);
+      return true;
+    }
+    case Op::kQpError: {
+      protocol::QpErrorRequest req;
+      if (len != sizeof(req)) return bad_size();
+      memcpy(&req, body, sizeof(req));
+      Reply(conn, hdr.seq, device_.QpError(c, req.qpn), nullptr, 0);
+      return true;
+    }
+    case Op::kSrqLimitReached: {
+      protocol::SrqLimitRequest req;
+      if (len != sizeof(req)) return bad_size();
+      memcpy(&req, body, sizeof(req));
+      Reply(conn, hdr.seq, device_.SrqLimitReached(c, req.srqn), nullptr, 0);
+      return true;
+    }
+    case Op::kMcastMembers: {
+      protocol::McastMembersRequest req;
+      if (len != sizeof(req)) return bad_size();
+      memcpy(&req, body, sizeof(req));
+      std::vector<uint32_t> qpns;
+      Verdict v = device_.McastMembers(c, req.gid, &qpns);
+      Reply(conn, hdr.seq, v, qpns.data(), qpns.size() * sizeof(uint32_t));
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace softverbs::daemon

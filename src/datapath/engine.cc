@@ -1,0 +1,360 @@
+#include "datapath/engine.h"
+
+#include <endian.h>
+#include <string.h>
+#include <unistd.h>
+
+namespace softverbs::datapath {
+
+namespace {
+
+// Holds InflightGuards on every MR an execution touches.
+class MrGuards {
+ public:
+  MrGuards() = default;
+  MrGuards(const MrGuards&) = delete;
+  MrGuards& operator=(const MrGuards&) = delete;
+  ~MrGuards() {
+    for (int i = 0; i < count_; ++i) held_[i]->inflight.fetch_sub(1, std::memory_order_release);
+  }
+  void Enter(MrEntry* e) {
+    if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
+    e->inflight.fetch_add(1, std::memory_order_seq_cst);
+    held_[count_++] = e;
+  }
+
+ private:
+  static constexpr int kMax = 2 * kMaxSendSge + 2;
+  MrEntry* held_[kMax];
+  int count_ = 0;
+};
+
+bool IsReceiveState(uint32_t s) {
+  return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
+}
+
+uint32_t WrBytes(const SendWr& wr) {
+  if (wr.send_flags & IBV_SEND_INLINE) return wr.inline_len;
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) n += wr.sge[i].length;
+  return static_cast<uint32_t>(n);
+}
+
+// Resolves a list of (addr, length, lkey) of the local QP or of a target QP
+// into pieces. Returns kVendorNone or why it failed.
+VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
+                           bool remote, uint32_t pdn, uint32_t owner, uint32_t need,
+                           PieceList* out) {
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    if (sge[i].length == 0) continue;
+    MrEntry* e = host.table().MrSlot(sge[i].lkey);
+    guards.Enter(e);
+    uint64_t va = 0;
+    switch (
+        CheckMrAccess(*e, sge[i].lkey, remote, pdn, owner, need, sge[i].addr, sge[i].length, &va)) {
+      case MrCheck::kOk:
+        break;
+      case MrCheck::kNoAccess:
+        return remote ? kVendorRkeyAccess : kVendorLkeyAccess;
+      case MrCheck::kOutOfRange:
+        return remote ? kVendorRkeyRange : kVendorLkeyRange;
+      default:
+        return remote ? kVendorBadRkey : kVendorBadLkey;
+    }
+    const MrMapping* m = host.FindMrMapping(sge[i].lkey, *e);
+    if (!m || !AddMrPieces(*m, va, sge[i].length, out)) return kVendorOwnerGone;
+  }
+  return kVendorNone;
+}
+
+void Fail(Outcome* out, ibv_wc_status status, VendorError why) {
+  out->result = ExecResult::kDone;
+  out->completion.status = status;
+  out->completion.vendor_err = why;
+}
+
+// The responder detected an error on an RC/UC QP: it moves to the error
+// state; its own receive queue is flushed (an SRQ is not: other QPs use it).
+void FailTarget(Host& host, PeerQp& peer) {
+  host.SetQpError(peer.qpn);
+  if (!peer.srqn && peer.rq.valid()) {
+    FlushRecvQueue(peer.rq, peer.recv_cq, peer.cq_event_fd, peer.qpn);
+  }
+}
+
+bool ClaimReceive(Host& host, PeerQp& peer, ClaimedRecv* r) {
+  if (!peer.rq.valid() || !peer.rq.Claim(r)) return false;
+  if (peer.srqn) {
+    RecvQueueHeader* h = peer.rq.header();
+    uint32_t limit = h->srq_limit.load(std::memory_order_acquire);
+    if (limit && peer.rq.Count() < limit &&
+        h->srq_limit.compare_exchange_strong(limit, 0, std::memory_order_acq_rel)) {
+      host.SrqLimitReached(peer.srqn);
+    }
+  }
+  return true;
+}
+
+Completion ReceiveCompletion(const ClaimedRecv& r, const PeerQp& peer, const LocalQp& qp,
+                             const SendWr& wr) {
+  Completion rc{};
+  rc.wr_id = r.wr_id;
+  rc.status = IBV_WC_SUCCESS;
+  rc.opcode = IBV_WC_RECV;
+  rc.qp_num = peer.qpn;
+  rc.src_qp = qp.qpn;
+  rc.sl = qp.type == IBV_QPT_UD ? wr.sl : qp.sl;
+  rc.solicited = (wr.send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
+  if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    rc.imm_data = wr.imm_data;
+    rc.wc_flags |= IBV_WC_WITH_IMM;
+  }
+  return rc;
+}
+
+// Source pieces of a SEND or WRITE: inline bytes or the local SGEs.
+VendorError GatherSource(Host& host, MrGuards& guards, const LocalQp& qp, const SendWr& wr,
+                         PieceList* src) {
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    src->Add({const_cast<uint8_t*>(wr.inline_data), -1, 0, wr.inline_len});
+    return kVendorNone;
+  }
+  return AddKeyedPieces(host, guards, wr.sge, wr.num_sge, false, qp.pdn, host.client_id(), 0, src);
+}
+
+// SEND / SEND_WITH_IMM to one target (for UD, one member of a group).
+void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceList& src,
+                 uint32_t bytes, uint32_t target_qpn, Outcome* out) {
+  const bool rc = qp.type == IBV_QPT_RC;
+  const bool ud = qp.type == IBV_QPT_UD;
+  QpEntry* te = host.table().FindQp(target_qpn);
+  if (!te || te->type.load() != qp.type || !IsReceiveState(te->state.load())) {
+    if (rc) out->result = ExecResult::kNoResponse;
+    return;  // UC/UD: the packet is silently dropped
+  }
+  if (ud) {
+    uint32_t qkey = (wr.remote_qkey & 0x80000000u) ? qp.qkey : wr.remote_qkey;
+    if (qkey != te->qkey.load()) return;  // dropped, as a Q_Key violation is
+  }
+  PeerQp* peer = const_cast<PeerQp*>(host.FindPeerQp(target_qpn, te->generation.load()));
+  if (!peer) {
+    if (rc) out->result = ExecResult::kNoResponse;
+    return;
+  }
+  ClaimedRecv r;
+  if (!ClaimReceive(host, *peer, &r)) {
+    if (rc) {
+      out->result = ExecResult::kRnr;
+      out->rnr_timer_ns = te->min_rnr_timer.load();
+    }
+    return;
+  }
+  Completion recv = ReceiveCompletion(r, *peer, qp, wr);
+  const uint32_t needed = bytes + (ud ? kGrhBytes : 0);
+  uint64_t room = 0;
+  for (uint32_t i = 0; i < r.num_sge; ++i) room += r.sge[i].length;
+  MrGuards guards;
+  PieceList dst;
+  VendorError why = kVendorNone;
+  if (room < needed) {
+    why = kVendorRecvTooSmall;
+  } else if (AddKeyedPieces(host, guards, r.sge, r.num_sge, false, te->pdn.load(), peer->owner,
+                            IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
+    why = kVendorRecvBadLkey;
+  }
+  if (why != kVendorNone) {
+    recv.status = why == kVendorRecvTooSmall ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
+    recv.vendor_err = why;
+    recv.byte_len = needed;
+    Complete(peer->recv_cq, peer->cq_event_fd, recv);
+    FailTarget(host, *peer);
+    if (rc) Fail(out, why == kVendorRecvTooSmall ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR, why);
+    return;
+  }
+  if (ud) {
+    ibv_grh grh{};
+    grh.version_tclass_flow = htobe32(6u << 28);
+    grh.paylen = htobe16(static_cast<uint16_t>(bytes));
+    grh.next_hdr = 0x11;  // RoCE v2: UDP
+    grh.hop_limit = 64;
+    memcpy(grh.sgid.raw, wr.sgid, 16);
+    memcpy(grh.dgid.raw, wr.dgid, 16);
+    PieceList with_grh;
+    with_grh.Add({reinterpret_cast<uint8_t*>(&grh), -1, 0, kGrhBytes});
+    for (int i = 0; i < src.count; ++i) with_grh.Add(src.piece[i]);
+    if (!CopyPieces(dst, with_grh)) recv.status = IBV_WC_LOC_ACCESS_ERR;
+    recv.wc_flags |= IBV_WC_GRH;
+  } else if (!CopyPieces(dst, src)) {
+    recv.status = IBV_WC_LOC_ACCESS_ERR;
+  }
+  recv.byte_len = needed;
+  Complete(peer->recv_cq, peer->cq_event_fd, recv);
+}
+
+void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) {
+  const bool rc = qp.type == IBV_QPT_RC;
+  const uint32_t op = wr.opcode;
+  const bool is_read = op == IBV_WR_RDMA_READ;
+  const bool is_atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  const bool with_imm = op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const uint32_t bytes = is_atomic ? 8 : WrBytes(wr);
+  MrGuards guards;
+  // Local side first, as the requester reads its SGEs before sending.
+  PieceList local;
+  if (is_read || is_atomic) {
+    if (wr.num_sge == 0 || (is_atomic && (wr.num_sge != 1 || wr.sge[0].length < 8))) {
+      if (is_atomic) return Fail(out, IBV_WC_LOC_LEN_ERR, kVendorMessageTooLong);
+    }
+    RecvSge sge[kMaxSendSge];
+    memcpy(sge, wr.sge, wr.num_sge * sizeof(RecvSge));
+    if (is_atomic) sge[0].length = 8;
+    if (VendorError why = AddKeyedPieces(host, guards, sge, wr.num_sge, false, qp.pdn,
+                                         host.client_id(), IBV_ACCESS_LOCAL_WRITE, &local)) {
+      return Fail(out, IBV_WC_LOC_PROT_ERR, why);
+    }
+  } else if (VendorError why = GatherSource(host, guards, qp, wr, &local)) {
+    return Fail(out, IBV_WC_LOC_PROT_ERR, why);
+  }
+  out->completion.byte_len = bytes;
+
+  QpEntry* te = host.table().FindQp(qp.dest_qpn);
+  if (!te || te->type.load() != qp.type || !IsReceiveState(te->state.load())) {
+    if (rc) out->result = ExecResult::kNoResponse;
+    return;
+  }
+  PeerQp* peer = const_cast<PeerQp*>(host.FindPeerQp(qp.dest_qpn, te->generation.load()));
+  if (!peer) {
+    if (rc) out->result = ExecResult::kNoResponse;
+    return;
+  }
+  // Responder checks: the QP's access flags, alignment, then the rkey.
+  const uint32_t need = is_read     ? IBV_ACCESS_REMOTE_READ
+                        : is_atomic ? IBV_ACCESS_REMOTE_ATOMIC
+                                    : IBV_ACCESS_REMOTE_WRITE;
+  auto responder_error = [&](ibv_wc_status status, VendorError why) {
+    if (!rc) return;  // UC: the responder drops the message
+    FailTarget(host, *peer);
+    Fail(out, status, why);
+  };
+  if (!(te->access.load() & need)) return responder_error(IBV_WC_REM_INV_REQ_ERR, kVendorQpAccess);
+  if (is_atomic && (wr.remote_addr & 7)) {
+    return responder_error(IBV_WC_REM_INV_REQ_ERR, kVendorMisaligned);
+  }
+  PieceList remote;
+  if (bytes > 0) {
+    RecvSge rsge{wr.remote_addr, bytes, wr.rkey};
+    if (VendorError why = AddKeyedPieces(host, guards, &rsge, 1, true, te->pdn.load(), peer->owner,
+                                         need, &remote)) {
+      return responder_error(IBV_WC_REM_ACCESS_ERR, why);
+    }
+  }
+  ClaimedRecv r;
+  if (with_imm && !ClaimReceive(host, *peer, &r)) {
+    if (rc) {
+      out->result = ExecResult::kRnr;
+      out->rnr_timer_ns = te->min_rnr_timer.load();
+    }
+    return;
+  }
+  bool moved = true;
+  if (is_atomic) {
+    uint64_t old = 0;
+    moved = op == IBV_WR_ATOMIC_CMP_AND_SWP
+                ? AtomicCompareSwap(remote.piece[0], wr.compare_add, wr.swap, &old)
+                : AtomicFetchAdd(remote.piece[0], wr.compare_add, &old);
+    PieceList result;
+    result.Add({reinterpret_cast<uint8_t*>(&old), -1, 0, 8});
+    moved = moved && CopyPieces(local, result);
+  } else if (is_read) {
+    moved = CopyPieces(local, remote);
+  } else {
+    moved = CopyPieces(remote, local);
+  }
+  if (!moved) return responder_error(IBV_WC_REM_ACCESS_ERR, kVendorOwnerGone);
+  if (with_imm) {
+    Completion recv = ReceiveCompletion(r, *peer, qp, wr);
+    recv.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    recv.byte_len = bytes;
+    Complete(peer->recv_cq, peer->cq_event_fd, recv);
+  }
+}
+
+}  // namespace
+
+ibv_wc_opcode SendCompletionOpcode(uint32_t wr_opcode) {
+  switch (wr_opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+      return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return IBV_WC_FETCH_ADD;
+    default:
+      return IBV_WC_SEND;
+  }
+}
+
+void Complete(CqRing& cq, int event_fd, const Completion& c) {
+  if (!cq.valid()) return;
+  cq.Push(c);
+  if (cq.TakeArm(c.solicited || c.status != IBV_WC_SUCCESS) && event_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t ignored = write(event_fd, &one, sizeof(one));
+    (void)ignored;
+  }
+}
+
+void FlushRecvQueue(RecvQueue& rq, CqRing& cq, int event_fd, uint32_t qpn) {
+  ClaimedRecv r;
+  while (rq.valid() && rq.Claim(&r)) {
+    Completion c{};
+    c.wr_id = r.wr_id;
+    c.status = IBV_WC_WR_FLUSH_ERR;
+    c.opcode = IBV_WC_RECV;
+    c.vendor_err = kVendorFlushed;
+    c.qp_num = qpn;
+    Complete(cq, event_fd, c);
+  }
+}
+
+Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
+  Outcome out;
+  Completion& c = out.completion;
+  c.wr_id = wr.wr_id;
+  c.status = IBV_WC_SUCCESS;
+  c.opcode = SendCompletionOpcode(wr.opcode);
+  c.qp_num = qp.qpn;
+  if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) {
+    ExecuteRdma(host, qp, wr, &out);
+    return out;
+  }
+  const uint32_t bytes = WrBytes(wr);
+  c.byte_len = bytes;
+  MrGuards guards;
+  PieceList src;
+  if (VendorError why = GatherSource(host, guards, qp, wr, &src)) {
+    Fail(&out, IBV_WC_LOC_PROT_ERR, why);
+    return out;
+  }
+  if (qp.type == IBV_QPT_UD) {
+    if (bytes > qp.mtu_bytes) {
+      Fail(&out, IBV_WC_LOC_LEN_ERR, kVendorMessageTooLong);
+      return out;
+    }
+    if (wr.remote_qpn == 0xffffff) {
+      std::vector<uint32_t> members;
+      host.McastMembers(wr.dgid, &members);
+      for (uint32_t m : members) DeliverSend(host, qp, wr, src, bytes, m, &out);
+      return out;
+    }
+    DeliverSend(host, qp, wr, src, bytes, wr.remote_qpn, &out);
+    return out;
+  }
+  DeliverSend(host, qp, wr, src, bytes, qp.dest_qpn, &out);
+  return out;
+}
+
+}  // namespace softverbs::datapath

@@ -1,0 +1,140 @@
+// The work-request execution engine: what a NIC's requester and responder
+// do for one send work request, done by the process that posted it. It
+// validates local keys, finds the target QP in the device table, checks its
+// state, access flags and Q_Key, validates the remote key, claims the
+// target's receive WQE, moves the bytes (copy or CPU atomics on shared
+// memory) and writes the target's completion. The caller (the provider's send
+// queue) turns the outcome into the local completion and retries.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "datapath/cq_ring.h"
+#include "datapath/device_table.h"
+#include "datapath/layout.h"
+#include "datapath/memory.h"
+#include "datapath/recv_queue.h"
+
+namespace softverbs::datapath {
+
+inline constexpr uint32_t kMaxSendSge = 32;
+inline constexpr uint32_t kMaxInline = 256;
+inline constexpr uint32_t kGrhBytes = 40;
+
+// Why an error completion happened, in ibv_wc.vendor_err (docs/datapath.md).
+enum VendorError : uint32_t {
+  kVendorNone = 0,
+  kVendorBadLkey = 0x101,
+  kVendorLkeyAccess = 0x102,
+  kVendorLkeyRange = 0x103,
+  kVendorBadRkey = 0x201,
+  kVendorRkeyAccess = 0x202,
+  kVendorRkeyRange = 0x203,
+  kVendorQpAccess = 0x204,
+  kVendorMisaligned = 0x205,
+  kVendorRecvTooSmall = 0x301,
+  kVendorRecvBadLkey = 0x302,
+  kVendorRnrExceeded = 0x401,
+  kVendorNoResponse = 0x402,
+  kVendorFlushed = 0x501,
+  kVendorMessageTooLong = 0x601,
+  kVendorOwnerGone = 0x701,
+};
+
+// A send work request, copied out of the application's ibv_send_wr (or built
+// by the ibv_wr_* API) so that it can wait in the send queue.
+struct SendWr {
+  uint64_t wr_id = 0;
+  uint32_t opcode = 0;  // ibv_wr_opcode
+  uint32_t send_flags = 0;
+  uint32_t imm_data = 0;  // network order
+  uint32_t rkey = 0;
+  uint64_t remote_addr = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  // UD
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
+  uint8_t dgid[16] = {};
+  uint8_t sgid[16] = {};
+  uint8_t sl = 0;
+  // Data: scatter/gather entries, or inline bytes (IBV_SEND_INLINE).
+  uint32_t num_sge = 0;
+  RecvSge sge[kMaxSendSge];
+  uint32_t inline_len = 0;
+  uint8_t inline_data[kMaxInline];
+  // Retry bookkeeping of the send queue.
+  uint64_t first_attempt_ns = 0;
+  uint64_t next_attempt_ns = 0;
+  uint32_t rnr_retries = 0;
+};
+
+// How the executing process reaches a target QP's receive side.
+struct PeerQp {
+  uint32_t qpn = 0;
+  uint32_t generation = 0;
+  uint32_t owner = 0;
+  RecvQueue rq;          // the QP's own receive queue, or its SRQ's
+  uint32_t srqn = 0;     // != 0: rq is an SRQ
+  CqRing recv_cq;        // where its receive completions go
+  int cq_event_fd = -1;  // its completion channel (eventfd), or -1
+};
+
+// What the engine needs from the process it runs in (the provider).
+class Host {
+ public:
+  virtual ~Host() = default;
+  virtual uint32_t client_id() const = 0;
+  virtual const DeviceTable& table() const = 0;
+  // Rings of QP qpn as currently published, or nullptr (gone / unknown).
+  virtual const PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) = 0;
+  // How to reach the MR in slot e (whose key was just checked).
+  virtual const MrMapping* FindMrMapping(uint32_t key, const MrEntry& e) = 0;
+  // Moves QP qpn to the error state (via the daemon, which publishes it).
+  virtual void SetQpError(uint32_t qpn) = 0;
+  // An SRQ dropped below its armed limit.
+  virtual void SrqLimitReached(uint32_t srqn) = 0;
+  // QPs attached to a multicast group.
+  virtual void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) = 0;
+};
+
+// The initiating QP as the engine needs it.
+struct LocalQp {
+  uint32_t qpn;
+  uint32_t type;  // ibv_qp_type
+  uint32_t pdn;
+  uint32_t dest_qpn;  // RC/UC
+  uint32_t qkey;      // UD: used when remote_qkey has the high bit set
+  uint32_t mtu_bytes;
+  uint8_t sl;
+};
+
+enum class ExecResult {
+  kDone,        // finished: `completion` holds the local result
+  kRnr,         // the responder had no receive WQE (RC): retry after rnr_timer_ns
+  kNoResponse,  // the target did not answer (gone, not ready): retry after timeout
+};
+
+struct Outcome {
+  ExecResult result = ExecResult::kDone;
+  Completion completion{};  // status / opcode / byte_len of the local completion
+  uint64_t rnr_timer_ns = 0;
+};
+
+// Executes wr on behalf of qp.
+Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr);
+
+// Writes a completion to a CQ ring and signals its channel if it was armed.
+void Complete(CqRing& cq, int event_fd, const Completion& c);
+
+// Claims every WQE left in rq and completes it with IBV_WC_WR_FLUSH_ERR on
+// cq (a QP in the error state). Safe against concurrent claimers.
+void FlushRecvQueue(RecvQueue& rq, CqRing& cq, int event_fd, uint32_t qpn);
+
+// The ibv_wc_opcode of a local send completion.
+ibv_wc_opcode SendCompletionOpcode(uint32_t wr_opcode);
+
+}  // namespace softverbs::datapath

@@ -1,0 +1,198 @@
+// The shared-memory layouts of the softverbs data path. Every struct here is
+// mapped by several processes at once (the daemon, the owner of an object and
+// the peers that execute work requests against it), so each field is
+// documented, fixed in size (static_assert) and covered by kLayoutVersion:
+// change any of them and bump the version.
+//
+// Memory objects (all memfds, created by softverbsd except MR backings):
+//   - the device table: one per daemon; MR keys and QP states, so that an
+//     initiator validates a remote key or a target QP with loads only;
+//   - one ring file per CQ (CqHeader + CqEntry[capacity]);
+//   - one receive-queue file per QP and per SRQ (RecvQueueHeader +
+//     RecvWqe slots); a QP on an SRQ has an empty receive queue;
+//   - one backing file per registered range of whole pages (made by the
+//     owner's library at ibv_reg_mr, see docs/datapath.md).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace softverbs::datapath {
+
+inline constexpr uint32_t kLayoutVersion = 1;
+
+inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
+inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
+inline constexpr uint32_t kRecvQueueMagic = 0x51525653;    // "SVRQ"
+
+// Slot counts equal the device limits max_mr and max_qp: a key or a QP
+// number maps to exactly one slot, and the daemon never hands out a number
+// whose slot is taken.
+inline constexpr uint32_t kMrSlots = 65536;
+inline constexpr uint32_t kQpSlots = 16384;
+inline constexpr uint32_t kFirstQpn = 0x11;  // == limits::kFirstQpn
+
+// QpEntry::state when the QP no longer exists (destroyed, or its owner died).
+inline constexpr uint32_t kQpGone = 0xff;
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
+
+// One registered memory region. Written by the daemon only; readers load
+// lkey/rkey with acquire and then read the rest (the daemon stores the keys
+// last on publish and clears them first on invalidation).
+struct MrEntry {
+  std::atomic<uint32_t> lkey;        // the MR's lkey; 0 = slot free or invalidated
+  std::atomic<uint32_t> rkey;        // the MR's rkey; 0 = slot free or invalidated
+  std::atomic<uint32_t> inflight;    // peers inside an access; dereg waits for 0
+  std::atomic<uint32_t> access;      // ibv_access_flags of the registration
+  std::atomic<uint32_t> owner;       // daemon client id of the registering context
+  std::atomic<uint32_t> pdn;         // PD number; must equal the accessing QP's
+  std::atomic<uint32_t> generation;  // bumped on every publish of this slot
+  uint32_t reserved0;
+  std::atomic<uint64_t> iova;           // first address of the MR as keys address it
+  std::atomic<uint64_t> length;         // bytes
+  std::atomic<uint64_t> addr;           // owner's virtual address of iova
+  std::atomic<uint64_t> backed_begin;   // owner va of the first memfd-backed page
+  std::atomic<uint64_t> backed_end;     // owner va past the last backed page (== begin: none)
+  std::atomic<uint64_t> backed_offset;  // offset of backed_begin in the backing memfd
+  uint64_t reserved1[6];
+};
+static_assert(sizeof(MrEntry) == 128);
+
+// One QP number. Written by the daemon (create, modify, error, destroy,
+// client death); peers read it before they touch the QP's queues.
+struct QpEntry {
+  std::atomic<uint32_t> qpn;            // the QP number in this slot; 0 = free
+  std::atomic<uint32_t> state;          // ibv_qp_state, or kQpGone
+  std::atomic<uint32_t> generation;     // bumped each time the slot gets a new QP
+  std::atomic<uint32_t> type;           // ibv_qp_type
+  std::atomic<uint32_t> owner;          // daemon client id of the creator
+  std::atomic<uint32_t> pdn;            // PD number (MR accesses must match it)
+  std::atomic<uint32_t> qkey;           // UD: Q_Key datagrams must carry
+  std::atomic<uint32_t> access;         // qp_access_flags (REMOTE_WRITE/READ/ATOMIC)
+  std::atomic<uint32_t> dest_qpn;       // RC/UC: the connected QP
+  std::atomic<uint32_t> srqn;           // SRQ feeding this QP's receives; 0 = own RQ
+  std::atomic<uint32_t> min_rnr_timer;  // responder's RNR NAK timer code (IBTA 9.7.5.2.8)
+  std::atomic<uint32_t> sl;             // service level from the QP's address vector
+  uint32_t reserved[4];
+};
+static_assert(sizeof(QpEntry) == 64);
+
+// The device table file: header, then kMrSlots MrEntry, then kQpSlots QpEntry.
+struct DeviceTableHeader {
+  uint32_t magic;           // kDeviceTableMagic
+  uint32_t layout_version;  // kLayoutVersion
+  uint32_t mr_slots;        // kMrSlots
+  uint32_t qp_slots;        // kQpSlots
+  uint64_t mr_offset;       // byte offset of MrEntry[0]
+  uint64_t qp_offset;       // byte offset of QpEntry[0]
+  uint8_t reserved[32];
+};
+static_assert(sizeof(DeviceTableHeader) == 64);
+
+inline constexpr uint64_t kDeviceTableMrOffset = 4096;
+inline constexpr uint64_t kDeviceTableQpOffset = kDeviceTableMrOffset + kMrSlots * sizeof(MrEntry);
+inline constexpr uint64_t kDeviceTableSize = kDeviceTableQpOffset + kQpSlots * sizeof(QpEntry);
+
+// A completion queue: a bounded multi-producer, single-consumer ring. Any
+// process that completes work for this CQ (its owner for send completions,
+// peers for receive completions) reserves a slot by CAS on `tail`, fills the
+// entry and publishes it by storing `seq`; the owner consumes at `head`.
+struct CqHeader {
+  uint32_t magic;           // kCqMagic
+  uint32_t layout_version;  // kLayoutVersion
+  uint32_t capacity;        // entries, a power of two
+  uint32_t entry_size;      // sizeof(CqEntry)
+  uint32_t cqn;             // the CQ number
+  uint32_t reserved0[11];
+  alignas(64) std::atomic<uint64_t> tail;  // next slot a producer reserves
+  uint8_t pad1[56];
+  alignas(64) std::atomic<uint64_t> head;  // next slot the owner consumes
+  uint8_t pad2[56];
+  alignas(64) std::atomic<uint32_t> armed;  // 0: not armed, 1: any completion, 2: solicited only
+  std::atomic<uint32_t> events_raised;      // completion events signalled (owner counts delivered)
+  std::atomic<uint32_t> overruns;           // completions dropped because the ring was full
+  uint8_t pad3[52];
+};
+static_assert(sizeof(CqHeader) == 256);
+
+// One completion: the fields of struct ibv_wc, plain data.
+struct Completion {
+  uint64_t wr_id;
+  uint32_t status;      // ibv_wc_status
+  uint32_t opcode;      // ibv_wc_opcode
+  uint32_t vendor_err;  // softverbs reason code (VendorError) of an error completion
+  uint32_t byte_len;
+  uint32_t imm_data;  // network order, as ibv_wc.imm_data
+  uint32_t qp_num;    // local QP
+  uint32_t src_qp;    // remote QP (receive completions)
+  uint32_t wc_flags;  // ibv_wc_flags
+  uint16_t pkey_index;
+  uint16_t slid;
+  uint8_t sl;
+  uint8_t dlid_path_bits;
+  uint8_t solicited;  // the send carried IBV_SEND_SOLICITED
+  uint8_t reserved0;
+  uint32_t reserved1[2];
+};
+static_assert(sizeof(Completion) == 56);
+
+// One ring slot.
+struct CqEntry {
+  std::atomic<uint32_t> seq;  // (slot index + 1), low 32 bits, once published; acquire it
+  uint32_t reserved;
+  Completion completion;
+};
+static_assert(sizeof(CqEntry) == 64);
+
+// A receive queue (a QP's or an SRQ's): one producer (the owner posts) and
+// many consumers (every peer that delivers a message claims the WQE at
+// `head` by CAS, after copying it out).
+struct RecvQueueHeader {
+  uint32_t magic;           // kRecvQueueMagic
+  uint32_t layout_version;  // kLayoutVersion
+  uint32_t capacity;        // slots, a power of two (0: this QP has no own receive queue)
+  uint32_t max_sge;         // scatter entries per WQE
+  uint32_t wqe_stride;      // bytes per slot
+  uint32_t reserved0[11];
+  alignas(64) std::atomic<uint64_t> head;  // next WQE to claim (consumers)
+  uint8_t pad1[56];
+  alignas(64) std::atomic<uint64_t> tail;  // next slot the owner fills
+  uint8_t pad2[56];
+  alignas(64) std::atomic<uint32_t> srq_limit;  // SRQ: armed limit, 0 = not armed
+  uint8_t pad3[60];
+};
+static_assert(sizeof(RecvQueueHeader) == 256);
+
+struct RecvSge {
+  uint64_t addr;
+  uint32_t length;
+  uint32_t lkey;
+};
+static_assert(sizeof(RecvSge) == 16);
+
+// One receive WQE, followed by max_sge RecvSge.
+struct RecvWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t reserved;
+  // RecvSge sge[max_sge];
+};
+static_assert(sizeof(RecvWqe) == 16);
+
+inline uint32_t QpSlotOf(uint32_t qpn) {
+  return (qpn - kFirstQpn) % kQpSlots;
+}
+inline uint32_t MrSlotOf(uint32_t key) {
+  return ((key >> 8) & 0x7fffff) % kMrSlots;
+}
+inline uint32_t RoundUpPow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+}  // namespace softverbs::datapath

@@ -1,0 +1,131 @@
+#include "datapath/memory.h"
+
+#include <infiniband/verbs.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace softverbs::datapath {
+
+MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32_t pdn,
+                      uint32_t owner_client, uint32_t need_access, uint64_t addr, uint64_t len,
+                      uint64_t* owner_va) {
+  const uint32_t published =
+      remote ? e.rkey.load(std::memory_order_seq_cst) : e.lkey.load(std::memory_order_seq_cst);
+  if (published == 0 || published != key) return MrCheck::kBadKey;
+  if (e.owner.load(std::memory_order_relaxed) != owner_client) return MrCheck::kBadOwner;
+  if (e.pdn.load(std::memory_order_relaxed) != pdn) return MrCheck::kBadPd;
+  if ((e.access.load(std::memory_order_relaxed) & need_access) != need_access) {
+    return MrCheck::kNoAccess;
+  }
+  const uint64_t iova = e.iova.load(std::memory_order_relaxed);
+  const uint64_t length = e.length.load(std::memory_order_relaxed);
+  if (addr < iova || addr - iova > length || len > length - (addr - iova)) {
+    return MrCheck::kOutOfRange;
+  }
+  *owner_va = e.addr.load(std::memory_order_relaxed) + (addr - iova);
+  return MrCheck::kOk;
+}
+
+bool AddMrPieces(const MrMapping& m, uint64_t owner_va, uint64_t len, PieceList* out) {
+  if (m.local) {
+    return out->Add({reinterpret_cast<uint8_t*>(owner_va), -1, owner_va, len});
+  }
+  const uint64_t end = owner_va + len;
+  uint64_t at = owner_va;
+  // Head: before the backed pages.
+  if (at < m.backed_begin || m.backed_begin == m.backed_end) {
+    uint64_t stop = m.backed_begin == m.backed_end ? end : std::min(end, m.backed_begin);
+    if (!out->Add({nullptr, m.mem_fd, at, stop - at})) return false;
+    at = stop;
+  }
+  // Middle: the backed pages, mapped here.
+  if (at < end && at < m.backed_end) {
+    uint64_t stop = std::min(end, m.backed_end);
+    if (!out->Add({m.backed + (at - m.backed_begin), -1, at, stop - at})) return false;
+    at = stop;
+  }
+  // Tail.
+  if (at < end) return out->Add({nullptr, m.mem_fd, at, end - at});
+  return true;
+}
+
+namespace {
+
+bool MoveBytes(const MemPiece& dst, uint64_t doff, const MemPiece& src, uint64_t soff, uint64_t n) {
+  if (dst.ptr && src.ptr) {
+    memcpy(dst.ptr + doff, src.ptr + soff, n);
+    return true;
+  }
+  if (dst.ptr) {
+    return pread(src.mem_fd, dst.ptr + doff, n, static_cast<off_t>(src.va + soff)) ==
+           static_cast<ssize_t>(n);
+  }
+  if (src.ptr) {
+    return pwrite(dst.mem_fd, src.ptr + soff, n, static_cast<off_t>(dst.va + doff)) ==
+           static_cast<ssize_t>(n);
+  }
+  uint8_t bounce[4096];
+  for (uint64_t done = 0; done < n;) {
+    uint64_t k = std::min<uint64_t>(sizeof(bounce), n - done);
+    if (pread(src.mem_fd, bounce, k, static_cast<off_t>(src.va + soff + done)) !=
+            static_cast<ssize_t>(k) ||
+        pwrite(dst.mem_fd, bounce, k, static_cast<off_t>(dst.va + doff + done)) !=
+            static_cast<ssize_t>(k)) {
+      return false;
+    }
+    done += k;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CopyPieces(const PieceList& dst, const PieceList& src) {
+  int di = 0, si = 0;
+  uint64_t doff = 0, soff = 0;
+  while (di < dst.count && si < src.count) {
+    const MemPiece& d = dst.piece[di];
+    const MemPiece& s = src.piece[si];
+    uint64_t n = std::min(d.len - doff, s.len - soff);
+    if (!MoveBytes(d, doff, s, soff, n)) return false;
+    doff += n;
+    soff += n;
+    if (doff == d.len) ++di, doff = 0;
+    if (soff == s.len) ++si, soff = 0;
+  }
+  return true;
+}
+
+// Bytes reached through /proc/<pid>/mem cannot take a CPU atomic: there the
+// read-modify-write is not atomic against concurrent writers (docs/datapath.md,
+// "Atomics on partial pages"). Whole pages of an MR never take this path.
+bool AtomicCompareSwap(const MemPiece& p, uint64_t compare, uint64_t swap, uint64_t* old) {
+  if (p.ptr) {
+    uint64_t expected = compare;
+    __atomic_compare_exchange_n(reinterpret_cast<uint64_t*>(p.ptr), &expected, swap, false,
+                                __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    *old = expected;
+    return true;
+  }
+  uint64_t cur;
+  if (pread(p.mem_fd, &cur, 8, static_cast<off_t>(p.va)) != 8) return false;
+  *old = cur;
+  if (cur == compare && pwrite(p.mem_fd, &swap, 8, static_cast<off_t>(p.va)) != 8) return false;
+  return true;
+}
+
+bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old) {
+  if (p.ptr) {
+    *old = __atomic_fetch_add(reinterpret_cast<uint64_t*>(p.ptr), add, __ATOMIC_SEQ_CST);
+    return true;
+  }
+  uint64_t cur;
+  if (pread(p.mem_fd, &cur, 8, static_cast<off_t>(p.va)) != 8) return false;
+  *old = cur;
+  cur += add;
+  return pwrite(p.mem_fd, &cur, 8, static_cast<off_t>(p.va)) == 8;
+}
+
+}  // namespace softverbs::datapath

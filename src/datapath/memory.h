@@ -1,0 +1,90 @@
+// Reaching registered memory: key checks (key, PD, access, bounds) and the
+// pieces a range of an MR is made of for the executing process - bytes it
+// maps directly (the MR's memfd-backed whole pages, or its own memory) and
+// bytes it reaches through the owner's /proc/self/mem (the partial head and
+// tail pages the MR shares with unregistered data).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "datapath/layout.h"
+
+namespace softverbs::datapath {
+
+// How this process reaches one MR. The host keeps one per key it used.
+struct MrMapping {
+  uint32_t generation = 0;    // MrEntry::generation it was made for
+  bool local = false;         // the MR is in this process: owner va == our va
+  uint8_t* backed = nullptr;  // our address of the owner's backed_begin
+  uint64_t backed_begin = 0;  // owner va range reachable through `backed`
+  uint64_t backed_end = 0;
+  int mem_fd = -1;  // the owner's /proc/self/mem (not owned here)
+};
+
+// A contiguous part of a range: directly addressable, or via pread/pwrite.
+struct MemPiece {
+  uint8_t* ptr;  // direct access; nullptr: use mem_fd at va
+  int mem_fd;
+  uint64_t va;
+  uint64_t len;
+};
+
+inline constexpr int kMaxPieces = 128;
+struct PieceList {
+  MemPiece piece[kMaxPieces];
+  int count = 0;
+  uint64_t bytes = 0;
+  bool Add(const MemPiece& p) {
+    if (p.len == 0) return true;
+    if (count == kMaxPieces) return false;
+    piece[count++] = p;
+    bytes += p.len;
+    return true;
+  }
+};
+
+enum class MrCheck {
+  kOk,
+  kBadKey,     // no MR with this key (or invalidated)
+  kBadPd,      // MR of another PD
+  kBadOwner,   // lkey of another process
+  kNoAccess,   // the MR lacks the needed access right
+  kOutOfRange  // [addr, addr+len) not inside the MR
+};
+
+// Checks an access of `len` bytes at `addr` (an address in the key's iova
+// space) through `key`. `remote`: key is an rkey. On kOk, *owner_va is the
+// owner's virtual address of addr. The caller holds an InflightGuard.
+MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32_t pdn,
+                      uint32_t owner_client, uint32_t need_access, uint64_t addr, uint64_t len,
+                      uint64_t* owner_va);
+
+// Splits [owner_va, +len) of an MR into pieces this process can reach.
+bool AddMrPieces(const MrMapping& m, uint64_t owner_va, uint64_t len, PieceList* out);
+
+// Copies min(dst.bytes, src.bytes) bytes. Returns false if a pread/pwrite
+// through an owner's /proc/self/mem failed (the owner is gone).
+bool CopyPieces(const PieceList& dst, const PieceList& src);
+
+// A 64-bit atomic at one 8-byte aligned piece. Returns false on failure.
+bool AtomicCompareSwap(const MemPiece& p, uint64_t compare, uint64_t swap, uint64_t* old);
+bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old);
+
+// Marks a peer as inside an access of an MR, so that ibv_dereg_mr waits for
+// it. Taken before the key check (Dekker style: either the deregistering
+// owner sees inflight > 0, or this peer sees the cleared key).
+class InflightGuard {
+ public:
+  explicit InflightGuard(MrEntry* e) : e_(e) {
+    e_->inflight.fetch_add(1, std::memory_order_seq_cst);
+  }
+  InflightGuard(const InflightGuard&) = delete;
+  InflightGuard& operator=(const InflightGuard&) = delete;
+  ~InflightGuard() { e_->inflight.fetch_sub(1, std::memory_order_release); }
+
+ private:
+  MrEntry* e_;
+};
+
+}  // namespace softverbs::datapath

@@ -1,0 +1,56 @@
+#include "datapath/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace softverbs::datapath {
+
+int CreateSharedFile(const char* name, size_t size) {
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -errno;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    close(fd);
+    return -err;
+  }
+  // Peers map these files; nobody may shrink one under their feet (SIGBUS).
+  fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  return fd;
+}
+
+void* MapSharedFile(int fd, size_t* size) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return nullptr;
+  *size = static_cast<size_t>(st.st_size);
+  if (*size == 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  void* p = mmap(nullptr, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void UnmapSharedFile(void* base, size_t size) {
+  if (base) munmap(base, size);
+}
+
+int SharedMapping::Map(int fd) {
+  Reset();
+  size_t size = 0;
+  void* p = MapSharedFile(fd, &size);
+  if (!p) return errno ? errno : EINVAL;
+  base_ = p;
+  size_ = size;
+  return 0;
+}
+
+void SharedMapping::Reset() {
+  UnmapSharedFile(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace softverbs::datapath

@@ -1,0 +1,37 @@
+// Shared-memory files: create a memfd of a given size, map one (whole file,
+// MAP_SHARED), unmap. Only libc.
+#pragma once
+
+#include <cstddef>
+
+namespace softverbs::datapath {
+
+// A sealed-size memfd of `size` zero bytes, close-on-exec. Returns the fd or
+// -errno.
+int CreateSharedFile(const char* name, size_t size);
+
+// Maps the whole file read/write. Returns nullptr on failure (errno set);
+// *size receives the file's size.
+void* MapSharedFile(int fd, size_t* size);
+
+void UnmapSharedFile(void* base, size_t size);
+
+// A mapping that unmaps itself.
+class SharedMapping {
+ public:
+  SharedMapping() = default;
+  SharedMapping(const SharedMapping&) = delete;
+  SharedMapping& operator=(const SharedMapping&) = delete;
+  ~SharedMapping() { Reset(); }
+  // Maps fd (which stays owned by the caller). Returns 0 or an errno.
+  int Map(int fd);
+  void Reset();
+  void* base() const { return base_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace softverbs::datapath
