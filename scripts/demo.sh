@@ -28,12 +28,11 @@ client_log=$SOFTVERBS_RUNTIME_DIR/client.log
   >"$server_log" 2>&1 &
 server=$!
 sleep 0.5
+echo "-- the server waits for its peer; softverbs status shows its objects:"
+"$SV" status | sed -n '/client context/,$p' | sed 's/^/   /' || true
 "$SV" run -- ibv_rc_pingpong -d softverbs0 -g "$gid_index" -p "$port" -n "$iters" -s "$size" \
   127.0.0.1 >"$client_log" 2>&1 &
 client=$!
-sleep 0.3
-echo "-- while they run, softverbs status shows both processes and their objects:"
-"$SV" status | sed -n '/client context/,$p' || true
 status=0
 wait "$server" || status=$?
 wait "$client" || status=$?
