@@ -5,6 +5,7 @@
 
 #include "common/device_limits.h"
 #include "datapath/cq_ring.h"
+#include "verbs/mr_rules.h"
 
 namespace softverbs::daemon {
 
@@ -22,36 +23,16 @@ ibv_mtu MtuForInterface(uint32_t bytes) {
   return IBV_MTU_256;
 }
 
-// Access bits a memory region may carry (the kernel's IB_ACCESS_SUPPORTED).
-constexpr uint32_t kSupportedMrAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
-    IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE;
-
+// The registration rules are shared with the library, which checks them
+// before it touches any memory (verbs/mr_rules.h).
 Verdict CheckMrAccess(uint32_t access) {
-  if (access & ~kSupportedMrAccess) {
-    return Verdict::Fail(
-        EINVAL, "access flags 0x" + std::to_string(access) + " contain bits no MR may carry");
-  }
-  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-      !(access & IBV_ACCESS_LOCAL_WRITE)) {
-    return Verdict::Fail(EINVAL,
-                         "IBV_ACCESS_REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE");
-  }
-  if (access & IBV_ACCESS_ON_DEMAND) {
-    return Verdict::Fail(EOPNOTSUPP, "on-demand paging (IBV_ACCESS_ON_DEMAND) is not supported");
-  }
-  return Verdict::Ok();
+  verbs::MrRuleVerdict v = verbs::CheckMrAccess(access);
+  return v.ok() ? Verdict::Ok() : Verdict::Fail(v.err, v.why);
 }
 
 Verdict CheckMrRange(uint64_t addr, uint64_t length) {
-  if (length == 0) return Verdict::Fail(EINVAL, "MR length is 0");
-  if (length > lim::kMaxMrSize) {
-    return Verdict::Fail(EINVAL, "MR length " + std::to_string(length) + " is above max_mr_size " +
-                                     std::to_string(lim::kMaxMrSize));
-  }
-  if (addr + length < addr) return Verdict::Fail(EINVAL, "MR range wraps around");
-  return Verdict::Ok();
+  verbs::MrRuleVerdict v = verbs::CheckMrRange(addr, length, lim::kMaxMrSize);
+  return v.ok() ? Verdict::Ok() : Verdict::Fail(v.err, v.why);
 }
 
 }  // namespace

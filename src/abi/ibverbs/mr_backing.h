@@ -28,4 +28,8 @@ struct MrBacking {
 MrBacking AcquireMrBacking(void* addr, size_t length);
 void ReleaseMrBacking(uint64_t id);
 
+// Whether every byte of [addr, addr+length) is mapped readable (and writable
+// if need_write), from /proc/self/maps.
+bool MemoryIsAccessible(uintptr_t addr, size_t length, bool need_write);
+
 }  // namespace softverbs::provider

@@ -9,7 +9,9 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/provider.h"
+#include "common/device_limits.h"
 #include "common/log.h"
+#include "verbs/mr_rules.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -18,30 +20,41 @@ namespace softverbs::provider {
 namespace {
 
 // The kernel pins the pages of a registration and fails with EFAULT when part
-// of the range is not mapped; mincore gives the same answer without pinning.
-bool RangeIsMapped(const void* addr, size_t length) {
-  const uintptr_t page = sysconf(_SC_PAGESIZE);
-  uintptr_t start = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
-  uintptr_t end = reinterpret_cast<uintptr_t>(addr) + length;
-  std::vector<unsigned char> vec(1024);
-  for (uintptr_t p = start; p < end; p += vec.size() * page) {
-    size_t len = std::min<uintptr_t>(vec.size() * page, end - p);
-    if (mincore(reinterpret_cast<void*>(p), len, vec.data()) != 0) return false;
+// of the range is not mapped, or not readable (writable when the access asks
+// for writes); the process's own map gives the same answer without pinning,
+// and keeps the backing copy from faulting on a PROT_NONE page.
+bool RangeIsAccessible(const void* addr, size_t length, unsigned access) {
+  const bool need_write =
+      access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+  return MemoryIsAccessible(reinterpret_cast<uintptr_t>(addr), length, need_write);
+}
+
+// Checks what the kernel checks before it pins anything: the PD, the length
+// against max_mr_size and the access flags. Returns 0 or the errno.
+int CheckRegistration(ibv_pd* pd, const void* addr, size_t length, unsigned access) {
+  if (!pd) return EINVAL;
+  verbs::MrRuleVerdict v =
+      verbs::CheckMrRange(reinterpret_cast<uint64_t>(addr), length, limits::kMaxMrSize);
+  if (v.ok()) v = verbs::CheckMrAccess(access);
+  if (!v.ok()) {
+    Log("ibv_reg_mr: %s", v.why.c_str());
+    return v.err;
   }
-  return true;
+  if (!addr || !RangeIsAccessible(addr, length, access)) {
+    Log("ibv_reg_mr: [%p, +%zu) is not mapped memory the access flags allow", addr, length);
+    return EFAULT;
+  }
+  return 0;
 }
 
 ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  if (!pd) return FailNull<ibv_mr>(EINVAL);
-  if (length > 0 && (!addr || !RangeIsMapped(addr, length))) {
-    Log("ibv_reg_mr: [%p, +%zu) is not mapped memory", addr, length);
-    return FailNull<ibv_mr>(EFAULT);
-  }
+  // Before any backing work: the backing copies the whole range.
+  if (int err = CheckRegistration(pd, addr, length, access)) return FailNull<ibv_mr>(err);
   Context* ctx = Context::From(pd->context);
   protocol::RegMrBackedRequest req{};
   req.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
   // The data path: whole pages become shared memory peers can map.
-  MrBacking backing = length > 0 ? AcquireMrBacking(addr, length) : MrBacking{};
+  MrBacking backing = AcquireMrBacking(addr, length);
   req.backed_begin = backing.begin;
   req.backed_end = backing.end;
   req.backed_offset = backing.offset;
@@ -60,6 +73,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   }
   mr->handle = rep.handle;
   mr->backing_id = backing.id;
+  mr->access = access;
   mr->ibv.context = pd->context;
   mr->ibv.pd = pd;
   mr->ibv.addr = addr;
@@ -89,6 +103,8 @@ void WaitForPeersToLeave(Context* ctx, uint32_t lkey) {
 
 using namespace softverbs::provider;
 using softverbs::Log;
+namespace limits = softverbs::limits;
+namespace verbs = softverbs::verbs;
 namespace protocol = softverbs::protocol;
 
 SV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
@@ -151,19 +167,56 @@ SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   return 0;
 }
 
-// Returns 0 or an ibv_rereg_mr_err_code-compatible negative value... rdma-core
-// returns a positive errno, or IBV_REREG_MR_ERR_* for the partial-failure cases
-// softverbs never produces (the daemon applies all changes or none).
+// ibv_rereg_mr(3) and rdma-core's verbs.c: 0, or a negative
+// ibv_rereg_mr_err_code with errno set. Bad arguments found before the
+// command (unknown flags, a translation without address or length, an
+// address without a translation) are IBV_REREG_MR_ERR_INPUT; a command the
+// device rejects is IBV_REREG_MR_ERR_CMD with the command's errno. Either
+// way the MR is unchanged (the daemon applies all changes or none).
 SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length,
                            int access) {
-  if (!mr) return EINVAL;
-  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
-    if (!addr || length == 0 || !RangeIsMapped(addr, length)) {
-      Log("ibv_rereg_mr: [%p, +%zu) is not mapped memory", addr, length);
-      return EFAULT;
+  auto input_error = [](const char* why) {
+    Log("ibv_rereg_mr: %s", why);
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  };
+  auto command_error = [](int err) {
+    errno = err;
+    return IBV_REREG_MR_ERR_CMD;
+  };
+  if (!mr) return input_error("no MR");
+  if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) return input_error("unknown flags");
+  const bool translate = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
+  if (translate && (!addr || length == 0)) {
+    return input_error("IBV_REREG_MR_CHANGE_TRANSLATION needs an address and a length");
+  }
+  if (!translate && (addr || length)) {
+    return input_error("an address or length without IBV_REREG_MR_CHANGE_TRANSLATION");
+  }
+  // What the kernel's command checks, in its order.
+  if (flags == 0) return command_error(EINVAL);
+  if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) return command_error(EINVAL);
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    verbs::MrRuleVerdict v = verbs::CheckMrAccess(static_cast<unsigned>(access));
+    if (!v.ok()) {
+      Log("ibv_rereg_mr: %s", v.why.c_str());
+      return command_error(v.err);
     }
   }
-  if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) return EINVAL;
+  if (translate) {
+    verbs::MrRuleVerdict v =
+        verbs::CheckMrRange(reinterpret_cast<uint64_t>(addr), length, limits::kMaxMrSize);
+    if (!v.ok()) {
+      Log("ibv_rereg_mr: %s", v.why.c_str());
+      return command_error(v.err);
+    }
+    const unsigned new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access)
+                                                                     : FromPublic<Mr>(mr)->access;
+    if (!RangeIsAccessible(addr, length, new_access)) {
+      Log("ibv_rereg_mr: [%p, +%zu) is not mapped memory", addr, length);
+      return command_error(EFAULT);
+    }
+  }
   Mr* m = FromPublic<Mr>(mr);
   protocol::ReregMrRequest req{m->handle,
                                static_cast<uint32_t>(flags),
@@ -173,13 +226,14 @@ SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t
                                length};
   protocol::RegMrReply rep{};
   if (int err = Context::From(mr->context)->channel.Call(protocol::Op::kReregMr, req, &rep)) {
-    return err;
+    return command_error(err);
   }
   if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
-  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+  if (translate) {
     mr->addr = addr;
     mr->length = length;
   }
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) m->access = static_cast<unsigned>(access);
   mr->lkey = rep.lkey;
   mr->rkey = rep.rkey;
   return 0;

@@ -87,6 +87,7 @@ struct Mr {
   ibv_mr ibv;  // first
   Handle handle;
   uint64_t backing_id = 0;  // mr_backing.h: the memfd backing its whole pages (0: none)
+  unsigned access = 0;      // ibv_access_flags as last registered (rereg checks the new range)
 };
 
 struct Cq;

@@ -1,0 +1,43 @@
+#include "verbs/mr_rules.h"
+
+#include <errno.h>
+#include <infiniband/verbs.h>
+
+#include <cstdio>
+
+namespace softverbs::verbs {
+
+uint32_t SupportedMrAccess() {
+  return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+         IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING |
+         IBV_ACCESS_OPTIONAL_RANGE;
+}
+
+MrRuleVerdict CheckMrRange(uint64_t addr, uint64_t length, uint64_t max_mr_size) {
+  if (length == 0) return {EINVAL, "MR length is 0"};
+  if (length > max_mr_size) {
+    return {EINVAL, "MR length " + std::to_string(length) + " is above max_mr_size " +
+                        std::to_string(max_mr_size)};
+  }
+  if (addr + length < addr) return {EINVAL, "MR range wraps around"};
+  return {};
+}
+
+MrRuleVerdict CheckMrAccess(uint32_t access) {
+  if (access & ~SupportedMrAccess()) {
+    char hex[16];
+    snprintf(hex, sizeof(hex), "%#x", access);
+    return {EINVAL, std::string("access flags ") + hex + " contain bits no MR may carry"};
+  }
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE)) {
+    return {EINVAL, "IBV_ACCESS_REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE"};
+  }
+  if (access & IBV_ACCESS_ON_DEMAND) {
+    return {EOPNOTSUPP, "on-demand paging (IBV_ACCESS_ON_DEMAND) is not supported"};
+  }
+  return {};
+}
+
+}  // namespace softverbs::verbs

@@ -1,0 +1,28 @@
+// The rules a memory registration must follow before any memory is touched:
+// length (1..max_mr_size, no wrap-around) and access flags (known bits,
+// remote write/atomic need local write, no on-demand paging). The library
+// checks them before it builds the MR's shared backing (a copy of the whole
+// range), the daemon checks them again as the kernel would.
+#ifndef SOFTVERBS_VERBS_MR_RULES_H_
+#define SOFTVERBS_VERBS_MR_RULES_H_
+
+#include <cstdint>
+#include <string>
+
+namespace softverbs::verbs {
+
+struct MrRuleVerdict {
+  int err = 0;      // 0 or a positive errno
+  std::string why;  // the rule that was broken
+  bool ok() const { return err == 0; }
+};
+
+// Access bits a memory region may carry (the kernel's IB_ACCESS_SUPPORTED).
+uint32_t SupportedMrAccess();
+
+MrRuleVerdict CheckMrRange(uint64_t addr, uint64_t length, uint64_t max_mr_size);
+MrRuleVerdict CheckMrAccess(uint32_t access);
+
+}  // namespace softverbs::verbs
+
+#endif  // SOFTVERBS_VERBS_MR_RULES_H_
