@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/device_limits.h"
 #include "daemon/device.h"
 #include "datapath/cq_ring.h"
 #include "datapath/recv_queue.h"
@@ -83,15 +84,18 @@ bool Device::MrSlotFree(uint32_t index) const {
   return !table_.valid() || table_.MrSlot(index << 8)->lkey.load() == 0;
 }
 
-int Device::MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge) {
-  int fd = dp::CreateSharedFile("softverbs-rq", dp::RecvQueueFileSize(max_wr, max_sge));
+int Device::MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_wr) {
+  const uint32_t room = room_wr > max_wr ? room_wr : max_wr;
+  int fd = dp::CreateSharedFile("softverbs-rq", dp::RecvQueueFileSize(room, max_sge));
   if (fd < 0) return fd;
   WithMapping(fd, [&](void* base) { dp::InitRecvQueueFile(base, max_wr, max_sge); });
   return fd;
 }
 
 int Device::MakeCqFile(uint32_t cqe, uint32_t cqn) {
-  int fd = dp::CreateSharedFile("softverbs-cq", dp::CqFileSize(cqe));
+  // Room for the largest CQ: ibv_resize_cq grows the ring in place, and
+  // only the pages of the slots in use are ever touched.
+  int fd = dp::CreateSharedFile("softverbs-cq", dp::CqFileSize(limits::kMaxCqe));
   if (fd < 0) return fd;
   WithMapping(fd, [&](void* base) { dp::InitCqFile(base, cqe, cqn); });
   return fd;
@@ -107,6 +111,7 @@ void Device::PublishQp(const Qp& qp) {
   e->owner.store(qp.creator);
   e->pdn.store(qp.pd && pds_.count(qp.pd) ? pds_.at(qp.pd).pdn : 0);
   e->srqn.store(qp.srq && srqs_.count(qp.srq) ? srqs_.at(qp.srq).srqn : 0);
+  e->xrcd.store(qp.type == IBV_QPT_XRC_RECV ? qp.xrcd : 0);
   PublishQpAttributes(qp);
   e->qpn.store(qp.qpn, std::memory_order_release);  // last: the entry is complete
 }
@@ -119,6 +124,9 @@ void Device::PublishQpAttributes(const Qp& qp) {
   e->dest_qpn.store(qp.attr.dest_qp_num);
   e->min_rnr_timer.store(qp.attr.min_rnr_timer);
   e->sl.store(qp.attr.ah_attr.sl);
+  // COMM_EST is raised once per arrival in RTR; a QP back before RTR may
+  // raise it again.
+  if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT) e->comm_est.store(0);
   e->state.store(qp.state, std::memory_order_seq_cst);
 }
 

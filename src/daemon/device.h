@@ -110,6 +110,9 @@ class Device {
   Verdict QpError(ClientId c, uint32_t qpn);
   Verdict SrqLimitReached(ClientId c, uint32_t srqn);
   Verdict McastMembers(ClientId c, const uint8_t gid[16], std::vector<uint32_t>* qpns);
+  // XRC (xrc_datapath.cc): an XRC SRQ by number; events of a shared QP.
+  Verdict MapSrq(ClientId c, uint32_t srqn, protocol::MapSrqReply* out, std::vector<int>* fds);
+  Verdict RaiseQpEvent(ClientId c, uint32_t qpn, uint32_t event_type);
 
   // DEVX (mlx5dv_devx_*): the emulated firmware over these tables.
   DevxService& devx();
@@ -128,7 +131,8 @@ class Device {
   void CreateDeviceTable();
   bool QpSlotFree(uint32_t qpn) const;
   bool MrSlotFree(uint32_t index) const;
-  int MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge);
+  // room_wr: the most WQEs the queue may ever hold (an SRQ grows in place).
+  int MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_wr = 0);
   int MakeCqFile(uint32_t cqe, uint32_t cqn);
   void PublishQp(const Qp& qp);
   void PublishQpAttributes(const Qp& qp);
@@ -136,6 +140,8 @@ class Device {
   void PublishMr(const Mr& mr);
   void UnpublishMr(Mr& mr);
   void ArmSrqLimit(const Srq& srq);
+  void PublishSrqNumber(const Srq& srq);    // xrc_datapath.cc
+  void UnpublishSrqNumber(const Srq& srq);  // before the SRQ is destroyed
 
   template <typename Table>
   auto* FindOwned(Table& table, ClientId c, Handle h) {

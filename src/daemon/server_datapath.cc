@@ -78,6 +78,23 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       Reply(conn, hdr.seq, v, qpns.data(), qpns.size() * sizeof(uint32_t));
       return true;
     }
+    case Op::kMapSrq: {
+      protocol::MapSrqRequest req;
+      if (len != sizeof(req)) return bad_size();
+      memcpy(&req, body, sizeof(req));
+      protocol::MapSrqReply out{};
+      std::vector<int> out_fds;
+      Verdict v = device_.MapSrq(c, req.srqn, &out, &out_fds);
+      Reply(conn, hdr.seq, v, &out, sizeof(out), out_fds);
+      return true;
+    }
+    case Op::kQpEvent: {
+      protocol::QpEventRequest req;
+      if (len != sizeof(req)) return bad_size();
+      memcpy(&req, body, sizeof(req));
+      Reply(conn, hdr.seq, device_.RaiseQpEvent(c, req.qpn, req.event_type), nullptr, 0);
+      return true;
+    }
     default:
       return false;
   }

@@ -49,7 +49,7 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
           req.max_wr,
           req.max_sge ? req.max_sge : 1,
           req.srq_limit};
-  srq.ring_fd = MakeRecvQueueFile(srq.max_wr, srq.max_sge);
+  srq.ring_fd = MakeRecvQueueFile(srq.max_wr, srq.max_sge, lim::kMaxSrqWr);
   if (srq.ring_fd < 0) return Verdict::Fail(ENOMEM, "create_srq: cannot make the receive queue");
   next_srqn_++;
   pd->users++;
@@ -57,6 +57,7 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
   if (xh) xrcds_[xh->xrcd].users++;
   srqs_[srq.handle] = srq;
   if (srq.srq_limit) ArmSrqLimit(srq);
+  PublishSrqNumber(srq);
   *out = {srq.handle, srq.srqn, srq.max_wr, srq.max_sge};
   return Verdict::Ok();
 }
@@ -82,10 +83,8 @@ Verdict Device::ModifySrq(ClientId c, const protocol::ModifySrqRequest& req) {
     return Verdict::Fail(EINVAL, "srq_limit " + std::to_string(limit) + " is above max_wr " +
                                      std::to_string(max_wr));
   }
-  if ((req.mask & IBV_SRQ_MAX_WR) && max_wr > srq->max_wr) {
-    // Growing would move the ring peers are claiming from.
-    return Verdict::Fail(EOPNOTSUPP, "modify_srq: max_wr cannot grow (docs/datapath.md)");
-  }
+  // The ring itself is resized in place by the owner's library, which
+  // holds it closed while this runs (datapath/recv_queue.h).
   srq->max_wr = max_wr;
   if (req.mask & IBV_SRQ_LIMIT) {
     srq->srq_limit = req.srq_limit;
@@ -110,6 +109,7 @@ Verdict Device::DestroySrq(ClientId c, Handle h) {
   pds_[srq->pd].users--;
   if (srq->cq) cqs_[srq->cq].users--;
   Handle xrcd = srq->xrcd;
+  UnpublishSrqNumber(*srq);
   if (srq->ring_fd >= 0) close(srq->ring_fd);
   srqs_.erase(h);
   if (xrcd) ReleaseXrcdUse(xrcd);

@@ -122,24 +122,71 @@ VendorError GatherSource(Host& host, MrGuards& guards, const LocalQp& qp, const 
   return AddKeyedPieces(host, guards, wr.sge, wr.num_sge, false, qp.pdn, host.client_id(), 0, src);
 }
 
+bool IsReliable(uint32_t type) {
+  return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
+}
+
+// The QP type a requester of `type` talks to.
+uint32_t TargetTypeOf(uint32_t type) {
+  return type == IBV_QPT_XRC_SEND ? static_cast<uint32_t>(IBV_QPT_XRC_RECV) : type;
+}
+
+// Finds the target QP of a work request and its receive side. For XRC the
+// receive side is the SRQ the WR names, which must be an XRC SRQ of the
+// target QP's domain: its ring, CQ, PD and owner stand in for the QP's.
+// Returns false when the WR ended here (`out` says how: no response, or an
+// error completion).
+bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t target_qpn,
+                 QpEntry** te_out, PeerQp* peer_out, Outcome* out) {
+  const bool reliable = IsReliable(qp.type);
+  QpEntry* te = host.table().FindQp(target_qpn);
+  if (!te || te->type.load() != TargetTypeOf(qp.type) || !IsReceiveState(te->state.load())) {
+    if (reliable) out->result = ExecResult::kNoResponse;
+    return false;  // UC/UD: the packet is silently dropped
+  }
+  *te_out = te;
+  if (qp.type != IBV_QPT_XRC_SEND) {
+    const PeerQp* p = host.FindPeerQp(target_qpn, te->generation.load());
+    if (!p) {
+      if (reliable) out->result = ExecResult::kNoResponse;
+      return false;
+    }
+    *peer_out = *p;
+    peer_out->pdn = te->pdn.load();
+    return true;
+  }
+  const PeerQp* srq = host.FindXrcSrq(wr.remote_srqn);
+  if (!srq || srq->xrcd != te->xrcd.load()) {
+    // An invalid XRCETH or an XRC domain violation is a local access
+    // violation at the responder (IBA; hns reports both as QP_ACCESS_ERR):
+    // the target QP goes to the error state and the requester is NAKed
+    // with Remote Access Error.
+    host.SetQpError(target_qpn);
+    host.RaiseQpEvent(target_qpn, IBV_EVENT_QP_ACCESS_ERR);
+    Fail(out, IBV_WC_REM_ACCESS_ERR, kVendorXrcSrq);
+    return false;
+  }
+  *peer_out = *srq;
+  peer_out->qpn = target_qpn;
+  // The first message a receive QP gets in RTR establishes communication.
+  if (te->state.load() == IBV_QPS_RTR && te->comm_est.exchange(1) == 0) {
+    host.RaiseQpEvent(target_qpn, IBV_EVENT_COMM_EST);
+  }
+  return true;
+}
+
 // SEND / SEND_WITH_IMM to one target (for UD, one member of a group).
 void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceList& src,
                  uint32_t bytes, uint32_t target_qpn, Outcome* out) {
-  const bool rc = qp.type == IBV_QPT_RC;
+  const bool rc = IsReliable(qp.type);
   const bool ud = qp.type == IBV_QPT_UD;
-  QpEntry* te = host.table().FindQp(target_qpn);
-  if (!te || te->type.load() != qp.type || !IsReceiveState(te->state.load())) {
-    if (rc) out->result = ExecResult::kNoResponse;
-    return;  // UC/UD: the packet is silently dropped
-  }
+  QpEntry* te = nullptr;
+  PeerQp target;
+  PeerQp* peer = &target;
+  if (!ReachTarget(host, qp, wr, target_qpn, &te, &target, out)) return;
   if (ud) {
     uint32_t qkey = (wr.remote_qkey & 0x80000000u) ? qp.qkey : wr.remote_qkey;
     if (qkey != te->qkey.load()) return;  // dropped, as a Q_Key violation is
-  }
-  PeerQp* peer = const_cast<PeerQp*>(host.FindPeerQp(target_qpn, te->generation.load()));
-  if (!peer) {
-    if (rc) out->result = ExecResult::kNoResponse;
-    return;
   }
   ClaimedRecv r;
   if (!ClaimReceive(host, *peer, &r)) {
@@ -158,7 +205,7 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceLis
   VendorError why = kVendorNone;
   if (room < needed) {
     why = kVendorRecvTooSmall;
-  } else if (AddKeyedPieces(host, guards, r.sge, r.num_sge, false, te->pdn.load(), peer->owner,
+  } else if (AddKeyedPieces(host, guards, r.sge, r.num_sge, false, peer->pdn, peer->owner,
                             IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
     why = kVendorRecvBadLkey;
   }
@@ -192,7 +239,7 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceLis
 }
 
 void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) {
-  const bool rc = qp.type == IBV_QPT_RC;
+  const bool rc = IsReliable(qp.type);
   const uint32_t op = wr.opcode;
   const bool is_read = op == IBV_WR_RDMA_READ;
   const bool is_atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
@@ -217,16 +264,10 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   }
   out->completion.byte_len = bytes;
 
-  QpEntry* te = host.table().FindQp(qp.dest_qpn);
-  if (!te || te->type.load() != qp.type || !IsReceiveState(te->state.load())) {
-    if (rc) out->result = ExecResult::kNoResponse;
-    return;
-  }
-  PeerQp* peer = const_cast<PeerQp*>(host.FindPeerQp(qp.dest_qpn, te->generation.load()));
-  if (!peer) {
-    if (rc) out->result = ExecResult::kNoResponse;
-    return;
-  }
+  QpEntry* te = nullptr;
+  PeerQp target;
+  PeerQp* peer = &target;
+  if (!ReachTarget(host, qp, wr, qp.dest_qpn, &te, &target, out)) return;
   // Responder checks: the QP's access flags, alignment, then the rkey.
   const uint32_t need = is_read     ? IBV_ACCESS_REMOTE_READ
                         : is_atomic ? IBV_ACCESS_REMOTE_ATOMIC
@@ -234,6 +275,12 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   auto responder_error = [&](ibv_wc_status status, VendorError why) {
     if (!rc) return;  // UC: the responder drops the message
     FailTarget(host, *peer);
+    // A shared XRC receive QP: every handle hears of the error, as the
+    // affiliated async event of the responder's NAK.
+    if (peer->xrcd) {
+      host.RaiseQpEvent(peer->qpn, status == IBV_WC_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR
+                                                                   : IBV_EVENT_QP_REQ_ERR);
+    }
     Fail(out, status, why);
   };
   if (!(te->access.load() & need)) return responder_error(IBV_WC_REM_INV_REQ_ERR, kVendorQpAccess);
@@ -243,8 +290,8 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   PieceList remote;
   if (bytes > 0) {
     RecvSge rsge{wr.remote_addr, bytes, wr.rkey};
-    if (VendorError why = AddKeyedPieces(host, guards, &rsge, 1, true, te->pdn.load(), peer->owner,
-                                         need, &remote)) {
+    if (VendorError why =
+            AddKeyedPieces(host, guards, &rsge, 1, true, peer->pdn, peer->owner, need, &remote)) {
       return responder_error(IBV_WC_REM_ACCESS_ERR, why);
     }
   }

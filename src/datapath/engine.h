@@ -35,6 +35,7 @@ enum VendorError : uint32_t {
   kVendorRkeyRange = 0x203,
   kVendorQpAccess = 0x204,
   kVendorMisaligned = 0x205,
+  kVendorXrcSrq = 0x206,  // XRC: no XRC SRQ with that number in the target's domain
   kVendorRecvTooSmall = 0x301,
   kVendorRecvBadLkey = 0x302,
   kVendorRnrExceeded = 0x401,
@@ -61,6 +62,10 @@ struct SendWr {
   uint8_t dgid[16] = {};
   uint8_t sgid[16] = {};
   uint8_t sl = 0;
+  // XRC: the SRQ the message is for (wr.qp_type.xrc.remote_srqn, or
+  // ibv_wr_set_xrc_srqn, which sets srqn_set: it is mandatory there).
+  uint32_t remote_srqn = 0;
+  bool srqn_set = false;
   // Data: scatter/gather entries, or inline bytes (IBV_SEND_INLINE).
   uint32_t num_sge = 0;
   RecvSge sge[kMaxSendSge];
@@ -81,6 +86,10 @@ struct PeerQp {
   uint32_t srqn = 0;     // != 0: rq is an SRQ
   CqRing recv_cq;        // where its receive completions go
   int cq_event_fd = -1;  // its completion channel (eventfd), or -1
+  // XRC SRQs (reached by SRQ number): the receive side's PD, whose MRs the
+  // responder may touch, and the XRC domain the SRQ belongs to.
+  uint32_t pdn = 0;
+  uint32_t xrcd = 0;
 };
 
 // What the engine needs from the process it runs in (the provider).
@@ -97,6 +106,12 @@ class Host {
   virtual void SetQpError(uint32_t qpn) = 0;
   // An SRQ dropped below its armed limit.
   virtual void SrqLimitReached(uint32_t srqn) = 0;
+  // The receive side of XRC SRQ srqn (its ring, CQ, PD and domain), or
+  // nullptr when no XRC SRQ has that number.
+  virtual const PeerQp* FindXrcSrq(uint32_t srqn) = 0;
+  // Raises an affiliated async event of QP qpn at every handle of it
+  // (IBV_EVENT_COMM_EST, IBV_EVENT_QP_ACCESS_ERR).
+  virtual void RaiseQpEvent(uint32_t qpn, ibv_event_type event) = 0;
   // QPs attached to a multicast group.
   virtual void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) = 0;
 };
@@ -104,7 +119,7 @@ class Host {
 // The initiating QP as the engine needs it.
 struct LocalQp {
   uint32_t qpn;
-  uint32_t type;  // ibv_qp_type
+  uint32_t type;  // ibv_qp_type (the legacy IBV_QPT_XRC arrives as IBV_QPT_XRC_SEND)
   uint32_t pdn;
   uint32_t dest_qpn;  // RC/UC
   uint32_t qkey;      // UD: used when remote_qkey has the high bit set

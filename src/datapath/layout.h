@@ -20,7 +20,7 @@
 
 namespace softverbs::datapath {
 
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: XRC (QpEntry xrcd/events, SRQ number)
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -77,7 +77,9 @@ struct QpEntry {
   std::atomic<uint32_t> srqn;           // SRQ feeding this QP's receives; 0 = own RQ
   std::atomic<uint32_t> min_rnr_timer;  // responder's RNR NAK timer code (IBTA 9.7.5.2.8)
   std::atomic<uint32_t> sl;             // service level from the QP's address vector
-  uint32_t reserved[4];
+  std::atomic<uint32_t> xrcd;           // XRC_RECV: its XRC domain (daemon id); else 0
+  std::atomic<uint32_t> comm_est;       // XRC_RECV: 1 once an initiator raised COMM_EST in RTR
+  uint32_t reserved[2];
 };
 static_assert(sizeof(QpEntry) == 64);
 
@@ -157,7 +159,10 @@ struct RecvQueueHeader {
   uint32_t capacity;        // slots, a power of two (0: this QP has no own receive queue)
   uint32_t max_sge;         // scatter entries per WQE
   uint32_t wqe_stride;      // bytes per slot
-  uint32_t reserved0[11];
+  // An SRQ's number while it exists (0: a QP's queue, or the SRQ is gone).
+  // XRC initiators address SRQs by number and check it before delivering.
+  std::atomic<uint32_t> srqn;
+  uint32_t reserved0[10];
   alignas(64) std::atomic<uint64_t> head;  // next WQE to claim (consumers)
   uint8_t pad1[56];
   alignas(64) std::atomic<uint64_t> tail;  // next slot the owner fills

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -53,12 +53,14 @@ enum class Op : uint16_t {
   kDevxDestroy,
   kDevxUmemReg,
   kDevxUmemDereg,
-  kRegMrBacked,      // data path ops: bodies at the end of this file
+  kRegMrBacked,  // data path ops: bodies at the end of this file
   kMapQp,
   kMapMr,
   kQpError,
   kSrqLimitReached,
   kMcastMembers,
+  kMapSrq,  // XRC data path
+  kQpEvent,
   kCount
 };
 
@@ -366,6 +368,32 @@ struct SrqLimitRequest {
 // The QPs attached to a multicast group: reply body is uint32_t qpn[].
 struct McastMembersRequest {
   uint8_t gid[16];
+};
+
+// ---- XRC on the data path (docs/xrc.md) --------------------------------------
+
+// An XRC initiator asks for the receive side of XRC SRQ srqn (ENOENT if no
+// XRC SRQ has that number). Reply fds, in order: the SRQ's receive queue,
+// its CQ's ring, then the CQ's channel eventfd when has_event_fd.
+struct MapSrqRequest {
+  uint32_t srqn;
+  uint32_t reserved;
+};
+struct MapSrqReply {
+  uint32_t srqn;
+  uint32_t owner;  // client id of the SRQ's creator
+  uint32_t xrcd;   // the SRQ's XRC domain (== QpEntry::xrcd of its receive QPs)
+  uint32_t pdn;    // the SRQ's PD: XRC responders check keys against it
+  uint32_t has_event_fd;
+  uint32_t reserved;
+};
+static_assert(sizeof(MapSrqReply) == 24);
+
+// The data path raises an affiliated event of QP qpn at every handle of it
+// (only IBV_EVENT_COMM_EST, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_REQ_ERR).
+struct QpEventRequest {
+  uint32_t qpn;
+  uint32_t event_type;  // ibv_event_type
 };
 
 }  // namespace softverbs::protocol

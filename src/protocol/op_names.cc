@@ -10,7 +10,7 @@ const char* OpName(Op op) {
       "open_qp",    "create_ah",   "destroy_ah", "attach_mcast", "detach_mcast", "open_xrcd",
       "close_xrcd", "status",      "shutdown",   "devx_open",    "devx_command", "devx_destroy",
       "devx_umem_reg", "devx_umem_dereg", "reg_mr_backed", "map_qp", "map_mr", "qp_error",
-      "srq_limit_reached", "mcast_members"};
+      "srq_limit_reached", "mcast_members", "map_srq", "qp_event"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -103,6 +103,54 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
   return result;
 }
 
+const dp::PeerQp* PeerCache::FindXrcSrq(uint32_t srqn) {
+  if (srqn == 0) return nullptr;
+  std::lock_guard lock(mutex_);
+  auto it = xrc_srqs_.find(srqn);
+  if (it != xrc_srqs_.end()) {
+    // SRQ numbers are never reused: the number in the ring proves the SRQ
+    // is still there (the daemon clears it on destroy).
+    if (it->second->peer.rq.header()->srqn.load(std::memory_order_acquire) == srqn) {
+      return &it->second->peer;
+    }
+    retired_qps_.push_back(std::move(it->second));
+    xrc_srqs_.erase(it);
+  }
+  protocol::MapSrqRequest req{srqn, 0};
+  protocol::MapSrqReply rep{};
+  std::vector<int> fds;
+  if (ctx_->channel.Call(protocol::Op::kMapSrq, &req, sizeof(req), &rep, sizeof(rep), nullptr, 0,
+                         nullptr, &fds) != 0) {
+    for (int fd : fds) close(fd);
+    return nullptr;
+  }
+  auto files = std::make_unique<QpFiles>();
+  bool ok =
+      fds.size() >= 2 && files->rq_mapping.Map(fds[0]) == 0 && files->cq_mapping.Map(fds[1]) == 0;
+  if (ok && rep.has_event_fd && fds.size() >= 3) {
+    files->event_fd = fds[2];
+    fds.pop_back();
+  }
+  for (int fd : fds) close(fd);
+  if (!ok) return nullptr;
+  dp::PeerQp& p = files->peer;
+  p.owner = rep.owner;
+  p.srqn = srqn;
+  p.pdn = rep.pdn;
+  p.xrcd = rep.xrcd;
+  p.rq.Attach(files->rq_mapping.base());
+  p.recv_cq.Attach(files->cq_mapping.base());
+  p.cq_event_fd = files->event_fd;
+  const dp::PeerQp* result = &files->peer;
+  xrc_srqs_[srqn] = std::move(files);
+  return result;
+}
+
+void PeerCache::RaiseQpEvent(uint32_t qpn, ibv_event_type event) {
+  protocol::QpEventRequest req{qpn, static_cast<uint32_t>(event)};
+  ctx_->channel.Call(protocol::Op::kQpEvent, &req, sizeof(req), nullptr, 0);
+}
+
 void PeerCache::SetQpError(uint32_t qpn) {
   protocol::QpErrorRequest req{qpn, 0};
   ctx_->channel.Call(protocol::Op::kQpError, &req, sizeof(req), nullptr, 0);

@@ -27,6 +27,8 @@ class PeerCache : public datapath::Host {
   void SetQpError(uint32_t qpn) override;
   void SrqLimitReached(uint32_t srqn) override;
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
+  const datapath::PeerQp* FindXrcSrq(uint32_t srqn) override;
+  void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override;
 
  private:
   struct QpFiles {
@@ -45,6 +47,7 @@ class PeerCache : public datapath::Host {
   Context* ctx_;
   std::mutex mutex_;
   std::unordered_map<uint32_t, std::unique_ptr<QpFiles>> qps_;
+  std::unordered_map<uint32_t, std::unique_ptr<QpFiles>> xrc_srqs_;  // by SRQ number
   std::unordered_map<uint32_t, std::unique_ptr<MrFiles>> mrs_;
   std::unordered_map<uint32_t, int> mem_fds_;  // owner client id -> its /proc/self/mem
   // Stale entries stay mapped until the context closes: another thread may

@@ -43,6 +43,11 @@ int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) 
     default:
       break;
   }
+  if (DatapathQpType(qp->ibv.qp_base.qp_type) == IBV_QPT_XRC_SEND) {
+    // The legacy wr.xrc_remote_srq_num sits at the same offset.
+    out->remote_srqn = in.qp_type.xrc.remote_srqn;
+    out->srqn_set = true;
+  }
   if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
     if (!in.wr.ud.ah) return EINVAL;
     if (int err = SetUdAddress(ctx, in.wr.ud.ah, in.wr.ud.remote_qpn, in.wr.ud.remote_qkey, out)) {

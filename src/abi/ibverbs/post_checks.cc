@@ -26,21 +26,28 @@ int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
   constexpr uint32_t kKnownFlags =
       IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE | IBV_SEND_IP_CSUM;
   if (wr.send_flags & ~kKnownFlags) return EINVAL;
-  const ibv_qp_type type = qp->ibv.qp_base.qp_type;
+  const ibv_qp_type type = DatapathQpType(qp->ibv.qp_base.qp_type);
+  if (type == IBV_QPT_XRC_SEND && !wr.srqn_set) {
+    Log("ibv_wr_complete: XRC_SEND QP 0x%x: a WR without ibv_wr_set_xrc_srqn",
+        qp->ibv.qp_base.qp_num);
+    return EINVAL;
+  }
+  // XRC_SEND is an RC requester whose messages name an SRQ.
+  const bool rc = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
   bool ok = false;
   switch (wr.opcode) {
     case IBV_WR_SEND:
     case IBV_WR_SEND_WITH_IMM:
-      ok = type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_UD;
+      ok = rc || type == IBV_QPT_UC || type == IBV_QPT_UD;
       break;
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
-      ok = type == IBV_QPT_RC || type == IBV_QPT_UC;
+      ok = rc || type == IBV_QPT_UC;
       break;
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      ok = type == IBV_QPT_RC;
+      ok = rc;
       break;
     default:
       ok = false;

@@ -6,11 +6,21 @@
 
 namespace softverbs::provider {
 
+// The legacy OFED send-side XRC QP type (include/softverbs/xrc_legacy.h):
+// an XRC_SEND QP whose ibv_qp.qp_type reads 5.
+inline constexpr ibv_qp_type kLegacyQptXrc = static_cast<ibv_qp_type>(5);
+
+// XRC_SEND, or the legacy IBV_QPT_XRC: what the data path runs them as.
+inline ibv_qp_type DatapathQpType(ibv_qp_type type) {
+  return type == kLegacyQptXrc ? IBV_QPT_XRC_SEND : type;
+}
+
 // The QP can post: RTS or SQD (a QP in ERR accepts WRs and flushes them).
 // Returns 0 or EINVAL.
 int CheckSendState(Qp* qp);
 
-// The opcode exists for the QP's type, the flags are known. 0 or EINVAL.
+// The opcode exists for the QP's type, the flags are known, an XRC WR names
+// its SRQ. 0 or EINVAL.
 int CheckSendWr(Qp* qp, const datapath::SendWr& wr);
 
 // Fills the UD destination of wr from an address handle.

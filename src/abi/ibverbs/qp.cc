@@ -10,10 +10,12 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/qp_ex_ops.h"
 #include "abi/ibverbs/send_queue.h"
 #include "common/log.h"
+#include "softverbs/xrc_legacy.h"
 
 namespace softverbs::provider {
 namespace {
@@ -170,18 +172,27 @@ namespace protocol = softverbs::protocol;
 
 SV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (!pd || !attr) return FailNull<ibv_qp>(EINVAL);
+  // The legacy OFED send QP: attr is really a struct ibv_xrc_qp_init_attr
+  // (xrc_domain trailing); it runs as an XRC_SEND QP of that PD.
+  const bool legacy_xrc = attr->qp_type == kLegacyQptXrc;
+  if (legacy_xrc && !reinterpret_cast<ibv_xrc_qp_init_attr*>(attr)->xrc_domain) {
+    Log("ibv_create_qp: an IBV_QPT_XRC QP needs xrc_domain (struct ibv_xrc_qp_init_attr)");
+    return FailNull<ibv_qp>(EINVAL);
+  }
   ibv_qp_init_attr_ex ex{};
   ex.qp_context = attr->qp_context;
   ex.send_cq = attr->send_cq;
   ex.recv_cq = attr->recv_cq;
   ex.srq = attr->srq;
   ex.cap = attr->cap;
-  ex.qp_type = attr->qp_type;
+  ex.qp_type = DatapathQpType(attr->qp_type);
   ex.sq_sig_all = attr->sq_sig_all;
   ex.comp_mask = IBV_QP_INIT_ATTR_PD;
   ex.pd = pd;
   ibv_qp* qp = CreateQpExOp(pd->context, &ex);
-  if (qp) attr->cap = ex.cap;
+  if (!qp) return nullptr;
+  attr->cap = ex.cap;
+  if (legacy_xrc) qp->qp_type = kLegacyQptXrc;  // as OFED reports it
   return qp;
 }
 
@@ -227,7 +238,10 @@ SV_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
   init_attr->recv_cq = qp->recv_cq;
   init_attr->srq = qp->srq;
   init_attr->cap = rep.init_cap;
-  init_attr->qp_type = static_cast<ibv_qp_type>(rep.qp_type);
+  // The daemon knows a legacy IBV_QPT_XRC QP as XRC_SEND; report the type
+  // the application created.
+  init_attr->qp_type =
+      qp->qp_type == kLegacyQptXrc ? kLegacyQptXrc : static_cast<ibv_qp_type>(rep.qp_type);
   init_attr->sq_sig_all = static_cast<int>(rep.sq_sig_all);
   qp->state = attr->qp_state;
   return 0;

@@ -116,8 +116,10 @@ void WrBindMw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
 void WrLocalInv(ibv_qp_ex* q, uint32_t) {
   WrUnsupported(q);
 }
-void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t) {
-  WrUnsupported(q);
+void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t remote_srqn) {
+  dp::SendWr* wr = Last(q);
+  wr->remote_srqn = remote_srqn;
+  wr->srqn_set = true;
 }
 void WrSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   if (!ah) {
@@ -171,6 +173,7 @@ uint64_t SupportedSendOpsFlags(ibv_qp_type type) {
                                    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
   switch (type) {
     case IBV_QPT_RC:
+    case IBV_QPT_XRC_SEND:
       return kSend | kWrite | kReadAtomic;
     case IBV_QPT_UC:
       return kSend | kWrite;
