@@ -1,12 +1,28 @@
 #include "datapath/cq_ring.h"
 
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <vector>
+
+#include "datapath/ring_word.h"
+
 namespace softverbs::datapath {
+
+namespace rw = ring_word;
 
 namespace {
 // Room for a full CQ plus the receive completions that peers may add while
 // the owner is busy: twice the asked size, at least 64.
 uint32_t CapacityFor(uint32_t cqe) {
   return RoundUpPow2(cqe * 2 + 2 < 64 ? 64 : cqe * 2 + 2);
+}
+
+// The capacity in use; it changes only while the ring is closed.
+std::atomic_ref<uint32_t> CapacityRef(CqHeader* h) {
+  return std::atomic_ref<uint32_t>(h->capacity);
 }
 }  // namespace
 
@@ -26,23 +42,35 @@ void InitCqFile(void* base, uint32_t cqe, uint32_t cqn) {
 void CqRing::Attach(void* base) {
   header_ = static_cast<CqHeader*>(base);
   entries_ = reinterpret_cast<CqEntry*>(header_ + 1);
-  mask_ = header_->capacity - 1;
+}
+
+uint64_t CqRing::Capacity() const {
+  return CapacityRef(header_).load(std::memory_order_acquire);
 }
 
 bool CqRing::Push(const Completion& completion) {
-  uint64_t tail = header_->tail.load(std::memory_order_relaxed);
+  uint64_t w = rw::WaitOpen(header_->tail);
+  uint64_t index = 0;
   for (;;) {
-    uint64_t head = header_->head.load(std::memory_order_acquire);
-    if (tail - head > mask_) {
+    if (w & rw::kClosed) {  // the resizing owner is gone
       header_->overruns.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-    if (header_->tail.compare_exchange_weak(tail, tail + 1, std::memory_order_acq_rel)) break;
+    index = rw::Index(w);
+    uint64_t head = header_->head.load(std::memory_order_acquire);
+    if (index - head >= Capacity()) {
+      header_->overruns.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (header_->tail.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) break;
+    if (w & rw::kClosed) w = rw::WaitOpen(header_->tail);
   }
-  CqEntry& slot = entries_[tail & mask_];
+  // A resize waits for this slot to be published, so the capacity read now
+  // is the one the reservation was made under.
+  CqEntry& slot = entries_[index & (Capacity() - 1)];
   // The completion, then seq with release: the consumer sees a whole entry.
   slot.completion = completion;
-  slot.seq.store(static_cast<uint32_t>(tail + 1), std::memory_order_release);
+  slot.seq.store(static_cast<uint32_t>(index + 1), std::memory_order_release);
   return true;
 }
 
@@ -59,7 +87,7 @@ bool CqRing::TakeArm(bool solicited_or_error) {
 
 bool CqRing::Peek(Completion* out) const {
   uint64_t head = header_->head.load(std::memory_order_relaxed);
-  const CqEntry& slot = entries_[head & mask_];
+  const CqEntry& slot = entries_[head & (Capacity() - 1)];
   if (slot.seq.load(std::memory_order_acquire) != static_cast<uint32_t>(head + 1)) return false;
   *out = slot.completion;
   return true;
@@ -70,8 +98,60 @@ void CqRing::Pop() {
 }
 
 uint64_t CqRing::Depth() const {
-  return header_->tail.load(std::memory_order_acquire) -
+  return rw::Index(header_->tail.load(std::memory_order_acquire)) -
          header_->head.load(std::memory_order_acquire);
+}
+
+int CqRing::Resize(uint32_t cqe, size_t file_bytes, const std::function<int(uint64_t)>& commit) {
+  const uint64_t new_capacity = CapacityFor(cqe);
+  if (sizeof(CqHeader) + new_capacity * sizeof(CqEntry) > file_bytes) return EINVAL;
+  const uint64_t old_capacity = Capacity();
+  const uint64_t closed = header_->tail.fetch_or(rw::kClosed, std::memory_order_acq_rel);
+  auto reopen = [&](uint64_t w) { header_->tail.store(w, std::memory_order_release); };
+  const uint64_t head = header_->head.load(std::memory_order_relaxed);
+  const uint64_t end = rw::Index(closed);
+  // Producers that reserved before the close publish their slots.
+  const uint64_t deadline = rw::NowNs() + 1000000000ull;
+  for (uint64_t i = head; i < end; ++i) {
+    const CqEntry& slot = entries_[i & (old_capacity - 1)];
+    while (slot.seq.load(std::memory_order_acquire) != static_cast<uint32_t>(i + 1)) {
+      if (rw::NowNs() > deadline) {
+        reopen(closed);
+        return EAGAIN;
+      }
+      sched_yield();
+    }
+  }
+  if (int err = commit(end - head)) {
+    reopen(closed);
+    return err;
+  }
+  if (new_capacity != old_capacity) {
+    std::vector<Completion> outstanding;
+    outstanding.reserve(end - head);
+    for (uint64_t i = head; i < end; ++i) {
+      outstanding.push_back(entries_[i & (old_capacity - 1)].completion);
+    }
+    // Same indexes, new slots: a stale seq in a slot belongs to an index
+    // below `end` and never matches a later one.
+    for (uint64_t i = head; i < end; ++i) {
+      CqEntry& slot = entries_[i & (new_capacity - 1)];
+      slot.completion = outstanding[i - head];
+      slot.seq.store(static_cast<uint32_t>(i + 1), std::memory_order_relaxed);
+    }
+    CapacityRef(header_).store(static_cast<uint32_t>(new_capacity), std::memory_order_release);
+    if (new_capacity < old_capacity) {
+      // Give the pages above the new capacity back (shmem: MADV_REMOVE frees them).
+      const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+      uintptr_t from = reinterpret_cast<uintptr_t>(entries_ + new_capacity);
+      uintptr_t to = reinterpret_cast<uintptr_t>(entries_ + old_capacity);
+      from = (from + page - 1) & ~(page - 1);
+      to &= ~(page - 1);
+      if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_REMOVE);
+    }
+  }
+  reopen(rw::Reopened(closed));
+  return 0;
 }
 
 }  // namespace softverbs::datapath

@@ -1,18 +1,31 @@
 // A completion queue ring in shared memory (layout: CqHeader + CqEntry[]).
 // Producers are any process completing work for the CQ; the consumer is the
 // CQ's owner. No syscall: a CAS to reserve, a release store to publish.
+//
+// Resizing in place (ibv_resize_cq): the file has room for the largest CQ
+// (max_cqe), only the first `capacity` slots are in use and only their pages
+// are ever touched. The `tail` word carries, besides the index (bits 0-47),
+// an epoch (bits 48-62) and a closed bit (63). The owner, holding its
+// consumer lock, closes the ring (producers wait), waits until every
+// reserved slot is published, moves the outstanding completions to their
+// slots under the new capacity and reopens with the next epoch. Producers
+// read the capacity after their reservation (which a resize waits for), and
+// a reservation attempt that started before a resize fails its CAS on the
+// new epoch. Peers never remap: the file and its address stay the same.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "datapath/layout.h"
 
 namespace softverbs::datapath {
 
-// The bytes a CQ file needs for at least `cqe` entries.
+// The bytes a CQ file needs for at least `cqe` entries (the daemon makes
+// every CQ file for the device's max_cqe: the ring may grow up to that).
 size_t CqFileSize(uint32_t cqe);
-// Writes the header of a fresh CQ file.
+// Writes the header of a fresh CQ file, in use for `cqe` entries.
 void InitCqFile(void* base, uint32_t cqe, uint32_t cqn);
 
 class CqRing {
@@ -35,10 +48,18 @@ class CqRing {
   // Published completions not yet consumed (approximate for producers).
   uint64_t Depth() const;
 
+  // Owner, holding its consumer lock: gives the ring room for `cqe`
+  // entries. `file_bytes` is the size of the mapped file. While the ring is
+  // closed, `commit` is called with the number of outstanding completions
+  // and may refuse with an errno (e.g. EINVAL: more outstanding than cqe),
+  // leaving the ring as it was. Returns 0, commit's errno, EINVAL if the
+  // file is too small, or EAGAIN if a producer never published its slot.
+  int Resize(uint32_t cqe, size_t file_bytes, const std::function<int(uint64_t)>& commit);
+
  private:
+  uint64_t Capacity() const;
   CqHeader* header_ = nullptr;
   CqEntry* entries_ = nullptr;
-  uint64_t mask_ = 0;
 };
 
 }  // namespace softverbs::datapath

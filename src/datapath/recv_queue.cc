@@ -1,8 +1,23 @@
 #include "datapath/recv_queue.h"
 
+#include <errno.h>
 #include <string.h>
 
+#include <atomic>
+#include <vector>
+
+#include "datapath/ring_word.h"
+
 namespace softverbs::datapath {
+
+namespace rw = ring_word;
+
+namespace {
+// The capacity in use; it changes only while head is closed.
+std::atomic_ref<uint32_t> CapacityRef(RecvQueueHeader* h) {
+  return std::atomic_ref<uint32_t>(h->capacity);
+}
+}  // namespace
 
 size_t RecvQueueFileSize(uint32_t max_wr, uint32_t max_sge) {
   if (max_wr == 0) return sizeof(RecvQueueHeader);
@@ -24,14 +39,19 @@ void InitRecvQueueFile(void* base, uint32_t max_wr, uint32_t max_sge) {
 void RecvQueue::Attach(void* base) {
   header_ = static_cast<RecvQueueHeader*>(base);
   slots_ = reinterpret_cast<char*>(header_ + 1);
-  mask_ = header_->capacity ? header_->capacity - 1 : 0;
+}
+
+uint64_t RecvQueue::Capacity() const {
+  return CapacityRef(header_).load(std::memory_order_acquire);
 }
 
 bool RecvQueue::Post(uint64_t wr_id, const RecvSge* sge, uint32_t num_sge) {
+  // The owner's post lock excludes a resize: the capacity is stable here.
+  const uint64_t capacity = Capacity();
   uint64_t tail = header_->tail.load(std::memory_order_relaxed);
-  uint64_t head = header_->head.load(std::memory_order_acquire);
-  if (tail - head >= header_->capacity) return false;
-  RecvWqe* wqe = Slot(tail);
+  uint64_t head = rw::Index(header_->head.load(std::memory_order_acquire));
+  if (tail - head >= capacity) return false;
+  RecvWqe* wqe = Slot(tail, capacity);
   wqe->wr_id = wr_id;
   wqe->num_sge = num_sge;
   memcpy(wqe + 1, sge, num_sge * sizeof(RecvSge));
@@ -40,27 +60,58 @@ bool RecvQueue::Post(uint64_t wr_id, const RecvSge* sge, uint32_t num_sge) {
 }
 
 bool RecvQueue::Claim(ClaimedRecv* out) {
-  uint64_t head = header_->head.load(std::memory_order_acquire);
+  uint64_t w = rw::WaitOpen(header_->head);
   for (;;) {
+    if (w & rw::kClosed) return false;  // the resizing owner is gone
+    const uint64_t head = rw::Index(w);
     uint64_t tail = header_->tail.load(std::memory_order_acquire);
     if (head >= tail) return false;
     // Copy first, then claim: the owner refills slot `head` only after head
-    // moved past it, so a successful CAS proves the copy was not torn.
-    const RecvWqe* wqe = Slot(head);
+    // moved past it, and moves slots only with head closed (a new epoch),
+    // so a successful CAS proves the copy was not torn.
+    const RecvWqe* wqe = Slot(head, Capacity());
     out->wr_id = wqe->wr_id;
     out->num_sge = wqe->num_sge;
     if (out->num_sge > header_->max_sge || out->num_sge > 32) out->num_sge = 0;
     memcpy(out->sge, wqe + 1, out->num_sge * sizeof(RecvSge));
-    if (header_->head.compare_exchange_weak(head, head + 1, std::memory_order_acq_rel)) {
+    if (header_->head.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) {
       return true;
     }
+    if (w & rw::kClosed) w = rw::WaitOpen(header_->head);
   }
 }
 
 uint32_t RecvQueue::Count() const {
   uint64_t tail = header_->tail.load(std::memory_order_acquire);
-  uint64_t head = header_->head.load(std::memory_order_acquire);
+  uint64_t head = rw::Index(header_->head.load(std::memory_order_acquire));
   return tail > head ? static_cast<uint32_t>(tail - head) : 0;
+}
+
+int RecvQueue::Resize(uint32_t max_wr, size_t file_bytes,
+                      const std::function<int(uint32_t)>& commit) {
+  const uint64_t new_capacity = RoundUpPow2(max_wr);
+  const size_t stride = header_->wqe_stride;
+  if (sizeof(RecvQueueHeader) + new_capacity * stride > file_bytes) return EINVAL;
+  const uint64_t old_capacity = Capacity();
+  const uint64_t closed = header_->head.fetch_or(rw::kClosed, std::memory_order_acq_rel);
+  const uint64_t head = rw::Index(closed);
+  const uint64_t tail = header_->tail.load(std::memory_order_relaxed);
+  if (int err = commit(static_cast<uint32_t>(tail - head))) {
+    header_->head.store(closed, std::memory_order_release);
+    return err;
+  }
+  if (new_capacity != old_capacity) {
+    std::vector<char> posted((tail - head) * stride);
+    for (uint64_t i = head; i < tail; ++i) {
+      memcpy(&posted[(i - head) * stride], Slot(i, old_capacity), stride);
+    }
+    for (uint64_t i = head; i < tail; ++i) {
+      memcpy(Slot(i, new_capacity), &posted[(i - head) * stride], stride);
+    }
+    CapacityRef(header_).store(static_cast<uint32_t>(new_capacity), std::memory_order_release);
+  }
+  header_->head.store(rw::Reopened(closed), std::memory_order_release);
+  return 0;
 }
 
 }  // namespace softverbs::datapath

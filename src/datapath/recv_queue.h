@@ -1,10 +1,18 @@
 // A receive queue in shared memory (a QP's or an SRQ's; layout:
 // RecvQueueHeader + slots of RecvWqe and max_sge RecvSge). The owner posts;
 // any process that delivers a message claims the oldest WQE.
+//
+// Resizing in place (ibv_modify_srq with IBV_SRQ_MAX_WR): an SRQ's file has
+// room for the device's max_srq_wr; only the first `capacity` slots are in
+// use. The `head` word carries an epoch and a closed bit (ring_word.h). The
+// owner, holding its post lock, closes head (claimers wait; a claim whose
+// copy was made before fails its CAS), moves the posted WQEs to their slots
+// under the new capacity and reopens with the next epoch. Peers never remap.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "datapath/layout.h"
 
@@ -39,13 +47,20 @@ class RecvQueue {
   // WQEs posted and not yet claimed.
   uint32_t Count() const;
 
+  // Owner, holding its post lock: gives the queue room for max_wr WQEs.
+  // `file_bytes` is the size of the mapped file. While the queue is closed,
+  // `commit` is called with the number of posted WQEs and may refuse with
+  // an errno, leaving the queue as it was. Returns 0, commit's errno, or
+  // EINVAL if the file is too small.
+  int Resize(uint32_t max_wr, size_t file_bytes, const std::function<int(uint32_t)>& commit);
+
  private:
-  RecvWqe* Slot(uint64_t index) const {
-    return reinterpret_cast<RecvWqe*>(slots_ + (index & mask_) * header_->wqe_stride);
+  uint64_t Capacity() const;
+  RecvWqe* Slot(uint64_t index, uint64_t capacity) const {
+    return reinterpret_cast<RecvWqe*>(slots_ + (index & (capacity - 1)) * header_->wqe_stride);
   }
   RecvQueueHeader* header_ = nullptr;
   char* slots_ = nullptr;
-  uint64_t mask_ = 0;
 };
 
 }  // namespace softverbs::datapath

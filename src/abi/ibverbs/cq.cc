@@ -13,6 +13,7 @@
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/send_queue.h"
+#include "common/device_limits.h"
 #include "common/log.h"
 
 namespace softverbs::provider {
@@ -225,14 +226,29 @@ SV_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
   return ex ? ibv_cq_ex_to_cq(ex) : nullptr;
 }
 
+// The ring is resized in place under the consumer lock (datapath/cq_ring.h):
+// peers keep their mapping. Shrinking below the completions outstanding is
+// EINVAL, as on hardware.
 SV_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
-  if (!cq || cqe < 1) return EINVAL;
-  Cq* c = FromPublic<Cq>(cq);
-  protocol::ResizeCqRequest req{c->handle, static_cast<uint32_t>(cqe)};
-  protocol::ResizeCqReply rep{};
-  if (int err = Context::From(cq->context)->channel.Call(protocol::Op::kResizeCq, req, &rep)) {
-    return err;
+  if (!cq || cqe < 1 || cqe > softverbs::limits::kMaxCqe) {
+    if (cq) Log("ibv_resize_cq: cqe %d is outside 1..%d", cqe, softverbs::limits::kMaxCqe);
+    return EINVAL;
   }
+  Cq* c = FromPublic<Cq>(cq);
+  Context* ctx = Context::From(cq->context);
+  protocol::ResizeCqReply rep{};
+  std::lock_guard lock(c->poll_mutex);
+  int err =
+      c->ring.Resize(static_cast<uint32_t>(cqe), c->ring_mapping.size(), [&](uint64_t outstanding) {
+        if (outstanding > static_cast<uint64_t>(cqe)) {
+          Log("ibv_resize_cq: %llu completions outstanding, more than %d",
+              static_cast<unsigned long long>(outstanding), cqe);
+          return EINVAL;
+        }
+        protocol::ResizeCqRequest req{c->handle, static_cast<uint32_t>(cqe)};
+        return ctx->channel.Call(protocol::Op::kResizeCq, req, &rep);
+      });
+  if (err) return err;
   cq->cqe = static_cast<int>(rep.cqe);
   return 0;
 }

@@ -5,6 +5,7 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
+#include "common/device_limits.h"
 #include "common/log.h"
 
 namespace softverbs::provider {
@@ -101,12 +102,30 @@ SV_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
                    &attr->attr);
 }
 
+// IBV_SRQ_MAX_WR resizes the ring in place under the post lock
+// (datapath/recv_queue.h); fewer than the WQEs posted is EINVAL, as in rxe.
 SV_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
   if (!srq || !attr) return EINVAL;
-  protocol::ModifySrqRequest req{FromPublic<Srq>(srq)->handle, static_cast<uint32_t>(attr_mask),
-                                 attr->max_wr, attr->srq_limit};
-  return Context::From(srq->context)
-      ->channel.Call(protocol::Op::kModifySrq, &req, sizeof(req), nullptr, 0);
+  Srq* s = FromPublic<Srq>(srq);
+  Context* ctx = Context::From(srq->context);
+  protocol::ModifySrqRequest req{s->handle, static_cast<uint32_t>(attr_mask), attr->max_wr,
+                                 attr->srq_limit};
+  auto call = [&] {
+    return ctx->channel.Call(protocol::Op::kModifySrq, &req, sizeof(req), nullptr, 0);
+  };
+  const bool resize = (attr_mask & IBV_SRQ_MAX_WR) && attr->max_wr >= 1 &&
+                      attr->max_wr <= static_cast<uint32_t>(softverbs::limits::kMaxSrqWr) &&
+                      s->rq.header();
+  if (!resize) return call();
+  std::lock_guard lock(s->post_mutex);
+  return s->rq.Resize(attr->max_wr, s->ring_mapping.size(), [&](uint32_t posted) {
+    if (posted > attr->max_wr) {
+      softverbs::Log("ibv_modify_srq: %u WQEs are posted, more than max_wr %u", posted,
+                     attr->max_wr);
+      return EINVAL;
+    }
+    return call();
+  });
 }
 
 SV_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {

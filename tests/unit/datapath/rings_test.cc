@@ -1,5 +1,6 @@
 // The CQ ring (many producers, one consumer) and the receive queue (one
 // producer, many claimers) under real threads on a memfd mapping.
+#include <errno.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -136,6 +137,131 @@ TEST(RecvQueue, FullQueueRefusesPost) {
   RecvSge sge{0, 1, 1};
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(rq.Post(i, &sge, 1));
   EXPECT_FALSE(rq.Post(9, &sge, 1));
+  close(fd);
+}
+
+// Resizing while three producers push: nothing lost, each producer's order
+// kept, the capacity follows, and a shrink below the outstanding count is
+// refused with the ring unchanged.
+TEST(CqRing, ResizeUnderProducersLosesNothing) {
+  const size_t bytes = CqFileSize(65535);
+  int fd = CreateSharedFile("t", bytes);
+  SharedMapping m;
+  ASSERT_EQ(m.Map(fd), 0);
+  InitCqFile(m.base(), 8, 1);
+  CqRing ring(m.base());
+  constexpr int kPerThread = 20000, kThreads = 3;
+  std::vector<std::thread> producers;
+  for (int t = 0; t < kThreads; ++t) {
+    producers.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread;) {
+        Completion c{};
+        c.wr_id = (uint64_t(t) << 32) | i;
+        if (ring.Push(c)) ++i;
+      }
+    });
+  }
+  std::vector<int> next(kThreads, 0);
+  const uint32_t sizes[] = {8, 4000, 16, 60000, 100};
+  int resizes = 0;
+  for (int got = 0; got < kPerThread * kThreads;) {
+    if (got % 5000 == 0 && got / 5000 > resizes) {
+      uint32_t cqe = sizes[resizes % 5];
+      uint64_t seen = 0;
+      int err = ring.Resize(cqe, bytes, [&](uint64_t outstanding) {
+        seen = outstanding;
+        return outstanding > cqe ? EINVAL : 0;
+      });
+      EXPECT_EQ(err, seen > cqe ? EINVAL : 0);
+      ++resizes;
+    }
+    Completion c;
+    if (!ring.Peek(&c)) continue;
+    ring.Pop();
+    int t = static_cast<int>(c.wr_id >> 32);
+    ASSERT_EQ(static_cast<int>(c.wr_id & 0xffffffff), next[t]);
+    next[t]++;
+    ++got;
+  }
+  for (auto& p : producers) p.join();
+  EXPECT_GE(resizes, 5);
+  // Outstanding completions survive a resize in order; too small is EINVAL.
+  for (int i = 0; i < 10; ++i) {
+    Completion c{};
+    c.wr_id = 1000 + i;
+    ASSERT_TRUE(ring.Push(c));
+  }
+  EXPECT_EQ(ring.Resize(9, bytes, [](uint64_t n) { return n > 9 ? EINVAL : 0; }), EINVAL);
+  EXPECT_EQ(ring.Resize(1000, bytes, [](uint64_t) { return 0; }), 0);
+  EXPECT_GE(ring.header()->capacity, 2000u);
+  EXPECT_EQ(ring.Resize(70000, bytes, [](uint64_t) { return 0; }), EINVAL) << "beyond the file";
+  for (int i = 0; i < 10; ++i) {
+    Completion c;
+    ASSERT_TRUE(ring.Peek(&c));
+    EXPECT_EQ(c.wr_id, 1000u + i);
+    ring.Pop();
+  }
+  close(fd);
+}
+
+// Growing and shrinking an SRQ-like queue while three claimers take WQEs:
+// every WQE is claimed exactly once and never torn.
+TEST(RecvQueue, ResizeUnderClaimersLosesNothing) {
+  const size_t bytes = RecvQueueFileSize(16384, 2);
+  int fd = CreateSharedFile("t", bytes);
+  SharedMapping m;
+  ASSERT_EQ(m.Map(fd), 0);
+  InitRecvQueueFile(m.base(), 16, 2);
+  RecvQueue rq(m.base());
+  constexpr uint64_t kTotal = 60000;
+  std::atomic<bool> done{false};
+  std::vector<std::vector<uint64_t>> claimed(3);
+  std::vector<std::thread> claimers;
+  for (int t = 0; t < 3; ++t) {
+    claimers.emplace_back([&, t] {
+      ClaimedRecv r;
+      while (!done.load() || rq.Count() > 0) {
+        if (rq.Claim(&r)) {
+          EXPECT_EQ(r.num_sge, 1u);
+          EXPECT_EQ(r.sge[0].addr, r.wr_id * 3);
+          claimed[t].push_back(r.wr_id);
+        }
+      }
+    });
+  }
+  const uint32_t sizes[] = {1024, 16, 9000, 64};
+  int resizes = 0;
+  for (uint64_t i = 0; i < kTotal;) {
+    if (i % 10000 == 0 && i / 10000 > static_cast<uint64_t>(resizes)) {
+      uint32_t max_wr = sizes[resizes % 4];
+      rq.Resize(max_wr, bytes, [&](uint32_t posted) { return posted > max_wr ? EINVAL : 0; });
+      ++resizes;
+    }
+    RecvSge sge{i * 3, 8, 1};
+    if (rq.Post(i, &sge, 1)) ++i;
+  }
+  done = true;
+  for (auto& c : claimers) c.join();
+  std::set<uint64_t> all;
+  size_t n = 0;
+  for (auto& v : claimed) {
+    n += v.size();
+    all.insert(v.begin(), v.end());
+  }
+  EXPECT_EQ(n, kTotal);
+  EXPECT_EQ(all.size(), kTotal);
+  EXPECT_GE(resizes, 5);
+  // Posted WQEs move with the queue; fewer than posted is refused.
+  RecvSge sge{0, 1, 1};
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(rq.Post(500 + i, &sge, 1));
+  EXPECT_EQ(rq.Resize(8, bytes, [](uint32_t n) { return n > 8 ? EINVAL : 0; }), EINVAL);
+  EXPECT_EQ(rq.Resize(4096, bytes, [](uint32_t) { return 0; }), 0);
+  EXPECT_EQ(rq.capacity(), 4096u);
+  for (int i = 0; i < 10; ++i) {
+    ClaimedRecv r;
+    ASSERT_TRUE(rq.Claim(&r));
+    EXPECT_EQ(r.wr_id, 500u + i);
+  }
   close(fd);
 }
 
