@@ -254,10 +254,23 @@ Verdict Device::QpError(ClientId c, uint32_t qpn) {
   if (it == qps_.end()) return Verdict::Fail(ENOENT, "qp_error: no QP 0x" + ToHex(qpn));
   Qp& qp = it->second;
   if (qp.state != IBV_QPS_RESET) {
+    const ibv_qp_state previous = qp.state;
     qp.state = IBV_QPS_ERR;
     PublishQpAttributes(qp);
+    RaiseLastWqeReached(qp, previous);
   }
   return Verdict::Ok();
+}
+
+void Device::RaiseLastWqeReached(const Qp& qp, ibv_qp_state previous) {
+  // IBA 11.6.3.1 / ibv_get_async_event(3): a QP associated with an SRQ that
+  // moves to the error state reports that no further WQE will be consumed
+  // from the SRQ on its behalf (nothing is in flight here: at once).
+  if (!qp.srq || qp.state != IBV_QPS_ERR || previous == IBV_QPS_ERR) return;
+  for (Handle h : qp.handles) {
+    PostEvent(qp_handles_.at(h).owner, IBV_EVENT_QP_LAST_WQE_REACHED, protocol::EventElement::kQp,
+              h, qp.qpn);
+  }
 }
 
 Verdict Device::SrqLimitReached(ClientId c, uint32_t srqn) {

@@ -124,6 +124,8 @@ class Device {
   void PostEvent(ClientId c, ibv_event_type type, protocol::EventElement element, Handle h,
                  uint32_t number);
   void DestroyQpObject(uint32_t qpn);
+  // A QP on an SRQ entering ERR: IBV_EVENT_QP_LAST_WQE_REACHED at its handles.
+  void RaiseLastWqeReached(const Qp& qp, ibv_qp_state previous);
   void DropQpHandle(Handle h);
   void ReleaseXrcdUse(Handle xrcd_id);
   void FreeXrcdIfUnused(Handle xrcd_id);

@@ -70,6 +70,7 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
     qp.attr_set_mask = 0;
   }
   PublishQpAttributes(qp);
+  RaiseLastWqeReached(qp, previous);
 
   // Report: a drain towards SQD with notification raises SQ_DRAINED once the
   // send queue is empty - immediately, as nothing is outstanding on the

@@ -131,6 +131,16 @@ uint32_t TargetTypeOf(uint32_t type) {
   return type == IBV_QPT_XRC_SEND ? static_cast<uint32_t>(IBV_QPT_XRC_RECV) : type;
 }
 
+// The first message a connected QP (RC, UC, XRC receive) gets in RTR
+// establishes communication: IBV_EVENT_COMM_EST, once per arrival in RTR
+// (the daemon clears comm_est when the QP goes back to RESET/INIT).
+void RaiseCommEstOnce(Host& host, QpEntry* te, uint32_t target_qpn) {
+  if (te->state.load() == IBV_QPS_RTR && te->comm_est.load(std::memory_order_relaxed) == 0 &&
+      te->comm_est.exchange(1) == 0) {
+    host.RaiseQpEvent(target_qpn, IBV_EVENT_COMM_EST);
+  }
+}
+
 // Finds the target QP of a work request and its receive side. For XRC the
 // receive side is the SRQ the WR names, which must be an XRC SRQ of the
 // target QP's domain: its ring, CQ, PD and owner stand in for the QP's.
@@ -153,6 +163,7 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
     }
     *peer_out = *p;
     peer_out->pdn = te->pdn.load();
+    if (qp.type != IBV_QPT_UD) RaiseCommEstOnce(host, te, target_qpn);
     return true;
   }
   const PeerQp* srq = host.FindXrcSrq(wr.remote_srqn);
@@ -168,10 +179,7 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
   }
   *peer_out = *srq;
   peer_out->qpn = target_qpn;
-  // The first message a receive QP gets in RTR establishes communication.
-  if (te->state.load() == IBV_QPS_RTR && te->comm_est.exchange(1) == 0) {
-    host.RaiseQpEvent(target_qpn, IBV_EVENT_COMM_EST);
-  }
+  RaiseCommEstOnce(host, te, target_qpn);
   return true;
 }
 

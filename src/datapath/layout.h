@@ -78,7 +78,7 @@ struct QpEntry {
   std::atomic<uint32_t> min_rnr_timer;  // responder's RNR NAK timer code (IBTA 9.7.5.2.8)
   std::atomic<uint32_t> sl;             // service level from the QP's address vector
   std::atomic<uint32_t> xrcd;           // XRC_RECV: its XRC domain (daemon id); else 0
-  std::atomic<uint32_t> comm_est;       // XRC_RECV: 1 once an initiator raised COMM_EST in RTR
+  std::atomic<uint32_t> comm_est;       // RC/UC/XRC_RECV: 1 once COMM_EST was raised in RTR
   uint32_t reserved[2];
 };
 static_assert(sizeof(QpEntry) == 64);
