@@ -57,10 +57,15 @@ bool CqRing::Push(const Completion& completion) {
       return false;
     }
     index = rw::Index(w);
-    uint64_t head = header_->head.load(std::memory_order_acquire);
+    std::atomic_ref<uint64_t> cached(cached_head_);
+    uint64_t head = cached.load(std::memory_order_relaxed);
     if (index - head >= Capacity()) {
-      header_->overruns.fetch_add(1, std::memory_order_relaxed);
-      return false;
+      head = header_->head.load(std::memory_order_acquire);
+      cached.store(head, std::memory_order_relaxed);
+      if (index - head >= Capacity()) {
+        header_->overruns.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
     }
     if (header_->tail.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) break;
     if (w & rw::kClosed) w = rw::WaitOpen(header_->tail);
@@ -94,7 +99,9 @@ bool CqRing::Peek(Completion* out) const {
 }
 
 void CqRing::Pop() {
-  header_->head.fetch_add(1, std::memory_order_release);
+  // Only the owner moves head, under its consumer lock: no RMW needed.
+  header_->head.store(header_->head.load(std::memory_order_relaxed) + 1,
+                      std::memory_order_release);
 }
 
 uint64_t CqRing::Depth() const {

@@ -60,6 +60,11 @@ class CqRing {
   uint64_t Capacity() const;
   CqHeader* header_ = nullptr;
   CqEntry* entries_ = nullptr;
+  // A producer's last look at the consumer's head: a lower bound, so a
+  // fullness check against it is conservative. It spares a cache-line
+  // transfer from the consumer on every push (read with atomic_ref: several
+  // threads of this process may push).
+  mutable uint64_t cached_head_ = 0;
 };
 
 }  // namespace softverbs::datapath

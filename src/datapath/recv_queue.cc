@@ -49,8 +49,10 @@ bool RecvQueue::Post(uint64_t wr_id, const RecvSge* sge, uint32_t num_sge) {
   // The owner's post lock excludes a resize: the capacity is stable here.
   const uint64_t capacity = Capacity();
   uint64_t tail = header_->tail.load(std::memory_order_relaxed);
-  uint64_t head = rw::Index(header_->head.load(std::memory_order_acquire));
-  if (tail - head >= capacity) return false;
+  if (tail - cached_head_ >= capacity) {
+    cached_head_ = rw::Index(header_->head.load(std::memory_order_acquire));
+    if (tail - cached_head_ >= capacity) return false;
+  }
   RecvWqe* wqe = Slot(tail, capacity);
   wqe->wr_id = wr_id;
   wqe->num_sge = num_sge;
