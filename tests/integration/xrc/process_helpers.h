@@ -4,6 +4,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,8 +27,12 @@ struct Pipe {
     ssize_t n = write(wr, &v, sizeof(v));
     (void)n;
   }
-  // Blocks until a value arrives; returns UINT32_MAX on EOF.
+  // Waits up to 20 s for a value; returns UINT32_MAX on EOF or timeout, so
+  // that a peer process that failed before answering fails the test
+  // instead of hanging it (both ends stay open in every process).
   uint32_t Receive() const {
+    pollfd p{rd, POLLIN, 0};
+    if (poll(&p, 1, 20000) != 1) return UINT32_MAX;
     uint32_t v;
     return read(rd, &v, sizeof(v)) == sizeof(v) ? v : UINT32_MAX;
   }
