@@ -1,6 +1,7 @@
 #include "common/unix_socket.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -62,21 +63,54 @@ ssize_t ReceiveMessage(int sock, void* buf, size_t cap, std::vector<int>* fds) {
 }
 
 namespace {
-int FillAddress(const std::string& path, sockaddr_un* addr) {
-  if (path.size() >= sizeof(addr->sun_path)) return ENAMETOOLONG;
-  memset(addr, 0, sizeof(*addr));
-  addr->sun_family = AF_UNIX;
-  memcpy(addr->sun_path, path.c_str(), path.size() + 1);
-  return 0;
-}
+
+// A socket path longer than sun_path (108 bytes: deep CI checkouts) is
+// reached through the directory's descriptor: /proc/self/fd/<n>/<name>
+// resolves to the same inode and is short. The descriptor must stay open
+// until bind/connect returns.
+class SocketAddress {
+ public:
+  explicit SocketAddress(const std::string& path) {
+    memset(&addr_, 0, sizeof(addr_));
+    addr_.sun_family = AF_UNIX;
+    std::string usable = path;
+    if (path.size() >= sizeof(addr_.sun_path)) {
+      size_t slash = path.rfind('/');
+      std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+      dir_fd_ = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (dir_fd_ < 0) {
+        err_ = errno;
+        return;
+      }
+      usable = "/proc/self/fd/" + std::to_string(dir_fd_) + "/" + path.substr(slash + 1);
+      if (usable.size() >= sizeof(addr_.sun_path)) {
+        err_ = ENAMETOOLONG;
+        return;
+      }
+    }
+    memcpy(addr_.sun_path, usable.c_str(), usable.size() + 1);
+  }
+  ~SocketAddress() {
+    if (dir_fd_ >= 0) close(dir_fd_);
+  }
+  int error() const { return err_; }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&addr_); }
+  socklen_t size() const { return sizeof(addr_); }
+
+ private:
+  sockaddr_un addr_;
+  int dir_fd_ = -1;
+  int err_ = 0;
+};
+
 }  // namespace
 
 int ConnectSeqpacket(const std::string& path) {
-  sockaddr_un addr;
-  if (int err = FillAddress(path, &addr)) return -err;
+  SocketAddress addr(path);
+  if (int err = addr.error()) return -err;
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (connect(fd, addr.get(), addr.size()) != 0) {
     int err = errno;
     close(fd);
     return -err;
@@ -85,12 +119,12 @@ int ConnectSeqpacket(const std::string& path) {
 }
 
 int ListenSeqpacket(const std::string& path) {
-  sockaddr_un addr;
-  if (int err = FillAddress(path, &addr)) return -err;
+  SocketAddress addr(path);
+  if (int err = addr.error()) return -err;
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
   unlink(path.c_str());
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 128) != 0) {
+  if (bind(fd, addr.get(), addr.size()) != 0 || listen(fd, 128) != 0) {
     int err = errno;
     close(fd);
     return -err;
