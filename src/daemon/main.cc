@@ -13,7 +13,28 @@
 #include <CLI/CLI.hpp>
 
 #include "common/runtime_dir.h"
+#include "common/unix_socket.h"
 #include "daemon/server.h"
+
+namespace {
+
+// Takes the runtime directory's lock. While another daemon holds it: if that
+// one answers on the socket, it serves and we leave; if it does not, it is
+// either exiting (idle) or still starting, so wait for the lock a little.
+bool TakeDaemonLock(int lock_fd, const std::string& runtime_dir) {
+  for (int i = 0; i < 300; ++i) {
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) == 0) return true;
+    int fd = softverbs::ConnectSeqpacket(softverbs::DaemonSocketPath(runtime_dir));
+    if (fd >= 0) {
+      close(fd);
+      return false;
+    }
+    usleep(10 * 1000);
+  }
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"softverbsd - the softverbs device daemon"};
@@ -35,11 +56,12 @@ int main(int argc, char** argv) {
   // One daemon per runtime directory: the lock decides who serves.
   int lock_fd =
       open(softverbs::DaemonLockPath(runtime_dir).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) return 0;  // another daemon already serves this directory
-    fprintf(stderr, "softverbsd: cannot lock %s: %s\n", runtime_dir.c_str(), strerror(errno));
+  if (lock_fd < 0) {
+    fprintf(stderr, "softverbsd: cannot open the lock in %s: %s\n", runtime_dir.c_str(),
+            strerror(errno));
     return 1;
   }
+  if (!TakeDaemonLock(lock_fd, runtime_dir)) return 0;  // another daemon serves this directory
   signal(SIGPIPE, SIG_IGN);
 
   softverbs::daemon::ServerOptions options;

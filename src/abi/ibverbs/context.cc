@@ -80,22 +80,26 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   auto* ctx = new (std::nothrow) Context();
   if (!ctx) return FailNull<ibv_context>(ENOMEM);
   memset(&ctx->vctx, 0, sizeof(ctx->vctx));
-  if (int err = ctx->channel.Connect(softverbs::protocol::Role::kContext)) {
-    delete ctx;
-    return FailNull<ibv_context>(err);
-  }
   softverbs::protocol::HelloRequest hello{
       static_cast<uint32_t>(softverbs::protocol::Role::kContext), static_cast<uint32_t>(getpid()),
       0};
   softverbs::protocol::HelloReply reply{};
-  // The data path: our /proc/self/mem goes to the daemon (peers reach the
-  // partial pages of our MRs through it), the device table comes back.
-  int mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
   std::vector<int> fds;
-  int err = ctx->channel.Call(softverbs::protocol::Op::kHello, &hello, sizeof(hello), &reply,
-                              sizeof(reply), mem_fd >= 0 ? &mem_fd : nullptr, mem_fd >= 0 ? 1 : 0,
-                              nullptr, &fds);
-  if (mem_fd >= 0) close(mem_fd);
+  int err = 0;
+  // A daemon that reached its idle timeout just as we connected closes the
+  // connection unanswered (ENODEV): connect again, which starts a new one.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if ((err = ctx->channel.Connect(softverbs::protocol::Role::kContext))) break;
+    // The data path: our /proc/self/mem goes to the daemon (peers reach the
+    // partial pages of our MRs through it), the device table comes back.
+    int mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    err = ctx->channel.Call(softverbs::protocol::Op::kHello, &hello, sizeof(hello), &reply,
+                            sizeof(reply), mem_fd >= 0 ? &mem_fd : nullptr, mem_fd >= 0 ? 1 : 0,
+                            nullptr, &fds);
+    if (mem_fd >= 0) close(mem_fd);
+    if (err != ENODEV) break;
+    ctx->channel.Disconnect();
+  }
   if (!err) err = MapDeviceTable(ctx, fds);
   for (int fd : fds) close(fd);
   if (!err) err = OpenEventConnection(ctx, reply.context_token);

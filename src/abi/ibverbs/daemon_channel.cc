@@ -43,6 +43,12 @@ DaemonChannel::~DaemonChannel() {
   if (fd_ >= 0) close(fd_);
 }
 
+void DaemonChannel::Disconnect() {
+  std::lock_guard lock(mutex_);
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
 int DaemonChannel::Release() {
   int fd = fd_;
   fd_ = -1;

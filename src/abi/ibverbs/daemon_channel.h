@@ -24,6 +24,8 @@ class DaemonChannel {
   int fd() const { return fd_; }
   // Gives up ownership of the socket (the caller keeps the fd).
   int Release();
+  // Closes the connection (a later Connect opens a new one).
+  void Disconnect();
 
   // Sends op with req (and fds) and waits for the reply. Returns the daemon's
   // verdict (0 or positive errno); on success copies up to rep_len bytes of the
