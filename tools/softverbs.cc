@@ -168,8 +168,12 @@ int main(int argc, char** argv) {
 
   try {
     if (*run) {
-      std::vector<std::string> rest = run->remaining();
-      command.insert(command.end(), rest.begin(), rest.end());
+      // The program's argv is the tail of ours, verbatim. CLI11 splits it
+      // between `command` and remaining() and reorders a "--" separator to
+      // the end of remaining(), which used to reach the program as a
+      // trailing "--" argument; only their total count is reliable.
+      size_t n = command.size() + run->remaining().size();
+      command.assign(argv + argc - static_cast<int>(n), argv + argc);
       if (!command.empty() && command.front() == "--") command.erase(command.begin());
       return Run(command);
     }

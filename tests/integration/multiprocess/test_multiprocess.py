@@ -213,6 +213,17 @@ class DebianTools(unittest.TestCase):
         out = self.run_tool("/usr/bin/python3", "-c", script)
         self.assertEqual(out.split(), ["1", "4"])  # one port, IBV_PORT_ACTIVE
 
+    def test_run_passes_the_programs_argv_verbatim(self):
+        # `softverbs run -- prog args` used to append a stray "--" to the
+        # program's argv (argparse programs then fail: rdma-core's tests).
+        echo = "import sys; print(repr(sys.argv[1:]))"
+        for args in (["a", "b"], ["a", "--", "b"], ["--x", "-y"], []):
+            out = self.run_tool("/usr/bin/python3", "-c", echo, *args)
+            self.assertEqual(out.strip(), repr(args))
+        proc = subprocess.run([CLI, "run", "/usr/bin/python3", "-c", echo, "a", "-x"],
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(proc.stdout.strip(), repr(["a", "-x"]), proc.stderr)
+
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root to run a process as another user")
 class TwoUsers(unittest.TestCase):
