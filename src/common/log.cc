@@ -40,14 +40,18 @@ bool LogEnabled() {
 }
 
 void Log(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  VLog(fmt, ap);
+  va_end(ap);
+}
+
+void VLog(const char* fmt, va_list ap) {
   LogSink& sink = Sink();
   if (!sink.enabled) return;
   char line[1024];
   int n = snprintf(line, sizeof(line), "softverbs[%d]: ", getpid());
-  va_list ap;
-  va_start(ap, fmt);
   int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
-  va_end(ap);
   size_t len = n + (m < 0 ? 0 : std::min<size_t>(m, sizeof(line) - n - 2));
   line[len++] = '\n';
   // One write per line so that lines of concurrent processes do not interleave.

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include <algorithm>
 #include <string>
 
 #include "common/log.h"
@@ -60,8 +61,9 @@ const char* KindName(uint16_t creator_opcode) {
 }  // namespace
 
 DevxService::DevxService(Device& device) : objects_(device), firmware_(objects_) {
-  firmware_.SetLogSink(
-      [](std::string_view line) { Log("%.*s", static_cast<int>(line.size()), line.data()); });
+  // The rule a failed command broke goes back to the caller with the reply
+  // (Command), whose library prints it on its own log channel.
+  firmware_.SetLogSink([this](std::string_view line) { last_rule_.assign(line); });
 }
 
 DevxService::~DevxService() = default;
@@ -111,6 +113,7 @@ Verdict DevxService::Command(ClientId c, const uint8_t* body, size_t len,
   std::span<const uint8_t> in(body + sizeof(req), in_len);
   std::vector<uint8_t> out(req.out_len);
   devx::ObjectHandle handle = req.handle;
+  last_rule_.clear();
   const int result = firmware_.Execute(entry_point, CallerOf(c), in, out, &handle);
 
   protocol::DevxCommandReply rep{result, 0, 0};
@@ -121,9 +124,14 @@ Verdict DevxService::Command(ClientId c, const uint8_t* body, size_t len,
     rep.handle = handle;
     handles_[c].insert(handle);
   }
-  reply->resize(sizeof(rep) + rep.out_len);
+  // A failure's rule follows the out box (the library logs it).
+  const size_t room =
+      protocol::kMaxMessageSize - sizeof(protocol::ReplyHeader) - sizeof(rep) - rep.out_len;
+  const size_t rule_len = result != 0 ? std::min(last_rule_.size(), room) : 0;
+  reply->resize(sizeof(rep) + rep.out_len + rule_len);
   memcpy(reply->data(), &rep, sizeof(rep));
   if (rep.out_len) memcpy(reply->data() + sizeof(rep), out.data(), rep.out_len);
+  if (rule_len) memcpy(reply->data() + sizeof(rep) + rep.out_len, last_rule_.data(), rule_len);
   return Verdict::Ok();
 }
 

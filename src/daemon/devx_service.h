@@ -32,8 +32,9 @@ class DevxService {
   // kDevxOpen: the client becomes a DEVX context (idempotent).
   Verdict Open(ClientId c, protocol::DevxOpenReply* out);
   // kDevxCommand: `body` is a DevxCommandRequest and the input box; `reply`
-  // receives a DevxCommandReply and the output box. The verdict fails only
-  // for malformed requests; the command's own outcome is in the reply.
+  // receives a DevxCommandReply and the output box, and for a failed command
+  // the rule it broke (text, up to the end of the reply). The verdict fails
+  // only for malformed requests; the command's own outcome is in the reply.
   Verdict Command(ClientId c, const uint8_t* body, size_t len, std::vector<uint8_t>* reply);
   // kDevxDestroy: mlx5dv_devx_obj_destroy.
   Verdict Destroy(ClientId c, const protocol::DevxDestroyRequest& req);
@@ -58,6 +59,7 @@ class DevxService {
   std::map<ClientId, uint16_t> uids_;
   // Live DEVX objects of each client (handles, sorted by kind and number).
   std::map<ClientId, std::set<devx::ObjectHandle>> handles_;
+  std::string last_rule_;  // the firmware's explanation of the last failed command
 };
 
 }  // namespace softverbs::daemon

@@ -41,21 +41,45 @@ int Firmware::ExecuteLocked(EntryPoint entry_point, const CallerContext& caller,
   if (entry_point == EntryPoint::kObjDestroy) {
     return handle == nullptr ? EINVAL : DestroyLocked(caller, *handle);
   }
-  // Kernel layer: everything here fails with a plain errno.
-  if (in.size() < in_hdr::kBytes || out.size() < out_hdr::kBytes) return EINVAL;
+  // Kernel layer: everything here fails with a plain errno, explained on the
+  // log sink like the firmware's own failures.
+  auto reject = [&](const char* rule, unsigned opcode) {
+    if (log_) {
+      char line[256];
+      std::snprintf(line, sizeof(line), "devx: kernel layer: opcode 0x%x: %s", opcode, rule);
+      log_(line);
+    }
+    return EINVAL;
+  };
+  if (in.size() < in_hdr::kBytes || out.size() < out_hdr::kBytes) {
+    return reject("the in and out boxes must hold at least their 16-byte headers",
+                  in.size() >= in_hdr::kBytes ? OpcodeOf(in) : 0u);
+  }
   const uint16_t op = OpcodeOf(in);
   const auto op_mod = static_cast<uint16_t>(GetField(in, in_hdr::kOpMod));
-  if (GetField(in, in_hdr::kVhcaTunnelId) != 0) return EINVAL;
-  if (!AcceptedBy(entry_point, op, op_mod)) return EINVAL;
+  if (GetField(in, in_hdr::kVhcaTunnelId) != 0) return reject("vhca_tunnel_id must be 0", op);
+  if (!AcceptedBy(entry_point, op, op_mod)) {
+    return reject(
+        "this entry point does not accept the opcode (create, modify, query and "
+        "general commands each have their own)",
+        op);
+  }
   uint16_t uid = caller.uid;
   if (uid == 0) {
-    if (!IsWhitelisted(op)) return EINVAL;
+    if (!IsWhitelisted(op)) {
+      return reject(
+          "the context was opened without MLX5DV_CONTEXT_FLAGS_DEVX; only the "
+          "HCA/vport queries are allowed",
+          op);
+    }
     uid = kWhitelistUid;
   }
   const bool targets_object =
       entry_point == EntryPoint::kObjModify || entry_point == EntryPoint::kObjQuery;
-  if (targets_object && (handle == nullptr || !HandleMatches(in, *handle, caller))) return EINVAL;
-  if (!InputLongEnoughForKernel(op, in.size())) return EINVAL;
+  if (targets_object && (handle == nullptr || !HandleMatches(in, *handle, caller))) {
+    return reject("the object named in the box is not the object the call was made on", op);
+  }
+  if (!InputLongEnoughForKernel(op, in.size())) return reject("the in box is too short", op);
 
   std::vector<uint8_t> stamped(in.begin(), in.end());
   SetField(stamped, in_hdr::kUid, uid);

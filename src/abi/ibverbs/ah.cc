@@ -6,6 +6,7 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "common/log.h"
 
 using namespace softverbs::provider;
@@ -13,7 +14,7 @@ using softverbs::Log;
 namespace protocol = softverbs::protocol;
 
 SV_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
-  if (!pd || !attr) return FailNull<ibv_ah>(EINVAL);
+  if (!pd || !attr) return RejectNull(EINVAL, "ibv_create_ah: %s is NULL", !pd ? "pd" : "attr");
   protocol::CreateAhRequest req{};
   req.pd = FromPublic<Pd>(pd)->handle;
   req.attr = *attr;
@@ -31,7 +32,7 @@ SV_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 }
 
 SV_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
-  if (!ah) return EINVAL;
+  if (!ah) return Reject(EINVAL, "ibv_destroy_ah: ah is NULL");
   Ah* a = FromPublic<Ah>(ah);
   protocol::HandleRequest req{a->handle, 0};
   if (int err = Context::From(ah->context)
@@ -47,14 +48,19 @@ SV_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
 // its source GID from the local GID it was sent to.
 SV_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
                                   ibv_ah_attr* ah_attr) {
-  if (!context || !wc || !ah_attr || port_num != 1) {
-    errno = EINVAL;
-    return -1;
+  if (!context || !wc || !ah_attr) {
+    return RejectMinusOne(EINVAL, "ibv_init_ah_from_wc: %s is NULL",
+                          !context ? "context"
+                          : !wc    ? "wc"
+                                   : "ah_attr");
+  }
+  if (port_num != 1) {
+    return RejectMinusOne(EINVAL, "ibv_init_ah_from_wc: port %u does not exist (port 1 only)",
+                          port_num);
   }
   if (!(wc->wc_flags & IBV_WC_GRH) || !grh) {
-    Log("ibv_init_ah_from_wc: a RoCE completion without IBV_WC_GRH cannot be answered");
-    errno = EINVAL;
-    return -1;
+    return RejectMinusOne(
+        EINVAL, "ibv_init_ah_from_wc: a RoCE completion without IBV_WC_GRH cannot be answered");
   }
   const Context* ctx = Context::From(context);
   int sgid_index = -1;
@@ -71,9 +77,8 @@ SV_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc
     }
   }
   if (sgid_index < 0) {
-    Log("ibv_init_ah_from_wc: the GRH's destination GID is not in the GID table");
-    errno = ENOENT;
-    return -1;
+    return RejectMinusOne(ENOENT,
+                          "ibv_init_ah_from_wc: the GRH's destination GID is not in the GID table");
   }
   memset(ah_attr, 0, sizeof(*ah_attr));
   ah_attr->dlid = wc->slid;
@@ -91,7 +96,7 @@ SV_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc
 }
 
 SV_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
-  if (!pd) return FailNull<ibv_ah>(EINVAL);
+  if (!pd) return RejectNull(EINVAL, "ibv_create_ah_from_wc: pd is NULL");
   ibv_ah_attr attr;
   if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr) != 0) return nullptr;
   return ibv_create_ah(pd, &attr);

@@ -6,17 +6,18 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/xrc_legacy_registry.h"
-#include "softverbs/xrc_legacy.h"
 #include "common/log.h"
+#include "softverbs/xrc_legacy.h"
 
 using namespace softverbs::provider;
 namespace protocol = softverbs::protocol;
 
 SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
   if (!context || !event) {
-    errno = EINVAL;
-    return -1;
+    return RejectMinusOne(EINVAL, "ibv_get_async_event: %s is NULL",
+                          !context ? "context" : "event");
   }
   Context* ctx = Context::From(context);
   protocol::AsyncEventRecord rec{};
@@ -26,8 +27,8 @@ SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) 
   } while (n < 0 && errno == EINTR);
   if (n < 0) return -1;
   if (n != sizeof(rec)) {
-    errno = EIO;
-    return -1;
+    return RejectMinusOne(EIO, "ibv_get_async_event: a %zd-byte event record, expected %zu", n,
+                          sizeof(rec));
   }
   event->event_type = static_cast<ibv_event_type>(rec.event_type);
   void* object = nullptr;

@@ -4,6 +4,7 @@
 // adds one, ibv_get_cq_event takes one and pops the CQ that fired, so the fd
 // works with poll/epoll and honours O_NONBLOCK set by the application.
 #include <errno.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
 #include "common/device_limits.h"
 #include "common/log.h"
@@ -58,7 +60,9 @@ bool TakeNext(Cq* cq) {
   return true;
 }
 int StartPoll(ibv_cq_ex* ex, ibv_poll_cq_attr* attr) {
-  if (attr && attr->comp_mask) return EINVAL;
+  if (attr && attr->comp_mask) {
+    return Reject(EINVAL, "ibv_start_poll: attr->comp_mask 0x%x must be 0", attr->comp_mask);
+  }
   Cq* cq = CqOf(ex);
   ProgressContext(Context::From(ex->context));
   cq->poll_mutex.lock();
@@ -124,7 +128,7 @@ ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_co
     delete cq;
     protocol::HandleRequest undo{rep.handle, 0};
     ctx->channel.Call(protocol::Op::kDestroyCq, &undo, sizeof(undo), nullptr, 0);
-    return FailNull<ibv_cq_ex>(map_err);
+    return RejectNull(map_err, "ibv_create_cq: cannot map the CQ ring (%s)", strerror(map_err));
   }
   cq->ring.Attach(cq->ring_mapping.base());
   cq->event_fd = channel_fd;
@@ -166,7 +170,8 @@ ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_co
 }  // namespace
 
 int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
-  if (num_entries < 0) return -EINVAL;
+  if (num_entries < 0)
+    return -Reject(EINVAL, "ibv_poll_cq: num_entries %d is negative", num_entries);
   Cq* cq = CqOf(reinterpret_cast<ibv_cq_ex*>(ibcq));
   ProgressContext(Context::From(ibcq->context));
   std::lock_guard lock(cq->poll_mutex);
@@ -186,7 +191,9 @@ int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {
 }
 
 ibv_cq_ex* CreateCqExOp(ibv_context* context, ibv_cq_init_attr_ex* attr) {
-  if (!context || !attr) return FailNull<ibv_cq_ex>(EINVAL);
+  if (!context || !attr) {
+    return RejectNull(EINVAL, "ibv_create_cq_ex: %s is NULL", !context ? "context" : "cq_attr");
+  }
   if (attr->comp_mask & ~kKnownCqComp) {
     Log("ibv_create_cq_ex: comp_mask 0x%x has unknown bits", attr->comp_mask);
     return FailNull<ibv_cq_ex>(EINVAL);
@@ -216,7 +223,7 @@ namespace protocol = softverbs::protocol;
 
 SV_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
                                 ibv_comp_channel* channel, int comp_vector) {
-  if (!context) return FailNull<ibv_cq>(EINVAL);
+  if (!context) return RejectNull(EINVAL, "ibv_create_cq: context is NULL");
   if (cqe < 1 || comp_vector < 0) {
     Log("ibv_create_cq: cqe %d / comp_vector %d out of range", cqe, comp_vector);
     return FailNull<ibv_cq>(EINVAL);
@@ -230,9 +237,10 @@ SV_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
 // peers keep their mapping. Shrinking below the completions outstanding is
 // EINVAL, as on hardware.
 SV_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
-  if (!cq || cqe < 1 || cqe > softverbs::limits::kMaxCqe) {
-    if (cq) Log("ibv_resize_cq: cqe %d is outside 1..%d", cqe, softverbs::limits::kMaxCqe);
-    return EINVAL;
+  if (!cq) return Reject(EINVAL, "ibv_resize_cq: cq is NULL");
+  if (cqe < 1 || cqe > softverbs::limits::kMaxCqe) {
+    return Reject(EINVAL, "ibv_resize_cq: cqe %d is outside 1..%d", cqe,
+                  softverbs::limits::kMaxCqe);
   }
   Cq* c = FromPublic<Cq>(cq);
   Context* ctx = Context::From(cq->context);
@@ -254,7 +262,7 @@ SV_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
 }
 
 SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
-  if (!cq) return EINVAL;
+  if (!cq) return Reject(EINVAL, "ibv_destroy_cq: cq is NULL");
   Cq* c = FromPublic<Cq>(cq);
   Context* ctx = Context::From(cq->context);
   protocol::HandleRequest req{c->handle, 0};
@@ -275,9 +283,9 @@ SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 SV_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
-  if (!context) return FailNull<ibv_comp_channel>(EINVAL);
+  if (!context) return RejectNull(EINVAL, "ibv_create_comp_channel: context is NULL");
   int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-  if (fd < 0) return nullptr;
+  if (fd < 0) return RejectNull(errno, "ibv_create_comp_channel: eventfd: %s", strerror(errno));
   auto* ch = new CompChannel{};
   ch->ibv.context = context;
   ch->ibv.fd = fd;
@@ -286,10 +294,10 @@ SV_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
 }
 
 SV_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
-  if (!channel) return EINVAL;
+  if (!channel) return Reject(EINVAL, "ibv_destroy_comp_channel: channel is NULL");
   if (__atomic_load_n(&channel->refcnt, __ATOMIC_SEQ_CST) > 0) {
-    Log("ibv_destroy_comp_channel: %d CQ(s) still use the channel", channel->refcnt);
-    return EBUSY;
+    return Reject(EBUSY, "ibv_destroy_comp_channel: %d CQ(s) still use the channel",
+                  channel->refcnt);
   }
   close(channel->fd);
   delete FromPublic<CompChannel>(channel);
@@ -298,8 +306,10 @@ SV_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 SV_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (!channel || !cq || !cq_context) {
-    errno = EINVAL;
-    return -1;
+    return RejectMinusOne(EINVAL, "ibv_get_cq_event: %s is NULL",
+                          !channel ? "channel"
+                          : !cq    ? "cq"
+                                   : "cq_context");
   }
   auto* ch = FromPublic<CompChannel>(channel);
   for (;;) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/gid_table.h"
 
@@ -100,10 +101,7 @@ using namespace softverbs::provider;
 
 SV_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
-  if (!list) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  if (!list) return RejectNull(ENOMEM, "ibv_get_device_list: out of memory for the list");
   list[0] = const_cast<ibv_device*>(SoftverbsDevice());
   if (num_devices) *num_devices = 1;
   return list;
@@ -114,20 +112,21 @@ SV_EXPORT void ibv_free_device_list(ibv_device** list) {
 }
 
 SV_EXPORT const char* ibv_get_device_name(ibv_device* device) {
-  if (!device) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (!device) return RejectNull(EINVAL, "ibv_get_device_name: device is NULL");
   return device->name;
 }
 
 SV_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
-  if (!device) return 0;
+  if (!device) return static_cast<__be64>(Reject(0, "ibv_get_device_guid: device is NULL"));
   return htobe64(DeviceGuid());
 }
 
 SV_EXPORT int ibv_get_device_index(ibv_device* device) {
-  return device == SoftverbsDevice() ? 0 : -1;
+  if (device != SoftverbsDevice()) {
+    return Reject(-1, "ibv_get_device_index: %p is not a device of softverbs' device list",
+                  static_cast<void*>(device));
+  }
+  return 0;
 }
 
 SV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {

@@ -8,7 +8,9 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mr_backing.h"
+#include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
 #include "verbs/mr_rules.h"
@@ -32,7 +34,7 @@ bool RangeIsAccessible(const void* addr, size_t length, unsigned access) {
 // Checks what the kernel checks before it pins anything: the PD, the length
 // against max_mr_size and the access flags. Returns 0 or the errno.
 int CheckRegistration(ibv_pd* pd, const void* addr, size_t length, unsigned access) {
-  if (!pd) return EINVAL;
+  if (!pd) return Reject(EINVAL, "ibv_reg_mr: pd is NULL");
   verbs::MrRuleVerdict v =
       verbs::CheckMrRange(reinterpret_cast<uint64_t>(addr), length, limits::kMaxMrSize);
   if (v.ok()) v = verbs::CheckMrAccess(access);
@@ -69,7 +71,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
     ReleaseMrBacking(backing.id);
     protocol::HandleRequest undo{rep.handle, 0};
     ctx->channel.Call(protocol::Op::kDeregMr, &undo, sizeof(undo), nullptr, 0);
-    return FailNull<ibv_mr>(ENOMEM);
+    return RejectNull(ENOMEM, "ibv_reg_mr: out of memory for the MR");
   }
   mr->handle = rep.handle;
   mr->backing_id = backing.id;
@@ -85,11 +87,19 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
 }
 
 // Waits until no peer is inside an access of the MR (bounded: a peer that
-// died inside an access never leaves; see docs/datapath.md).
+// died inside an access never leaves; see docs/datapath.md). Accesses by
+// this context itself are counted apart (PeerCache::OwnInflight). seq_cst
+// loads: the other half of the accessors' Dekker protocol (the daemon's
+// key clearing happens before, through the request's reply).
 void WaitForPeersToLeave(Context* ctx, uint32_t lkey) {
   if (!ctx->table.valid()) return;
   const datapath::MrEntry* e = ctx->table.MrSlot(lkey);
-  for (int spins = 0; e->inflight.load(std::memory_order_acquire) != 0; ++spins) {
+  const std::atomic<uint32_t>* own = ctx->peers ? ctx->peers->OwnInflight(lkey) : nullptr;
+  auto inside = [&] {
+    return e->inflight.load(std::memory_order_seq_cst) != 0 ||
+           (own && own->load(std::memory_order_seq_cst) != 0);
+  };
+  for (int spins = 0; inside(); ++spins) {
     if (spins > 200000) {
       Log("ibv_dereg_mr: a peer stayed inside an access of key 0x%x; giving up waiting", lkey);
       return;
@@ -108,7 +118,7 @@ namespace verbs = softverbs::verbs;
 namespace protocol = softverbs::protocol;
 
 SV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
-  if (!context) return FailNull<ibv_pd>(EINVAL);
+  if (!context) return RejectNull(EINVAL, "ibv_alloc_pd: context is NULL");
   Context* ctx = Context::From(context);
   protocol::AllocPdReply rep{};
   protocol::HandleRequest req{};
@@ -124,7 +134,7 @@ SV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
 }
 
 SV_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
-  if (!pd) return EINVAL;
+  if (!pd) return Reject(EINVAL, "ibv_dealloc_pd: pd is NULL");
   Pd* p = FromPublic<Pd>(pd);
   protocol::HandleRequest req{p->handle, 0};
   if (int err = Context::From(pd->context)
@@ -151,7 +161,7 @@ SV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64
 }
 
 SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
-  if (!mr) return EINVAL;
+  if (!mr) return Reject(EINVAL, "ibv_dereg_mr: mr is NULL");
   Mr* m = FromPublic<Mr>(mr);
   Context* ctx = Context::From(mr->context);
   protocol::HandleRequest req{m->handle, 0};
@@ -184,8 +194,13 @@ SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t
     errno = err;
     return IBV_REREG_MR_ERR_CMD;
   };
-  if (!mr) return input_error("no MR");
-  if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) return input_error("unknown flags");
+  if (!mr) return input_error("mr is NULL");
+  if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) {
+    Log("ibv_rereg_mr: flags 0x%x have unknown bits 0x%x", flags,
+        flags & ~IBV_REREG_MR_FLAGS_SUPPORTED);
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
   const bool translate = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
   if (translate && (!addr || length == 0)) {
     return input_error("IBV_REREG_MR_CHANGE_TRANSLATION needs an address and a length");
@@ -194,8 +209,14 @@ SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t
     return input_error("an address or length without IBV_REREG_MR_CHANGE_TRANSLATION");
   }
   // What the kernel's command checks, in its order.
-  if (flags == 0) return command_error(EINVAL);
-  if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) return command_error(EINVAL);
+  if (flags == 0) {
+    Log("ibv_rereg_mr: flags is 0: nothing to change");
+    return command_error(EINVAL);
+  }
+  if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) {
+    Log("ibv_rereg_mr: IBV_REREG_MR_CHANGE_PD with a NULL pd");
+    return command_error(EINVAL);
+  }
   if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
     verbs::MrRuleVerdict v = verbs::CheckMrAccess(static_cast<unsigned>(access));
     if (!v.ok()) {

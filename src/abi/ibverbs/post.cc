@@ -4,8 +4,11 @@
 #include <errno.h>
 #include <string.h>
 
+#include <algorithm>
+
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/post_checks.h"
+#include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
 #include "common/log.h"
 
@@ -49,16 +52,25 @@ int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) 
     out->srqn_set = true;
   }
   if (qp->ibv.qp_base.qp_type == IBV_QPT_UD) {
-    if (!in.wr.ud.ah) return EINVAL;
+    if (!in.wr.ud.ah)
+      return Reject(EINVAL, "ibv_post_send: WR 0x%llx: UD WR without wr.ud.ah",
+                    static_cast<unsigned long long>(in.wr_id));
     if (int err = SetUdAddress(ctx, in.wr.ud.ah, in.wr.ud.remote_qpn, in.wr.ud.remote_qkey, out)) {
       return err;
     }
   }
-  if (in.num_sge < 0) return EINVAL;
+  if (in.num_sge < 0)
+    return Reject(EINVAL, "ibv_post_send: WR 0x%llx: num_sge %d is negative",
+                  static_cast<unsigned long long>(in.wr_id), in.num_sge);
   if (in.send_flags & IBV_SEND_INLINE) {
     size_t total = 0;
     for (int i = 0; i < in.num_sge; ++i) total += in.sg_list[i].length;
-    if (total > qp->cap.max_inline_data || total > dp::kMaxInline) return EINVAL;
+    if (total > qp->cap.max_inline_data || total > dp::kMaxInline) {
+      return Reject(EINVAL,
+                    "ibv_post_send: WR 0x%llx: %zu inline bytes, above the QP's max_inline_data %u",
+                    static_cast<unsigned long long>(in.wr_id), total,
+                    std::min<uint32_t>(qp->cap.max_inline_data, dp::kMaxInline));
+    }
     out->inline_len = 0;
     for (int i = 0; i < in.num_sge; ++i) {
       memcpy(out->inline_data + out->inline_len, reinterpret_cast<const void*>(in.sg_list[i].addr),
@@ -69,7 +81,10 @@ int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) 
   } else {
     if (static_cast<uint32_t>(in.num_sge) > qp->cap.max_send_sge ||
         static_cast<uint32_t>(in.num_sge) > dp::kMaxSendSge) {
-      return EINVAL;
+      return Reject(EINVAL,
+                    "ibv_post_send: WR 0x%llx: num_sge %d is above the QP's max_send_sge %u",
+                    static_cast<unsigned long long>(in.wr_id), in.num_sge,
+                    std::min<uint32_t>(qp->cap.max_send_sge, dp::kMaxSendSge));
     }
     out->num_sge = static_cast<uint32_t>(in.num_sge);
     for (int i = 0; i < in.num_sge; ++i) {
@@ -101,12 +116,15 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 namespace {
 
 // Appends receive WRs to a ring; flushes them at once if the QP is in error.
-template <typename Post>
+// kSrq only names the verb in rejections: no work on the success path.
+template <bool kSrq, typename Post>
 int PostReceives(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, uint32_t max_sge, Post post) {
+  const char* const verb = kSrq ? "ibv_post_srq_recv" : "ibv_post_recv";
   for (; wr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge) {
       if (bad_wr) *bad_wr = wr;
-      return EINVAL;
+      return Reject(EINVAL, "%s: WR 0x%llx: num_sge %d is outside 0..max_recv_sge %u", verb,
+                    static_cast<unsigned long long>(wr->wr_id), wr->num_sge, max_sge);
     }
     dp::RecvSge sge[dp::kMaxSendSge];
     for (int i = 0; i < wr->num_sge; ++i) {
@@ -114,7 +132,8 @@ int PostReceives(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, uint32_t max_sge, Post p
     }
     if (!post(wr->wr_id, sge, static_cast<uint32_t>(wr->num_sge))) {
       if (bad_wr) *bad_wr = wr;
-      return ENOMEM;
+      return Reject(ENOMEM, "%s: WR 0x%llx: the receive queue is full", verb,
+                    static_cast<unsigned long long>(wr->wr_id));
     }
   }
   return 0;
@@ -131,9 +150,9 @@ int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     return EINVAL;
   }
   std::lock_guard lock(qp->rq_mutex);
-  int err = PostReceives(wr, bad_wr, qp->cap.max_recv_sge, [&](uint64_t id, auto* sge, uint32_t n) {
-    return qp->rq.Post(id, sge, n);
-  });
+  int err = PostReceives<false>(
+      wr, bad_wr, qp->cap.max_recv_sge,
+      [&](uint64_t id, auto* sge, uint32_t n) { return qp->rq.Post(id, sge, n); });
   // A QP in error completes what it is given with IBV_WC_WR_FLUSH_ERR.
   if (qp->entry && qp->entry->state.load(std::memory_order_acquire) == IBV_QPS_ERR) {
     Cq* rcq = CqOf(ibqp->recv_cq);
@@ -146,11 +165,12 @@ int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Srq* srq = FromPublic<Srq>(ibsrq);
   if (!srq->rq.valid()) {
     if (bad_wr) *bad_wr = wr;
-    return EINVAL;
+    return Reject(EINVAL, "ibv_post_srq_recv: SRQ 0x%x has no receive ring", srq->srqn);
   }
   std::lock_guard lock(srq->post_mutex);
-  return PostReceives(wr, bad_wr, srq->max_sge,
-                      [&](uint64_t id, auto* sge, uint32_t n) { return srq->rq.Post(id, sge, n); });
+  return PostReceives<true>(wr, bad_wr, srq->max_sge, [&](uint64_t id, auto* sge, uint32_t n) {
+    return srq->rq.Post(id, sge, n);
+  });
 }
 
 }  // namespace softverbs::provider

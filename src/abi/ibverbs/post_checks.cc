@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "abi/ibverbs/reject.h"
 
 namespace softverbs::provider {
 
@@ -17,20 +17,24 @@ int CheckSendState(Qp* qp) {
     case IBV_QPS_ERR:
       return 0;
     default:
-      Log("ibv_post_send: QP 0x%x is not in RTS (state %u)", qp->ibv.qp_base.qp_num, state);
-      return EINVAL;
+      return Reject(EINVAL, "ibv_post_send: QP 0x%x is not in RTS/SQD/SQE/ERR (state %u)",
+                    qp->ibv.qp_base.qp_num, state);
   }
 }
 
 int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
   constexpr uint32_t kKnownFlags =
       IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE | IBV_SEND_IP_CSUM;
-  if (wr.send_flags & ~kKnownFlags) return EINVAL;
+  if (wr.send_flags & ~kKnownFlags) {
+    return Reject(EINVAL, "ibv_post_send: WR 0x%llx: send_flags 0x%x have unknown bits 0x%x",
+                  static_cast<unsigned long long>(wr.wr_id), wr.send_flags,
+                  wr.send_flags & ~kKnownFlags);
+  }
   const ibv_qp_type type = DatapathQpType(qp->ibv.qp_base.qp_type);
   if (type == IBV_QPT_XRC_SEND && !wr.srqn_set) {
-    Log("ibv_wr_complete: XRC_SEND QP 0x%x: a WR without ibv_wr_set_xrc_srqn",
-        qp->ibv.qp_base.qp_num);
-    return EINVAL;
+    return Reject(EINVAL,
+                  "ibv_wr_complete: XRC_SEND QP 0x%x: WR 0x%llx without ibv_wr_set_xrc_srqn",
+                  qp->ibv.qp_base.qp_num, static_cast<unsigned long long>(wr.wr_id));
   }
   // XRC_SEND is an RC requester whose messages name an SRQ.
   const bool rc = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
@@ -53,14 +57,15 @@ int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
       ok = false;
   }
   if (!ok) {
-    Log("ibv_post_send: opcode %u is not supported on QP 0x%x of type %d", wr.opcode,
-        qp->ibv.qp_base.qp_num, type);
-    return EINVAL;
+    return Reject(
+        EINVAL, "ibv_post_send: WR 0x%llx: opcode %u is not supported on QP 0x%x of type %d",
+        static_cast<unsigned long long>(wr.wr_id), wr.opcode, qp->ibv.qp_base.qp_num, type);
   }
   if ((wr.send_flags & IBV_SEND_INLINE) &&
       (wr.opcode == IBV_WR_RDMA_READ || wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
        wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)) {
-    return EINVAL;
+    return Reject(EINVAL, "ibv_post_send: WR 0x%llx: IBV_SEND_INLINE on opcode %u (READ/atomic)",
+                  static_cast<unsigned long long>(wr.wr_id), wr.opcode);
   }
   return 0;
 }

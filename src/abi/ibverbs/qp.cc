@@ -13,6 +13,7 @@
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/qp_ex_ops.h"
+#include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
 #include "common/log.h"
 #include "softverbs/xrc_legacy.h"
@@ -61,7 +62,9 @@ Qp* NewQp(ibv_context* context, Handle handle, uint32_t qpn, ibv_qp_type type, v
 }  // namespace
 
 ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-  if (!context || !attr) return FailNull<ibv_qp>(EINVAL);
+  if (!context || !attr) {
+    return RejectNull(EINVAL, "ibv_create_qp_ex: %s is NULL", !context ? "context" : "attr");
+  }
   if (attr->comp_mask & ~kKnownQpInitComp) {
     Log("ibv_create_qp_ex: comp_mask 0x%x has unknown bits", attr->comp_mask);
     return FailNull<ibv_qp>(EINVAL);
@@ -80,9 +83,11 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     Log("ibv_create_qp_ex: IBV_QP_INIT_ATTR_PD is required for this QP type");
     return FailNull<ibv_qp>(EINVAL);
   }
-  if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) && !attr->pd) return FailNull<ibv_qp>(EINVAL);
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_PD) && !attr->pd) {
+    return RejectNull(EINVAL, "ibv_create_qp_ex: IBV_QP_INIT_ATTR_PD is set but pd is NULL");
+  }
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) && is_recv && !attr->xrcd) {
-    return FailNull<ibv_qp>(EINVAL);
+    return RejectNull(EINVAL, "ibv_create_qp_ex: IBV_QP_INIT_ATTR_XRCD is set but xrcd is NULL");
   }
   uint64_t send_ops = 0;
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
@@ -120,7 +125,8 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (!qp) {
     protocol::HandleRequest undo{rep.handle, 0};
     ctx->channel.Call(protocol::Op::kDestroyQp, &undo, sizeof(undo), nullptr, 0);
-    return FailNull<ibv_qp>(ENOMEM);
+    return RejectNull(ENOMEM, "ibv_create_qp_ex: cannot map the QP's receive queue (%s)",
+                      strerror(map_err ? map_err : ENOMEM));
   }
   ibv_qp& q = qp->ibv.qp_base;
   q.pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
@@ -141,8 +147,12 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
 }
 
 ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr) {
-  if (!context || !attr) return FailNull<ibv_qp>(EINVAL);
-  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) return FailNull<ibv_qp>(EINVAL);
+  if (!context || !attr) {
+    return RejectNull(EINVAL, "ibv_open_qp: %s is NULL", !context ? "context" : "attr");
+  }
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
+    return RejectNull(EINVAL, "ibv_open_qp: comp_mask 0x%x has unknown bits", attr->comp_mask);
+  }
   constexpr uint32_t kRequired =
       IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
   if ((attr->comp_mask & kRequired) != kRequired || !attr->xrcd) {
@@ -158,7 +168,7 @@ ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr) {
   }
   void* qp_context = (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? attr->qp_context : nullptr;
   Qp* qp = NewQp(context, rep.handle, rep.qpn, attr->qp_type, qp_context);
-  if (!qp) return FailNull<ibv_qp>(ENOMEM);
+  if (!qp) return RejectNull(ENOMEM, "ibv_open_qp: out of memory for the QP");
   qp->ibv.qp_base.state = static_cast<ibv_qp_state>(rep.state);
   ctx->Track(rep.handle, &qp->ibv.qp_base);
   return &qp->ibv.qp_base;
@@ -171,7 +181,7 @@ using softverbs::Log;
 namespace protocol = softverbs::protocol;
 
 SV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
-  if (!pd || !attr) return FailNull<ibv_qp>(EINVAL);
+  if (!pd || !attr) return RejectNull(EINVAL, "ibv_create_qp: %s is NULL", !pd ? "pd" : "attr");
   // The legacy OFED send QP: attr is really a struct ibv_xrc_qp_init_attr
   // (xrc_domain trailing); it runs as an XRC_SEND QP of that PD.
   const bool legacy_xrc = attr->qp_type == kLegacyQptXrc;
@@ -197,14 +207,19 @@ SV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 }
 
 SV_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
-  if (!qp) return FailNull<ibv_qp_ex>(EINVAL);
+  if (!qp) return RejectNull(EINVAL, "ibv_qp_to_qp_ex: qp is NULL");
   Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
-  if (!q->has_qp_ex) return FailNull<ibv_qp_ex>(EOPNOTSUPP);
+  if (!q->has_qp_ex) {
+    return RejectNull(EOPNOTSUPP,
+                      "ibv_qp_to_qp_ex: QP 0x%x was created without "
+                      "IBV_QP_INIT_ATTR_SEND_OPS_FLAGS",
+                      qp->qp_num);
+  }
   return &q->ibv;
 }
 
 SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
-  if (!qp || !attr) return EINVAL;
+  if (!qp || !attr) return Reject(EINVAL, "ibv_modify_qp: %s is NULL", !qp ? "qp" : "attr");
   Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
   protocol::ModifyQpRequest req{};
   req.handle = q->handle;
@@ -223,7 +238,9 @@ SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
 
 SV_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
                            ibv_qp_init_attr* init_attr) {
-  if (!qp || !attr || !init_attr) return EINVAL;
+  if (!qp || !attr || !init_attr) {
+    return Reject(EINVAL, "ibv_query_qp: %s is NULL", !qp ? "qp" : !attr ? "attr" : "init_attr");
+  }
   (void)attr_mask;  // like hardware drivers, every attribute is returned
   Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
   protocol::HandleRequest req{q->handle, 0};
@@ -248,7 +265,7 @@ SV_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
 }
 
 SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
-  if (!qp) return EINVAL;
+  if (!qp) return Reject(EINVAL, "ibv_destroy_qp: qp is NULL");
   Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
   Context* ctx = Context::From(qp->context);
   protocol::HandleRequest req{q->handle, 0};
@@ -265,7 +282,11 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
 
 namespace {
 int Mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, protocol::Op op) {
-  if (!qp || !gid) return EINVAL;
+  if (!qp || !gid) {
+    return Reject(EINVAL, "%s: %s is NULL",
+                  op == protocol::Op::kAttachMcast ? "ibv_attach_mcast" : "ibv_detach_mcast",
+                  !qp ? "qp" : "gid");
+  }
   protocol::McastRequest req{};
   req.qp = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp))->handle;
   req.lid = lid;

@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include <algorithm>
+
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
-#include "common/log.h"
 
 namespace softverbs::provider {
 namespace {
@@ -23,8 +25,9 @@ Qp* QpOf(ibv_qp_ex* q) {
 dp::SendWr* Open(ibv_qp_ex* q, uint32_t opcode, uint64_t ops_flag) {
   Qp* qp = QpOf(q);
   if (!(qp->send_ops_flags & ops_flag)) {
-    Log("ibv_wr_*: opcode %u was not in send_ops_flags at QP creation", opcode);
-    qp->batch_error = EINVAL;
+    qp->batch_error =
+        Reject(EINVAL, "ibv_wr_*: QP 0x%x: opcode %u was not in send_ops_flags at QP creation",
+               q->qp_base.qp_num, opcode);
   }
   dp::SendWr& wr = qp->batch.emplace_back();
   wr.wr_id = q->wr_id;
@@ -36,7 +39,9 @@ dp::SendWr* Open(ibv_qp_ex* q, uint32_t opcode, uint64_t ops_flag) {
 dp::SendWr* Last(ibv_qp_ex* q) {
   Qp* qp = QpOf(q);
   if (qp->batch.empty()) {
-    qp->batch_error = EINVAL;
+    qp->batch_error =
+        Reject(EINVAL, "ibv_wr_set_*: QP 0x%x: no WR is open (call ibv_wr_<opcode> first)",
+               q->qp_base.qp_num);
     static thread_local dp::SendWr scratch;
     return &scratch;
   }
@@ -101,20 +106,20 @@ void WrSendImm(ibv_qp_ex* q, __be32 imm) {
   Open(q, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM)->imm_data = imm;
 }
 // Operations softverbs never advertises in send_ops_flags.
-void WrUnsupported(ibv_qp_ex* q) {
-  QpOf(q)->batch_error = EOPNOTSUPP;
+void WrUnsupported(ibv_qp_ex* q, const char* verb) {
+  QpOf(q)->batch_error = Reject(EOPNOTSUPP, "%s is not supported by softverbs", verb);
 }
 void WrSendInv(ibv_qp_ex* q, uint32_t) {
-  WrUnsupported(q);
+  WrUnsupported(q, "ibv_wr_send_inv");
 }
 void WrSendTso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
-  WrUnsupported(q);
+  WrUnsupported(q, "ibv_wr_send_tso");
 }
 void WrBindMw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  WrUnsupported(q);
+  WrUnsupported(q, "ibv_wr_bind_mw");
 }
 void WrLocalInv(ibv_qp_ex* q, uint32_t) {
-  WrUnsupported(q);
+  WrUnsupported(q, "ibv_wr_local_inv");
 }
 void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t remote_srqn) {
   dp::SendWr* wr = Last(q);
@@ -123,7 +128,7 @@ void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t remote_srqn) {
 }
 void WrSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   if (!ah) {
-    QpOf(q)->batch_error = EINVAL;
+    QpOf(q)->batch_error = Reject(EINVAL, "ibv_wr_set_ud_addr: ah is NULL");
     return;
   }
   SetUdAddress(Context::From(q->qp_base.context), ah, remote_qpn, remote_qkey, Last(q));
@@ -134,7 +139,9 @@ void WrSetInlineDataList(ibv_qp_ex* q, size_t num_buf, const ibv_data_buf* buf) 
   size_t total = 0;
   for (size_t i = 0; i < num_buf; ++i) total += buf[i].length;
   if (total > qp->cap.max_inline_data || total > dp::kMaxInline) {
-    qp->batch_error = EINVAL;
+    qp->batch_error = Reject(
+        EINVAL, "ibv_wr_set_inline_data: QP 0x%x: %zu inline bytes, above max_inline_data %u",
+        q->qp_base.qp_num, total, std::min<uint32_t>(qp->cap.max_inline_data, dp::kMaxInline));
     return;
   }
   wr->send_flags |= IBV_SEND_INLINE;
@@ -153,7 +160,9 @@ void WrSetSgeList(ibv_qp_ex* q, size_t num_sge, const ibv_sge* sge) {
   Qp* qp = QpOf(q);
   dp::SendWr* wr = Last(q);
   if (num_sge > qp->cap.max_send_sge || num_sge > dp::kMaxSendSge) {
-    qp->batch_error = EINVAL;
+    qp->batch_error = Reject(
+        EINVAL, "ibv_wr_set_sge_list: QP 0x%x: num_sge %zu is above the QP's max_send_sge %u",
+        q->qp_base.qp_num, num_sge, std::min<uint32_t>(qp->cap.max_send_sge, dp::kMaxSendSge));
     return;
   }
   wr->num_sge = static_cast<uint32_t>(num_sge);

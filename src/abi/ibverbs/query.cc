@@ -7,6 +7,7 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
 
@@ -82,18 +83,20 @@ void FillPortAttr(const Context& ctx, ibv_port_attr* a) {
   a->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 
+// The rule every verb with a port number checks.
+#define SV_NO_SUCH_PORT "%s: port %u does not exist (the device has port 1 only)"
+
 int CheckPort(uint32_t port_num, const char* verb) {
-  if (port_num != 1) {
-    Log("%s: port %u does not exist (the device has port 1 only)", verb, port_num);
-    return EINVAL;
-  }
+  if (port_num != 1) return Reject(EINVAL, SV_NO_SUCH_PORT, verb, port_num);
   return 0;
 }
 
 }  // namespace
 
 int QueryPortOp(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, size_t attr_len) {
-  if (!context || !attr) return EINVAL;
+  if (!context || !attr) {
+    return Reject(EINVAL, "ibv_query_port: %s is NULL", !context ? "context" : "port_attr");
+  }
   if (int err = CheckPort(port_num, "ibv_query_port")) return err;
   ibv_port_attr full;
   FillPortAttr(*Context::From(context), &full);
@@ -104,12 +107,18 @@ int QueryPortOp(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, siz
 
 int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size) {
-  if (!context || !attr) return EINVAL;
-  if (input && input->comp_mask != 0) {
-    Log("ibv_query_device_ex: input comp_mask 0x%x has unknown bits", input->comp_mask);
-    return EINVAL;
+  if (!context || !attr) {
+    return Reject(EINVAL, "ibv_query_device_ex: %s is NULL", !context ? "context" : "attr");
   }
-  if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  if (input && input->comp_mask != 0) {
+    return Reject(EINVAL, "ibv_query_device_ex: input comp_mask 0x%x has unknown bits",
+                  input->comp_mask);
+  }
+  if (attr_size < sizeof(ibv_device_attr)) {
+    return Reject(EINVAL,
+                  "ibv_query_device_ex: attr_size %zu is smaller than ibv_device_attr (%zu)",
+                  attr_size, sizeof(ibv_device_attr));
+  }
   ibv_device_attr_ex full{};
   FillDeviceAttr(&full.orig_attr);
   full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
@@ -125,7 +134,9 @@ using namespace softverbs::provider;
 using softverbs::Log;
 
 SV_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
-  if (!context || !attr) return EINVAL;
+  if (!context || !attr) {
+    return Reject(EINVAL, "ibv_query_device: %s is NULL", !context ? "context" : "device_attr");
+  }
   FillDeviceAttr(attr);
   return 0;
 }
@@ -140,10 +151,13 @@ SV_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num,
 }
 
 SV_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
-  if (!context || !gid || port_num != 1 || index < 0 ||
-      index >= softverbs::limits::kGidTableLength) {
-    errno = EINVAL;
-    return -1;
+  if (!context || !gid) {
+    return RejectMinusOne(EINVAL, "ibv_query_gid: %s is NULL", !context ? "context" : "gid");
+  }
+  if (port_num != 1) return RejectMinusOne(EINVAL, SV_NO_SUCH_PORT, "ibv_query_gid", port_num);
+  if (index < 0 || index >= softverbs::limits::kGidTableLength) {
+    return RejectMinusOne(EINVAL, "ibv_query_gid: index %d is outside the GID table (0..%d)", index,
+                          softverbs::limits::kGidTableLength - 1);
   }
   const auto& gids = Context::From(context)->gids;
   memset(gid, 0, sizeof(*gid));
@@ -153,7 +167,10 @@ SV_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, i
 
 namespace {
 int FillGidEntry(const Context& ctx, uint32_t index, ibv_gid_entry* entry) {
-  if (index >= static_cast<uint32_t>(ctx.gids.count)) return ENODATA;
+  if (index >= static_cast<uint32_t>(ctx.gids.count)) {
+    return Reject(ENODATA, "ibv_query_gid_ex: GID index %u is empty (%d GIDs in use)", index,
+                  ctx.gids.count);
+  }
   const auto& e = ctx.gids.gids[index];
   memset(entry, 0, sizeof(*entry));
   memcpy(entry->gid.raw, e.raw, 16);
@@ -168,18 +185,35 @@ int FillGidEntry(const Context& ctx, uint32_t index, ibv_gid_entry* entry) {
 
 SV_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                                 ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
-  if (!context || !entry || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
-  if (port_num != 1 || gid_index >= static_cast<uint32_t>(softverbs::limits::kGidTableLength)) {
-    return EINVAL;
+  if (!context || !entry) {
+    return Reject(EINVAL, "ibv_query_gid_ex: %s is NULL", !context ? "context" : "entry");
+  }
+  if (flags != 0) return Reject(EINVAL, "ibv_query_gid_ex: flags 0x%x must be 0", flags);
+  if (entry_size < sizeof(ibv_gid_entry)) {
+    return Reject(EINVAL, "ibv_query_gid_ex: entry_size %zu is below sizeof(ibv_gid_entry) %zu",
+                  entry_size, sizeof(ibv_gid_entry));
+  }
+  if (int err = CheckPort(port_num, "ibv_query_gid_ex")) return err;
+  if (gid_index >= static_cast<uint32_t>(softverbs::limits::kGidTableLength)) {
+    return Reject(EINVAL, "ibv_query_gid_ex: index %u is outside the GID table (0..%d)", gid_index,
+                  softverbs::limits::kGidTableLength - 1);
   }
   return FillGidEntry(*Context::From(context), gid_index, entry);
 }
 
 SV_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries,
                                        size_t max_entries, uint32_t flags, size_t entry_size) {
-  if (!context || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  if (!context) return -Reject(EINVAL, "ibv_query_gid_table: context is NULL");
+  if (flags != 0) return -Reject(EINVAL, "ibv_query_gid_table: flags 0x%x must be 0", flags);
+  if (entry_size < sizeof(ibv_gid_entry)) {
+    return -Reject(EINVAL, "ibv_query_gid_table: entry_size %zu is below sizeof(ibv_gid_entry) %zu",
+                   entry_size, sizeof(ibv_gid_entry));
+  }
   const Context& ctx = *Context::From(context);
-  if (max_entries < static_cast<size_t>(ctx.gids.count)) return -EINVAL;
+  if (max_entries < static_cast<size_t>(ctx.gids.count)) {
+    return -Reject(EINVAL, "ibv_query_gid_table: max_entries %zu is below the %d GIDs in use",
+                   max_entries, ctx.gids.count);
+  }
   size_t n = 0;
   for (int i = 0; i < ctx.gids.count; ++i) {
     auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + n * entry_size);
@@ -192,14 +226,16 @@ SV_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entr
 // IBVERBS_PRIVATE_34: used by ibv_devinfo. Values of enum ibv_gid_type_sysfs.
 SV_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
                                  int* type) {
-  if (!context || !type || port_num != 1) {
-    errno = EINVAL;
-    return -1;
+  if (!context || !type) {
+    return RejectMinusOne(EINVAL, "ibv_query_gid_type: %s is NULL", !context ? "context" : "type");
+  }
+  if (port_num != 1) {
+    return RejectMinusOne(EINVAL, SV_NO_SUCH_PORT, "ibv_query_gid_type", port_num);
   }
   const Context& ctx = *Context::From(context);
   if (index >= static_cast<unsigned>(ctx.gids.count)) {
-    errno = ENODATA;
-    return -1;
+    return RejectMinusOne(ENODATA, "ibv_query_gid_type: GID index %u is empty (%d GIDs in use)",
+                          index, ctx.gids.count);
   }
   // ibv_gid_type_sysfs: 0 IB/RoCE v1, 1 RoCE v2.
   *type = ctx.gids.gids[index].type == softverbs::GidType::kRoceV2 ? 1 : 0;
@@ -207,9 +243,13 @@ SV_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigne
 }
 
 SV_EXPORT int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
-  if (!context || !pkey || port_num != 1 || index < 0 || index >= softverbs::limits::kMaxPkeys) {
-    errno = EINVAL;
-    return -1;
+  if (!context || !pkey) {
+    return RejectMinusOne(EINVAL, "ibv_query_pkey: %s is NULL", !context ? "context" : "pkey");
+  }
+  if (port_num != 1) return RejectMinusOne(EINVAL, SV_NO_SUCH_PORT, "ibv_query_pkey", port_num);
+  if (index < 0 || index >= softverbs::limits::kMaxPkeys) {
+    return RejectMinusOne(EINVAL, "ibv_query_pkey: index %d is outside the P_Key table (0..%d)",
+                          index, softverbs::limits::kMaxPkeys - 1);
   }
   *pkey = htobe16(softverbs::limits::kDefaultPkey);
   return 0;
@@ -219,11 +259,12 @@ SV_EXPORT int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, 
 // exact match, as libibverbs compares the entries it reads), -1 with errno on
 // error.
 SV_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
-  if (!context || port_num != 1) {
-    errno = EINVAL;
-    return -1;
+  if (!context) return RejectMinusOne(EINVAL, "ibv_get_pkey_index: context is NULL");
+  if (port_num != 1) {
+    return RejectMinusOne(EINVAL, SV_NO_SUCH_PORT, "ibv_get_pkey_index", port_num);
   }
   if (be16toh(pkey) == softverbs::limits::kDefaultPkey) return 0;
-  errno = ENOENT;
-  return -1;
+  return RejectMinusOne(ENOENT,
+                        "ibv_get_pkey_index: P_Key 0x%04x is not in the table (only 0x%04x)",
+                        be16toh(pkey), softverbs::limits::kDefaultPkey);
 }

@@ -6,6 +6,7 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
+#include "common/log.h"
 
 using namespace softverbs::provider;
 
@@ -20,6 +21,10 @@ SV_EXPORT int softverbs_call(ibv_context* context, uint16_t op, const void* req,
   if (op == 0 || op >= static_cast<uint16_t>(softverbs::protocol::Op::kCount)) return EINVAL;
   return Context::From(context)->channel.Call(static_cast<softverbs::protocol::Op>(op), req,
                                               req_len, rep, rep_len, fds, nfds, rep_body_len);
+}
+
+SV_EXPORT void softverbs_vlog(const char* fmt, va_list ap) {
+  softverbs::VLog(fmt, ap);
 }
 
 SV_EXPORT uint32_t softverbs_client_id(ibv_context* context) {

@@ -8,6 +8,7 @@
 #define SOFTVERBS_ABI_IBVERBS_SOFTVERBS_PRIVATE_H_
 
 #include <infiniband/verbs.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,11 @@ int softverbs_call(struct ibv_context* context, uint16_t op, const void* req, si
  * daemon runs, so it tells a reopened context from a closed one at the same
  * address. */
 uint32_t softverbs_client_id(struct ibv_context* context);
+
+/* One line on the log channel (common/log.h, SOFTVERBS_LOG) of libibverbs,
+ * so that every library of the process writes to the same sink. A no-op when
+ * the channel is off. */
+void softverbs_vlog(const char* fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 /* Device-wide numbers of verbs objects (what mlx5dv_init_obj reports and
  * DEVX commands use to name them). */

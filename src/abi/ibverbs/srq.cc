@@ -1,10 +1,12 @@
 // Shared receive queues (basic and XRC).
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
 
@@ -35,7 +37,7 @@ ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd
     delete srq;
     protocol::HandleRequest undo{rep.handle, 0};
     ctx->channel.Call(protocol::Op::kDestroySrq, &undo, sizeof(undo), nullptr, 0);
-    return FailNull<ibv_srq>(map_err);
+    return RejectNull(map_err, "ibv_create_srq: cannot map the SRQ's ring (%s)", strerror(map_err));
   }
   srq->rq.Attach(srq->ring_mapping.base());
   srq->max_sge = rep.max_sge;
@@ -57,7 +59,9 @@ ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd
 }  // namespace
 
 ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
-  if (!context || !attr) return FailNull<ibv_srq>(EINVAL);
+  if (!context || !attr) {
+    return RejectNull(EINVAL, "ibv_create_srq_ex: %s is NULL", !context ? "context" : "attr");
+  }
   if (attr->comp_mask >= IBV_SRQ_INIT_ATTR_RESERVED) {
     Log("ibv_create_srq_ex: comp_mask 0x%x has unknown bits", attr->comp_mask);
     return FailNull<ibv_srq>(EINVAL);
@@ -71,7 +75,9 @@ ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     return FailNull<ibv_srq>(EINVAL);
   }
   ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
-  if (type == IBV_SRQT_TM) return FailNull<ibv_srq>(EOPNOTSUPP);
+  if (type == IBV_SRQT_TM) {
+    return RejectNull(EOPNOTSUPP, "ibv_create_srq_ex: tag-matching SRQs are not supported");
+  }
   if (type == IBV_SRQT_XRC) {
     if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
         !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
@@ -84,9 +90,12 @@ ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
 }
 
 int GetSrqNumOp(ibv_srq* srq, uint32_t* srq_num) {
-  if (!srq || !srq_num) return EINVAL;
+  if (!srq || !srq_num)
+    return Reject(EINVAL, "ibv_get_srq_num: %s is NULL", !srq ? "srq" : "srq_num");
   Srq* s = FromPublic<Srq>(srq);
-  if (s->type != IBV_SRQT_XRC) return EINVAL;
+  if (s->type != IBV_SRQT_XRC) {
+    return Reject(EINVAL, "ibv_get_srq_num: SRQ 0x%x is not an XRC SRQ", s->srqn);
+  }
   *srq_num = s->srqn;
   return 0;
 }
@@ -97,7 +106,7 @@ using namespace softverbs::provider;
 namespace protocol = softverbs::protocol;
 
 SV_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
-  if (!pd || !attr) return FailNull<ibv_srq>(EINVAL);
+  if (!pd || !attr) return RejectNull(EINVAL, "ibv_create_srq: %s is NULL", !pd ? "pd" : "attr");
   return CreateSrq(pd->context, pd, IBV_SRQT_BASIC, nullptr, nullptr, attr->srq_context,
                    &attr->attr);
 }
@@ -105,7 +114,7 @@ SV_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 // IBV_SRQ_MAX_WR resizes the ring in place under the post lock
 // (datapath/recv_queue.h); fewer than the WQEs posted is EINVAL, as in rxe.
 SV_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
-  if (!srq || !attr) return EINVAL;
+  if (!srq || !attr) return Reject(EINVAL, "ibv_modify_srq: %s is NULL", !srq ? "srq" : "attr");
   Srq* s = FromPublic<Srq>(srq);
   Context* ctx = Context::From(srq->context);
   protocol::ModifySrqRequest req{s->handle, static_cast<uint32_t>(attr_mask), attr->max_wr,
@@ -120,16 +129,15 @@ SV_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
   std::lock_guard lock(s->post_mutex);
   return s->rq.Resize(attr->max_wr, s->ring_mapping.size(), [&](uint32_t posted) {
     if (posted > attr->max_wr) {
-      softverbs::Log("ibv_modify_srq: %u WQEs are posted, more than max_wr %u", posted,
-                     attr->max_wr);
-      return EINVAL;
+      return Reject(EINVAL, "ibv_modify_srq: %u WQEs are posted, more than max_wr %u", posted,
+                    attr->max_wr);
     }
     return call();
   });
 }
 
 SV_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
-  if (!srq || !attr) return EINVAL;
+  if (!srq || !attr) return Reject(EINVAL, "ibv_query_srq: %s is NULL", !srq ? "srq" : "attr");
   protocol::HandleRequest req{FromPublic<Srq>(srq)->handle, 0};
   protocol::QuerySrqReply rep{};
   if (int err = Context::From(srq->context)->channel.Call(protocol::Op::kQuerySrq, req, &rep)) {
@@ -142,7 +150,7 @@ SV_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 }
 
 SV_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
-  if (!srq) return EINVAL;
+  if (!srq) return Reject(EINVAL, "ibv_destroy_srq: srq is NULL");
   Srq* s = FromPublic<Srq>(srq);
   Context* ctx = Context::From(srq->context);
   protocol::HandleRequest req{s->handle, 0};

@@ -95,8 +95,7 @@ SOFTVERBS_WEAK_EXPORT int _ibv_query_gid_ex(ibv_context*, uint32_t, uint32_t, ib
 // Returns the number of entries, or a negative errno value.
 SOFTVERBS_WEAK_EXPORT ssize_t _ibv_query_gid_table(ibv_context*, ibv_gid_entry*, size_t, uint32_t,
                                                    size_t) {
-  errno = EOPNOTSUPP;
-  return -EOPNOTSUPP;
+  return -ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_query_gid_type(ibv_context*, uint8_t, unsigned int,
                                              void* /*ibv_gid_type_sysfs*/) {
@@ -148,7 +147,7 @@ SOFTVERBS_WEAK_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint6
 }
 // IBV_REREG_MR_ERR_INPUT: "old MR is still valid", the safe failure to report.
 SOFTVERBS_WEAK_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  errno = EOPNOTSUPP;
+  ErrnoValueNotSupported();
   return IBV_REREG_MR_ERR_INPUT;
 }
 SOFTVERBS_WEAK_EXPORT int ibv_dereg_mr(ibv_mr*) {

@@ -17,6 +17,7 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/xrc_legacy_registry.h"
 #include "common/log.h"
 
@@ -92,7 +93,7 @@ using namespace softverbs::provider;
 using softverbs::Log;
 
 SV_EXPORT ibv_xrc_domain* ibv_open_xrc_domain(ibv_context* context, int fd, int oflag) {
-  if (!context) return FailNull<ibv_xrc_domain>(EINVAL);
+  if (!context) return RejectNull(EINVAL, "ibv_open_xrc_domain: context is NULL");
   if (fd == -1 && oflag != O_CREAT) {
     Log("ibv_open_xrc_domain: without a file (fd -1) the only valid oflag is O_CREAT");
     return FailNull<ibv_xrc_domain>(EINVAL);
@@ -106,7 +107,7 @@ SV_EXPORT ibv_xrc_domain* ibv_open_xrc_domain(ibv_context* context, int fd, int 
   auto* d = new (std::nothrow) LegacyDomain{};
   if (!d) {
     CloseXrcdOp(xrcd);
-    return FailNull<ibv_xrc_domain>(ENOMEM);
+    return RejectNull(ENOMEM, "ibv_open_xrc_domain: out of memory for the domain");
   }
   d->pub.context = context;
   d->pub.handle = FromPublic<Xrcd>(xrcd)->handle;
@@ -115,14 +116,15 @@ SV_EXPORT ibv_xrc_domain* ibv_open_xrc_domain(ibv_context* context, int fd, int 
 }
 
 SV_EXPORT int ibv_close_xrc_domain(ibv_xrc_domain* domain) {
-  if (!domain) return EINVAL;
+  if (!domain) return Reject(EINVAL, "ibv_close_xrc_domain: domain is NULL");
   LegacyDomain* d = AsLegacy(domain);
   {
     std::lock_guard lock(d->mutex);
     if (!d->registrations.empty()) {
-      Log("ibv_close_xrc_domain: this process is still registered with %zu receive QP(s)",
-          d->registrations.size());
-      return EBUSY;
+      return Reject(EBUSY,
+                    "ibv_close_xrc_domain: this process is still registered with %zu receive "
+                    "QP(s)",
+                    d->registrations.size());
     }
   }
   if (int err = CloseXrcdOp(d->xrcd)) return err;
@@ -132,7 +134,13 @@ SV_EXPORT int ibv_close_xrc_domain(ibv_xrc_domain* domain) {
 
 SV_EXPORT ibv_srq* ibv_create_xrc_srq(ibv_pd* pd, ibv_xrc_domain* domain, ibv_cq* xrc_cq,
                                       ibv_srq_init_attr* srq_init_attr) {
-  if (!pd || !domain || !xrc_cq || !srq_init_attr) return FailNull<ibv_srq>(EINVAL);
+  if (!pd || !domain || !xrc_cq || !srq_init_attr) {
+    return RejectNull(EINVAL, "ibv_create_xrc_srq: %s is NULL",
+                      !pd       ? "pd"
+                      : !domain ? "xrc_domain"
+                      : !xrc_cq ? "xrc_cq"
+                                : "srq_init_attr");
+  }
   ibv_srq_init_attr_ex attr{};
   attr.srq_context = srq_init_attr->srq_context;
   attr.attr = srq_init_attr->attr;
@@ -148,7 +156,12 @@ SV_EXPORT ibv_srq* ibv_create_xrc_srq(ibv_pd* pd, ibv_xrc_domain* domain, ibv_cq
 }
 
 SV_EXPORT int ibv_create_xrc_rcv_qp(ibv_xrc_qp_init_attr* init_attr, uint32_t* xrc_rcv_qpn) {
-  if (!init_attr || !init_attr->xrc_domain || !xrc_rcv_qpn) return EINVAL;
+  if (!init_attr || !init_attr->xrc_domain || !xrc_rcv_qpn) {
+    return Reject(EINVAL, "ibv_create_xrc_rcv_qp: %s is NULL",
+                  !init_attr               ? "init_attr"
+                  : !init_attr->xrc_domain ? "init_attr->xrc_domain"
+                                           : "xrc_rcv_qpn");
+  }
   LegacyDomain* d = AsLegacy(init_attr->xrc_domain);
   ibv_qp_init_attr_ex attr{};
   attr.qp_type = IBV_QPT_XRC_RECV;
@@ -167,14 +180,21 @@ SV_EXPORT int ibv_create_xrc_rcv_qp(ibv_xrc_qp_init_attr* init_attr, uint32_t* x
 
 SV_EXPORT int ibv_modify_xrc_rcv_qp(ibv_xrc_domain* domain, uint32_t xrc_qp_num, ibv_qp_attr* attr,
                                     int attr_mask) {
-  if (!domain || !attr) return EINVAL;
+  if (!domain || !attr) {
+    return Reject(EINVAL, "ibv_modify_xrc_rcv_qp: %s is NULL", !domain ? "xrc_domain" : "attr");
+  }
   return WithHandle(AsLegacy(domain), xrc_qp_num,
                     [&](ibv_qp* qp) { return ibv_modify_qp(qp, attr, attr_mask); });
 }
 
 SV_EXPORT int ibv_query_xrc_rcv_qp(ibv_xrc_domain* domain, uint32_t xrc_qp_num, ibv_qp_attr* attr,
                                    int attr_mask, ibv_xrc_qp_init_attr* init_attr) {
-  if (!domain || !attr || !init_attr) return EINVAL;
+  if (!domain || !attr || !init_attr) {
+    return Reject(EINVAL, "ibv_query_xrc_rcv_qp: %s is NULL",
+                  !domain ? "xrc_domain"
+                  : !attr ? "attr"
+                          : "init_attr");
+  }
   return WithHandle(AsLegacy(domain), xrc_qp_num, [&](ibv_qp* qp) {
     ibv_qp_init_attr modern{};
     int err = ibv_query_qp(qp, attr, attr_mask, &modern);
@@ -191,7 +211,7 @@ SV_EXPORT int ibv_query_xrc_rcv_qp(ibv_xrc_domain* domain, uint32_t xrc_qp_num, 
 }
 
 SV_EXPORT int ibv_reg_xrc_rcv_qp(ibv_xrc_domain* domain, uint32_t xrc_qp_num) {
-  if (!domain) return EINVAL;
+  if (!domain) return Reject(EINVAL, "ibv_reg_xrc_rcv_qp: xrc_domain is NULL");
   LegacyDomain* d = AsLegacy(domain);
   std::lock_guard lock(d->mutex);
   if (d->registrations.count(xrc_qp_num)) return 0;  // already registered
@@ -203,13 +223,13 @@ SV_EXPORT int ibv_reg_xrc_rcv_qp(ibv_xrc_domain* domain, uint32_t xrc_qp_num) {
 }
 
 SV_EXPORT int ibv_unreg_xrc_rcv_qp(ibv_xrc_domain* domain, uint32_t xrc_qp_num) {
-  if (!domain) return EINVAL;
+  if (!domain) return Reject(EINVAL, "ibv_unreg_xrc_rcv_qp: xrc_domain is NULL");
   LegacyDomain* d = AsLegacy(domain);
   std::lock_guard lock(d->mutex);
   auto it = d->registrations.find(xrc_qp_num);
   if (it == d->registrations.end()) {
-    Log("ibv_unreg_xrc_rcv_qp: this process is not registered with QP 0x%x", xrc_qp_num);
-    return EINVAL;
+    return Reject(EINVAL, "ibv_unreg_xrc_rcv_qp: this process is not registered with QP 0x%x",
+                  xrc_qp_num);
   }
   ibv_qp* qp = it->second;
   Forget(qp);

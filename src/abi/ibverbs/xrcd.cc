@@ -6,13 +6,19 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "common/log.h"
 
 namespace softverbs::provider {
 
 ibv_xrcd* OpenXrcdOp(ibv_context* context, ibv_xrcd_init_attr* attr) {
-  if (!context || !attr) return FailNull<ibv_xrcd>(EINVAL);
-  if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) return FailNull<ibv_xrcd>(EOPNOTSUPP);
+  if (!context || !attr) {
+    return RejectNull(EINVAL, "ibv_open_xrcd: %s is NULL", !context ? "context" : "xrcd_init_attr");
+  }
+  if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) {
+    return RejectNull(EOPNOTSUPP, "ibv_open_xrcd: comp_mask 0x%x has unknown bits",
+                      attr->comp_mask);
+  }
   constexpr uint32_t kRequired = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
   if ((attr->comp_mask & kRequired) != kRequired) {
     Log("ibv_open_xrcd: comp_mask needs IBV_XRCD_INIT_ATTR_FD and IBV_XRCD_INIT_ATTR_OFLAGS");
@@ -36,7 +42,7 @@ ibv_xrcd* OpenXrcdOp(ibv_context* context, ibv_xrcd_init_attr* attr) {
 }
 
 int CloseXrcdOp(ibv_xrcd* xrcd) {
-  if (!xrcd) return EINVAL;
+  if (!xrcd) return Reject(EINVAL, "ibv_close_xrcd: xrcd is NULL");
   Xrcd* x = FromPublic<Xrcd>(xrcd);
   protocol::HandleRequest req{x->handle, 0};
   if (int err = Context::From(xrcd->context)

@@ -6,7 +6,8 @@
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
 
-using softverbs::mlx5::ReturnErrno;
+using softverbs::mlx5::RejectErrno;
+using softverbs::mlx5::RejectNull;
 
 SV_MLX5_EXPORT bool mlx5dv_is_supported(ibv_device* device) {
   return softverbs_is_device(device);
@@ -14,16 +15,19 @@ SV_MLX5_EXPORT bool mlx5dv_is_supported(ibv_device* device) {
 
 SV_MLX5_EXPORT ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_context_attr* attr) {
   if (!softverbs_is_device(device)) {
-    errno = EOPNOTSUPP;  // not a device this provider drives
-    return nullptr;
+    // Not a device this provider drives.
+    return RejectNull(EOPNOTSUPP, "mlx5dv_open_device: %p is not softverbs' device",
+                      static_cast<void*>(device));
   }
   if (attr != nullptr && attr->comp_mask != 0) {
-    errno = EINVAL;  // no comp_mask fields are defined
-    return nullptr;
+    return RejectNull(EINVAL,
+                      "mlx5dv_open_device: comp_mask 0x%llx: no comp_mask fields are defined",
+                      static_cast<unsigned long long>(attr->comp_mask));
   }
   if (attr != nullptr && (attr->flags & ~uint32_t{MLX5DV_CONTEXT_FLAGS_DEVX})) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+    return RejectNull(
+        EOPNOTSUPP, "mlx5dv_open_device: flags 0x%llx: only MLX5DV_CONTEXT_FLAGS_DEVX is supported",
+        static_cast<unsigned long long>(attr->flags));
   }
   ibv_context* context = ibv_open_device(device);
   if (context == nullptr) return nullptr;
@@ -43,8 +47,13 @@ SV_MLX5_EXPORT ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_contex
 }
 
 SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* attrs_out) {
-  if (context == nullptr || attrs_out == nullptr) return ReturnErrno(EINVAL);
-  if (!softverbs_is_device(context->device)) return ReturnErrno(EOPNOTSUPP);
+  if (context == nullptr || attrs_out == nullptr) {
+    return RejectErrno(EINVAL, "mlx5dv_query_device: %s is NULL",
+                       context == nullptr ? "context" : "attrs_out");
+  }
+  if (!softverbs_is_device(context->device)) {
+    return RejectErrno(EOPNOTSUPP, "mlx5dv_query_device: the context is not softverbs'");
+  }
   // None of the optional capabilities (CQE compression, striding RQ, SW
   // parsing, tunnel offloads, dynamic BF registers, ...) exist on softverbs:
   // every comp_mask bit the caller asked for is cleared, as rdma-core does
@@ -57,10 +66,16 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_query_eqn(ibv_context* context, uint32_t vector, uint32_t* eqn) {
-  if (context == nullptr || eqn == nullptr) return ReturnErrno(EINVAL);
+  if (context == nullptr || eqn == nullptr) {
+    return RejectErrno(EINVAL, "mlx5dv_devx_query_eqn: %s is NULL",
+                       context == nullptr ? "context" : "eqn");
+  }
   // The firmware numbers its completion EQs after the completion vectors
   // (CREATE_CQ accepts c_eqn < num_comp_vectors).
-  if (vector >= static_cast<uint32_t>(context->num_comp_vectors)) return ReturnErrno(EINVAL);
+  if (vector >= static_cast<uint32_t>(context->num_comp_vectors)) {
+    return RejectErrno(EINVAL, "mlx5dv_devx_query_eqn: vector %u is not below num_comp_vectors %d",
+                       vector, context->num_comp_vectors);
+  }
   *eqn = vector;
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "abi/ibverbs/reject.h"
 #include "protocol/devx_messages.h"
 
 // Marks a strong definition that replaces unsupported.cc's weak stub.
@@ -28,9 +29,12 @@ namespace softverbs::mlx5 {
 // firmware's status and syndrome) or an errno from the kernel layer or the
 // transport (`out` untouched). On a successful create, *created receives the
 // new object's handle.
+// Every failure is explained on the log channel under `verb` (default: the
+// mlx5dv_devx_* call of the entry point), the firmware's and the kernel
+// layer's with the rule the daemon reported.
 int RunDevxCommand(ibv_context* context, protocol::DevxEntryPoint entry_point, uint64_t handle,
                    const void* in, size_t inlen, void* out, size_t outlen,
-                   uint64_t* created = nullptr);
+                   uint64_t* created = nullptr, const char* verb = nullptr);
 
 // Sends a fixed-size request and receives a fixed-size reply.
 int CallDaemon(ibv_context* context, protocol::Op op, const void* req, size_t req_len, void* rep,
@@ -42,5 +46,9 @@ inline int ReturnErrno(int err) {
   if (err) errno = err;
   return err;
 }
+
+using abi::Reject;
+using abi::RejectErrno;
+using abi::RejectNull;
 
 }  // namespace softverbs::mlx5

@@ -7,6 +7,9 @@
 
 #include "abi/mlx5/devx_internal.h"
 
+using softverbs::mlx5::Reject;
+using softverbs::mlx5::RejectErrno;
+using softverbs::mlx5::RejectNull;
 using softverbs::mlx5::ReturnErrno;
 using softverbs::mlx5::RunDevxCommand;
 using softverbs::protocol::DevxEntryPoint;
@@ -25,27 +28,27 @@ SV_MLX5_EXPORT mlx5dv_devx_obj* mlx5dv_devx_obj_create(ibv_context* context, con
     // The object exists in the firmware; do not leak it there.
     mlx5dv_devx_obj orphan{context, handle};
     mlx5dv_devx_obj_destroy(&orphan);
-    errno = ENOMEM;
+    return RejectNull(ENOMEM, "mlx5dv_devx_obj_create: out of memory for the object");
   }
   return obj;
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_obj_query(mlx5dv_devx_obj* obj, const void* in, size_t inlen,
                                          void* out, size_t outlen) {
-  if (obj == nullptr) return ReturnErrno(EINVAL);
+  if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_obj_query: obj is NULL");
   return ReturnErrno(
       RunDevxCommand(obj->context, DevxEntryPoint::kObjQuery, obj->handle, in, inlen, out, outlen));
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_obj_modify(mlx5dv_devx_obj* obj, const void* in, size_t inlen,
                                           void* out, size_t outlen) {
-  if (obj == nullptr) return ReturnErrno(EINVAL);
+  if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_obj_modify: obj is NULL");
   return ReturnErrno(RunDevxCommand(obj->context, DevxEntryPoint::kObjModify, obj->handle, in,
                                     inlen, out, outlen));
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_obj_destroy(mlx5dv_devx_obj* obj) {
-  if (obj == nullptr) return ReturnErrno(EINVAL);
+  if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_obj_destroy: obj is NULL");
   const softverbs::protocol::DevxDestroyRequest req{obj->handle};
   if (int err = softverbs::mlx5::CallDaemon(obj->context, softverbs::protocol::Op::kDevxDestroy,
                                             &req, sizeof(req), nullptr, 0)) {

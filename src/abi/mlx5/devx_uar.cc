@@ -16,6 +16,8 @@
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
 
+using softverbs::mlx5::RejectNull;
+
 namespace {
 
 constexpr size_t kUarPageSize = 4096;
@@ -55,25 +57,25 @@ Uar* NewUar(bool singleton) {
 
 SV_MLX5_EXPORT mlx5dv_devx_uar* mlx5dv_devx_alloc_uar(ibv_context* context, uint32_t flags) {
   if (context == nullptr || !softverbs_is_device(context->device)) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+    return RejectNull(EOPNOTSUPP, "mlx5dv_devx_alloc_uar: %s",
+                      context == nullptr ? "context is NULL" : "the context is not softverbs'");
   }
   if (flags != MLX5DV_UAR_ALLOC_TYPE_BF && flags != MLX5DV_UAR_ALLOC_TYPE_NC) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+    return RejectNull(
+        EOPNOTSUPP, "mlx5dv_devx_alloc_uar: flags 0x%x is neither MLX5DV_UAR_ALLOC_TYPE_BF nor _NC",
+        flags);
   }
   if (flags == MLX5DV_UAR_ALLOC_TYPE_BF) {
     Uar* uar = NewUar(false);
-    if (uar == nullptr) errno = ENOMEM;
-    return uar ? &uar->pub : nullptr;
+    if (uar == nullptr) return RejectNull(ENOMEM, "mlx5dv_devx_alloc_uar: cannot map a UAR page");
+    return &uar->pub;
   }
   std::lock_guard lock(singletons_mutex);
   Uar*& uar = singletons[{context, softverbs_client_id(context)}];
   if (uar == nullptr) uar = NewUar(true);
   if (uar == nullptr) {
     singletons.erase({context, softverbs_client_id(context)});
-    errno = ENOMEM;
-    return nullptr;
+    return RejectNull(ENOMEM, "mlx5dv_devx_alloc_uar: cannot map a UAR page");
   }
   return &uar->pub;
 }

@@ -8,6 +8,8 @@
 #include "abi/mlx5/devx_internal.h"
 
 using softverbs::mlx5::CallDaemon;
+using softverbs::mlx5::RejectErrno;
+using softverbs::mlx5::RejectNull;
 using softverbs::mlx5::ReturnErrno;
 
 namespace {
@@ -21,10 +23,7 @@ struct Umem {
 
 SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg(ibv_context* context, void* addr, size_t size,
                                                       uint32_t access) {
-  if (context == nullptr) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (context == nullptr) return RejectNull(EINVAL, "mlx5dv_devx_umem_reg: context is NULL");
   const softverbs::protocol::DevxUmemRegRequest req{reinterpret_cast<uintptr_t>(addr), size, access,
                                                     0};
   softverbs::protocol::DevxUmemRegReply rep{};
@@ -37,29 +36,24 @@ SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg(ibv_context* context, void
   if (umem == nullptr) {
     const softverbs::protocol::DevxUmemDeregRequest undo{rep.umem_id, 0};
     CallDaemon(context, softverbs::protocol::Op::kDevxUmemDereg, &undo, sizeof(undo), nullptr, 0);
-    errno = ENOMEM;
-    return nullptr;
+    return RejectNull(ENOMEM, "mlx5dv_devx_umem_reg: out of memory for the UMEM");
   }
   return &umem->pub;
 }
 
 SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg_ex(ibv_context* context,
                                                          mlx5dv_devx_umem_in* in) {
-  if (in == nullptr) {
-    errno = EINVAL;
-    return nullptr;
-  }
+  if (in == nullptr) return RejectNull(EINVAL, "mlx5dv_devx_umem_reg_ex: in is NULL");
   // dma-buf UMEMs need a kernel; the page-size bitmap only constrains how
   // the kernel splits the range, which the emulation never does.
   if (in->comp_mask & MLX5DV_UMEM_MASK_DMABUF) {
-    errno = EOPNOTSUPP;
-    return nullptr;
+    return RejectNull(EOPNOTSUPP, "mlx5dv_devx_umem_reg_ex: dma-buf UMEMs need a kernel");
   }
   return mlx5dv_devx_umem_reg(context, in->addr, in->size, in->access);
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_umem_dereg(mlx5dv_devx_umem* dv_umem) {
-  if (dv_umem == nullptr) return ReturnErrno(EINVAL);
+  if (dv_umem == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_umem_dereg: umem is NULL");
   auto* umem = reinterpret_cast<Umem*>(dv_umem);
   const softverbs::protocol::DevxUmemDeregRequest req{umem->pub.umem_id, 0};
   if (int err = CallDaemon(umem->context, softverbs::protocol::Op::kDevxUmemDereg, &req,

@@ -11,6 +11,8 @@
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
 
+using softverbs::mlx5::Reject;
+using softverbs::mlx5::RejectErrno;
 using softverbs::mlx5::ReturnErrno;
 
 namespace {
@@ -23,21 +25,33 @@ bool OnSoftverbs(ibv_context* context) {
   return context != nullptr && softverbs_is_device(context->device);
 }
 
+// The checks every object kind makes.
+template <typename In, typename Out>
+int CheckObj(const char* kind, In* in, Out* out) {
+  if (in == nullptr || out == nullptr) {
+    return Reject(EINVAL, "mlx5dv_init_obj: %s.%s is NULL", kind, in == nullptr ? "in" : "out");
+  }
+  if (!OnSoftverbs(in->context)) {
+    return Reject(EINVAL, "mlx5dv_init_obj: %s.in is not an object of softverbs", kind);
+  }
+  return 0;
+}
+
 int InitQp(ibv_qp* in, mlx5dv_qp* out) {
-  if (in == nullptr || out == nullptr || !OnSoftverbs(in->context)) return EINVAL;
+  if (int err = CheckObj("qp", in, out)) return err;
   memset(out, 0, sizeof(*out));  // comp_mask too: no optional field is provided
   return 0;
 }
 
 int InitCq(ibv_cq* in, mlx5dv_cq* out) {
-  if (in == nullptr || out == nullptr || !OnSoftverbs(in->context)) return EINVAL;
+  if (int err = CheckObj("cq", in, out)) return err;
   memset(out, 0, sizeof(*out));
   out->cqn = softverbs_cq_number(in);
   return 0;
 }
 
 int InitSrq(ibv_srq* in, mlx5dv_srq* out) {
-  if (in == nullptr || out == nullptr || !OnSoftverbs(in->context)) return EINVAL;
+  if (int err = CheckObj("srq", in, out)) return err;
   const bool wants_srqn = out->comp_mask & MLX5DV_SRQ_MASK_SRQN;
   memset(out, 0, sizeof(*out));
   if (wants_srqn) {
@@ -48,7 +62,7 @@ int InitSrq(ibv_srq* in, mlx5dv_srq* out) {
 }
 
 int InitPd(ibv_pd* in, mlx5dv_pd* out) {
-  if (in == nullptr || out == nullptr || !OnSoftverbs(in->context)) return EINVAL;
+  if (int err = CheckObj("pd", in, out)) return err;
   out->pdn = softverbs_pd_number(in);
   out->comp_mask = 0;
   return 0;
@@ -57,8 +71,15 @@ int InitPd(ibv_pd* in, mlx5dv_pd* out) {
 }  // namespace
 
 SV_MLX5_EXPORT int mlx5dv_init_obj(mlx5dv_obj* obj, uint64_t obj_type) {
-  if (obj == nullptr || obj_type == 0 || (obj_type & ~kKnownTypes)) return ReturnErrno(EINVAL);
-  if (obj_type & ~kSupportedTypes) return ReturnErrno(EOPNOTSUPP);
+  if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_init_obj: obj is NULL");
+  if (obj_type == 0 || (obj_type & ~kKnownTypes)) {
+    return RejectErrno(EINVAL, "mlx5dv_init_obj: obj_type 0x%llx is 0 or has unknown bits",
+                       static_cast<unsigned long long>(obj_type));
+  }
+  if (obj_type & ~kSupportedTypes) {
+    return RejectErrno(EOPNOTSUPP,
+                       "mlx5dv_init_obj: RWQ, DM and AH objects do not exist on softverbs");
+  }
   int err = 0;
   if (!err && (obj_type & MLX5DV_OBJ_QP)) err = InitQp(obj->qp.in, obj->qp.out);
   if (!err && (obj_type & MLX5DV_OBJ_CQ)) err = InitCq(obj->cq.in, obj->cq.out);

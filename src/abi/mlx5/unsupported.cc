@@ -90,8 +90,7 @@ SOFTVERBS_WEAK_EXPORT mlx5dv_qp_ex* mlx5dv_qp_ex_from_ibv_qp_ex(ibv_qp_ex*) {
 }
 // Returns a count of cancelled WRs, or -errno.
 SOFTVERBS_WEAK_EXPORT int mlx5dv_qp_cancel_posted_send_wrs(mlx5dv_qp_ex*, uint64_t) {
-  errno = EOPNOTSUPP;
-  return -EOPNOTSUPP;
+  return -ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int mlx5dv_modify_qp_lag_port(ibv_qp*, uint8_t) {
   return ErrnoValueNotSupported();

@@ -252,8 +252,7 @@ SOFTVERBS_WEAK_EXPORT int riounmap(int, void*, size_t) {
 }
 // Declared size_t, yet reports failure as (size_t)-1 with errno.
 SOFTVERBS_WEAK_EXPORT size_t riowrite(int, const void*, size_t, off_t, int) {
-  errno = EOPNOTSUPP;
-  return static_cast<size_t>(-1);
+  return static_cast<size_t>(MinusOneNotSupported());
 }
 
 }  // extern "C"
