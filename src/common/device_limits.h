@@ -9,7 +9,9 @@ namespace softverbs::limits {
 
 inline constexpr const char* kDeviceName = "softverbs0";
 inline constexpr const char* kFirmwareVersion = "0.1.0";
-inline constexpr uint32_t kVendorId = 0x0;         // no IEEE OUI of our own
+// No IEEE OUI of our own: 0xffffff, as Soft-RoCE (RXE_VENDOR_ID). Not 0:
+// rdma-core's tests (test_device) require a non-zero vendor_id.
+inline constexpr uint32_t kVendorId = 0xffffff;
 inline constexpr uint32_t kVendorPartId = 0x5356;  // "SV"
 inline constexpr uint32_t kHwVersion = 1;
 

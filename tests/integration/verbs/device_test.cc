@@ -78,6 +78,11 @@ TEST_F(DeviceTest, QueryDeviceReportsLimits) {
   EXPECT_GT(attr.max_cqe, 0);
   EXPECT_GT(attr.max_mr_size, 0u);
   EXPECT_GE(attr.max_pkeys, 1);
+  // rdma-core's test_device requires these (a non-zero vendor: Soft-RoCE's).
+  EXPECT_EQ(attr.vendor_id, 0xffffffu);
+  EXPECT_NE(attr.node_guid, 0u);
+  EXPECT_NE(attr.sys_image_guid, 0u);
+  EXPECT_GE(attr.page_size_cap, 4096u);
   EXPECT_TRUE(attr.device_cap_flags & IBV_DEVICE_XRC);
   EXPECT_TRUE(attr.device_cap_flags & IBV_DEVICE_CURR_QP_STATE_MOD);
 }
