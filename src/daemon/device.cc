@@ -144,10 +144,15 @@ Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
     mr->length = req.length;
   }
   if (req.flags & IBV_REREG_MR_CHANGE_ACCESS) mr->access = req.access;
-  // New keys, as hardware issues: the old rkey must stop working.
-  uint32_t gen = ((mr->lkey & 0xff) + 1) & 0xff;
-  mr->lkey = (mr->lkey & ~0xffu) | gen;
-  mr->rkey = mr->lkey | 0x80000000u;
+  // A new translation gets new keys (mlx5 makes a new mkey): the old rkey
+  // must stop working. A PD or access change keeps them, as mlx5 (UMR) and
+  // rxe do; from now on they carry the new rights (rdma-core's
+  // test_mr_rereg_access uses the rkey it learnt before the rereg).
+  if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    uint32_t gen = ((mr->lkey & 0xff) + 1) & 0xff;
+    mr->lkey = (mr->lkey & ~0xffu) | gen;
+    mr->rkey = mr->lkey | 0x80000000u;
+  }
   PublishMr(*mr);
   *out = {mr->handle, mr->lkey, mr->rkey, 0};
   return Verdict::Ok();

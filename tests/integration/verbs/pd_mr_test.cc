@@ -173,18 +173,26 @@ TEST_F(PdMrTest, PdOfAnotherContextIsRejected) {
 TEST_F(PdMrTest, ReregChangesAccessAndKeys) {
   ibv_mr* mr = ibv_reg_mr(pd_, buf_.data(), 4096, IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr);
-  uint32_t old_rkey = mr->rkey;
+  const uint32_t old_lkey = mr->lkey, old_rkey = mr->rkey;
+  // An access change keeps the keys (mlx5 UMR, rxe; rdma-core's
+  // test_mr_rereg_access relies on it).
   ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
             0);
-  EXPECT_NE(mr->rkey, old_rkey) << "the old rkey must stop working";
+  EXPECT_EQ(mr->lkey, old_lkey);
+  EXPECT_EQ(mr->rkey, old_rkey);
+  // A new translation gets new keys: the old rkey must stop working.
   ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, buf_.data() + 8192, 8192, 0),
             0);
   EXPECT_EQ(mr->addr, buf_.data() + 8192);
   EXPECT_EQ(mr->length, 8192u);
+  EXPECT_NE(mr->rkey, old_rkey) << "the old rkey must stop working";
+  const uint32_t translated_rkey = mr->rkey;
+  // A PD change keeps them too.
   ibv_pd* pd2 = ibv_alloc_pd(ctx_);
   ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, nullptr, 0, 0), 0);
   EXPECT_EQ(mr->pd, pd2);
+  EXPECT_EQ(mr->rkey, translated_rkey);
   EXPECT_EQ(ibv_dealloc_pd(pd2), EBUSY);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd2), 0);
