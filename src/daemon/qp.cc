@@ -1,6 +1,8 @@
 // Create, open, query and destroy of QPs. Modify lives in qp_modify.cc.
 #include <errno.h>
 
+#include <bit>
+
 #include "common/device_limits.h"
 #include "daemon/device.h"
 
@@ -96,6 +98,13 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   }
   if (qps_.size() >= static_cast<size_t>(lim::kMaxQp)) {
     return Verdict::Fail(ENOMEM, "device limit max_qp reached");
+  }
+  // The receive ring holds a power of two of WQEs (datapath/recv_queue.h):
+  // report what it holds, as mlx5 does, so that ibv_post_recv fails with
+  // ENOMEM exactly after max_recv_wr outstanding WQEs (rdma-core's
+  // full_rq_bad_flow posts cap.max_recv_wr + 1). kMaxQpWr is a power of two.
+  if (!srq && !is_ini && !is_tgt && cap.max_recv_wr) {
+    cap.max_recv_wr = std::bit_ceil(cap.max_recv_wr);
   }
   // Apply: a QP number unique on the device, never 0 or 1.
   uint32_t qpn = next_qpn_;

@@ -138,6 +138,32 @@ TEST_F(QpTest, CapsReturnedAreAtLeastTheAsked) {
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
+// The receive queue holds exactly the max_recv_wr reported (rounded up from
+// the asked 33): one more WR is ENOMEM (rdma-core's full_rq_bad_flow).
+TEST_F(QpTest, ReceiveQueueHoldsExactlyTheReportedMaxRecvWr) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_UD, {4, 33, 1, 1, 0});
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = 1;
+  attr.qkey = 0x11111111;
+  ASSERT_EQ(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+            0);
+  ibv_qp_init_attr qinit{};
+  ASSERT_EQ(ibv_query_qp(qp, &attr, IBV_QP_CAP, &qinit), 0);
+  ASSERT_GE(qinit.cap.max_recv_wr, 33u);
+  ibv_recv_wr wr{};
+  ibv_recv_wr* bad = nullptr;
+  for (uint32_t i = 0; i < qinit.cap.max_recv_wr; ++i) {
+    wr.wr_id = i;
+    ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0) << "WR " << i;
+  }
+  EXPECT_EQ(ibv_post_recv(qp, &wr, &bad), ENOMEM);
+  EXPECT_EQ(bad, &wr);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
 TEST_F(QpTest, WorkRequestAndSgeLimitsAreEnforced) {
   const uint32_t wr = dev_.max_qp_wr, sge = dev_.max_sge;
   struct Case {
