@@ -13,6 +13,7 @@
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
 #include "abi/ibverbs/unsupported_ops.h"
 #include "common/device_limits.h"
@@ -76,9 +77,12 @@ using namespace softverbs::provider;
 using softverbs::Log;
 
 SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
-  if (device != SoftverbsDevice()) return FailNull<ibv_context>(ENODEV);
+  if (device != SoftverbsDevice()) {
+    return RejectNull(ENODEV, "ibv_open_device: %p is not softverbs' device",
+                      static_cast<void*>(device));
+  }
   auto* ctx = new (std::nothrow) Context();
-  if (!ctx) return FailNull<ibv_context>(ENOMEM);
+  if (!ctx) return RejectNull(ENOMEM, "ibv_open_device: out of memory for the context");
   memset(&ctx->vctx, 0, sizeof(ctx->vctx));
   softverbs::protocol::HelloRequest hello{
       static_cast<uint32_t>(softverbs::protocol::Role::kContext), static_cast<uint32_t>(getpid()),
@@ -125,10 +129,7 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 }
 
 SV_EXPORT int ibv_close_device(ibv_context* context) {
-  if (!context) {
-    errno = EINVAL;
-    return -1;
-  }
+  if (!context) return RejectMinusOne(EINVAL, "ibv_close_device: context is NULL");
   Context* ctx = Context::From(context);
   StopProgressThread(ctx);
   // Closing the connections is what tells the daemon to release everything
