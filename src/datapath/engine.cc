@@ -8,24 +8,27 @@ namespace softverbs::datapath {
 
 namespace {
 
-// Holds InflightGuards on every MR an execution touches.
+// Holds in-flight counts on every MR an execution touches (the Dekker
+// protocol of InflightGuard, memory.h: the increment is seq_cst and comes
+// before the key check; the decrement is a release, ordering our accesses
+// before the owner's wait sees zero).
 class MrGuards {
  public:
   MrGuards() = default;
   MrGuards(const MrGuards&) = delete;
   MrGuards& operator=(const MrGuards&) = delete;
   ~MrGuards() {
-    for (int i = 0; i < count_; ++i) held_[i]->inflight.fetch_sub(1, std::memory_order_release);
+    for (int i = 0; i < count_; ++i) held_[i]->fetch_sub(1, std::memory_order_release);
   }
-  void Enter(MrEntry* e) {
+  void Enter(std::atomic<uint32_t>* counter) {
     if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
-    e->inflight.fetch_add(1, std::memory_order_seq_cst);
-    held_[count_++] = e;
+    counter->fetch_add(1, std::memory_order_seq_cst);
+    held_[count_++] = counter;
   }
 
  private:
   static constexpr int kMax = 2 * kMaxSendSge + 2;
-  MrEntry* held_[kMax];
+  std::atomic<uint32_t>* held_[kMax];
   int count_ = 0;
 };
 
@@ -41,14 +44,19 @@ uint32_t WrBytes(const SendWr& wr) {
 }
 
 // Resolves a list of (addr, length, lkey) of the local QP or of a target QP
-// into pieces. Returns kVendorNone or why it failed.
+// into pieces. Returns kVendorNone or why it failed. `owner` is the client
+// the keys must belong to: when that is this host, the access is counted in
+// the host's own counter (the check below refuses an MR of anyone else, so
+// an access that goes ahead was counted where the owner's dereg looks).
 VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
                            bool remote, uint32_t pdn, uint32_t owner, uint32_t need,
                            PieceList* out) {
   for (uint32_t i = 0; i < num_sge; ++i) {
     if (sge[i].length == 0) continue;
     MrEntry* e = host.table().MrSlot(sge[i].lkey);
-    guards.Enter(e);
+    std::atomic<uint32_t>* counter =
+        owner == host.client_id() ? host.OwnInflight(sge[i].lkey) : nullptr;
+    guards.Enter(counter ? counter : &e->inflight);
     uint64_t va = 0;
     switch (
         CheckMrAccess(*e, sge[i].lkey, remote, pdn, owner, need, sge[i].addr, sge[i].length, &va)) {
@@ -67,6 +75,16 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
   return kVendorNone;
 }
 
+// The receive side a message is delivered to: the cached rings of the
+// target QP (or of the XRC SRQ it names), used in place - never copied, so
+// that state producers keep in them (the CQ ring's cached head) persists -
+// and the QP number and PD the responder acts for.
+struct Target {
+  PeerQp* peer = nullptr;
+  uint32_t qpn = 0;
+  uint32_t pdn = 0;
+};
+
 void Fail(Outcome* out, ibv_wc_status status, VendorError why) {
   out->result = ExecResult::kDone;
   out->completion.status = status;
@@ -75,10 +93,11 @@ void Fail(Outcome* out, ibv_wc_status status, VendorError why) {
 
 // The responder detected an error on an RC/UC QP: it moves to the error
 // state; its own receive queue is flushed (an SRQ is not: other QPs use it).
-void FailTarget(Host& host, PeerQp& peer) {
-  host.SetQpError(peer.qpn);
+void FailTarget(Host& host, const Target& t) {
+  host.SetQpError(t.qpn);
+  PeerQp& peer = *t.peer;
   if (!peer.srqn && peer.rq.valid()) {
-    FlushRecvQueue(peer.rq, peer.recv_cq, peer.cq_event_fd, peer.qpn);
+    FlushRecvQueue(peer.rq, peer.recv_cq, peer.cq_event_fd, t.qpn);
   }
 }
 
@@ -95,13 +114,13 @@ bool ClaimReceive(Host& host, PeerQp& peer, ClaimedRecv* r) {
   return true;
 }
 
-Completion ReceiveCompletion(const ClaimedRecv& r, const PeerQp& peer, const LocalQp& qp,
+Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQp& qp,
                              const SendWr& wr) {
   Completion rc{};
   rc.wr_id = r.wr_id;
   rc.status = IBV_WC_SUCCESS;
   rc.opcode = IBV_WC_RECV;
-  rc.qp_num = peer.qpn;
+  rc.qp_num = t.qpn;
   rc.src_qp = qp.qpn;
   rc.sl = qp.type == IBV_QPT_UD ? wr.sl : qp.sl;
   rc.solicited = (wr.send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
@@ -147,7 +166,7 @@ void RaiseCommEstOnce(Host& host, QpEntry* te, uint32_t target_qpn) {
 // Returns false when the WR ended here (`out` says how: no response, or an
 // error completion).
 bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t target_qpn,
-                 QpEntry** te_out, PeerQp* peer_out, Outcome* out) {
+                 QpEntry** te_out, Target* t, Outcome* out) {
   const bool reliable = IsReliable(qp.type);
   QpEntry* te = host.table().FindQp(target_qpn);
   if (!te || te->type.load() != TargetTypeOf(qp.type) || !IsReceiveState(te->state.load())) {
@@ -156,17 +175,23 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
   }
   *te_out = te;
   if (qp.type != IBV_QPT_XRC_SEND) {
-    const PeerQp* p = host.FindPeerQp(target_qpn, te->generation.load());
-    if (!p) {
-      if (reliable) out->result = ExecResult::kNoResponse;
-      return false;
+    const uint32_t generation = te->generation.load();
+    PeerQp* p = qp.peer_cache ? *qp.peer_cache : nullptr;
+    if (!p || p->qpn != target_qpn || p->generation != generation) {
+      p = host.FindPeerQp(target_qpn, generation);
+      if (!p) {
+        if (reliable) out->result = ExecResult::kNoResponse;
+        return false;
+      }
+      if (qp.peer_cache) *qp.peer_cache = p;
     }
-    *peer_out = *p;
-    peer_out->pdn = te->pdn.load();
+    t->peer = p;
+    t->qpn = target_qpn;
+    t->pdn = te->pdn.load();
     if (qp.type != IBV_QPT_UD) RaiseCommEstOnce(host, te, target_qpn);
     return true;
   }
-  const PeerQp* srq = host.FindXrcSrq(wr.remote_srqn);
+  PeerQp* srq = host.FindXrcSrq(wr.remote_srqn);
   if (!srq || srq->xrcd != te->xrcd.load()) {
     // An invalid XRCETH or an XRC domain violation is a local access
     // violation at the responder (IBA; hns reports both as QP_ACCESS_ERR):
@@ -177,8 +202,9 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
     Fail(out, IBV_WC_REM_ACCESS_ERR, kVendorXrcSrq);
     return false;
   }
-  *peer_out = *srq;
-  peer_out->qpn = target_qpn;
+  t->peer = srq;
+  t->qpn = target_qpn;
+  t->pdn = srq->pdn;
   RaiseCommEstOnce(host, te, target_qpn);
   return true;
 }
@@ -189,9 +215,9 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceLis
   const bool rc = IsReliable(qp.type);
   const bool ud = qp.type == IBV_QPT_UD;
   QpEntry* te = nullptr;
-  PeerQp target;
-  PeerQp* peer = &target;
+  Target target;
   if (!ReachTarget(host, qp, wr, target_qpn, &te, &target, out)) return;
+  PeerQp* peer = target.peer;
   if (ud) {
     uint32_t qkey = (wr.remote_qkey & 0x80000000u) ? qp.qkey : wr.remote_qkey;
     if (qkey != te->qkey.load()) return;  // dropped, as a Q_Key violation is
@@ -204,7 +230,7 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceLis
     }
     return;
   }
-  Completion recv = ReceiveCompletion(r, *peer, qp, wr);
+  Completion recv = ReceiveCompletion(r, target, qp, wr);
   const uint32_t needed = bytes + (ud ? kGrhBytes : 0);
   uint64_t room = 0;
   for (uint32_t i = 0; i < r.num_sge; ++i) room += r.sge[i].length;
@@ -213,7 +239,7 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceLis
   VendorError why = kVendorNone;
   if (room < needed) {
     why = kVendorRecvTooSmall;
-  } else if (AddKeyedPieces(host, guards, r.sge, r.num_sge, false, peer->pdn, peer->owner,
+  } else if (AddKeyedPieces(host, guards, r.sge, r.num_sge, false, target.pdn, peer->owner,
                             IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
     why = kVendorRecvBadLkey;
   }
@@ -222,7 +248,7 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceLis
     recv.vendor_err = why;
     recv.byte_len = needed;
     Complete(peer->recv_cq, peer->cq_event_fd, recv);
-    FailTarget(host, *peer);
+    FailTarget(host, target);
     if (rc) Fail(out, why == kVendorRecvTooSmall ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR, why);
     return;
   }
@@ -273,21 +299,21 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   out->completion.byte_len = bytes;
 
   QpEntry* te = nullptr;
-  PeerQp target;
-  PeerQp* peer = &target;
+  Target target;
   if (!ReachTarget(host, qp, wr, qp.dest_qpn, &te, &target, out)) return;
+  PeerQp* peer = target.peer;
   // Responder checks: the QP's access flags, alignment, then the rkey.
   const uint32_t need = is_read     ? IBV_ACCESS_REMOTE_READ
                         : is_atomic ? IBV_ACCESS_REMOTE_ATOMIC
                                     : IBV_ACCESS_REMOTE_WRITE;
   auto responder_error = [&](ibv_wc_status status, VendorError why) {
     if (!rc) return;  // UC: the responder drops the message
-    FailTarget(host, *peer);
+    FailTarget(host, target);
     // A shared XRC receive QP: every handle hears of the error, as the
     // affiliated async event of the responder's NAK.
     if (peer->xrcd) {
-      host.RaiseQpEvent(peer->qpn, status == IBV_WC_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR
-                                                                   : IBV_EVENT_QP_REQ_ERR);
+      host.RaiseQpEvent(target.qpn, status == IBV_WC_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR
+                                                                    : IBV_EVENT_QP_REQ_ERR);
     }
     Fail(out, status, why);
   };
@@ -299,7 +325,7 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   if (bytes > 0) {
     RecvSge rsge{wr.remote_addr, bytes, wr.rkey};
     if (VendorError why =
-            AddKeyedPieces(host, guards, &rsge, 1, true, peer->pdn, peer->owner, need, &remote)) {
+            AddKeyedPieces(host, guards, &rsge, 1, true, target.pdn, peer->owner, need, &remote)) {
       return responder_error(IBV_WC_REM_ACCESS_ERR, why);
     }
   }
@@ -327,7 +353,7 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   }
   if (!moved) return responder_error(IBV_WC_REM_ACCESS_ERR, kVendorOwnerGone);
   if (with_imm) {
-    Completion recv = ReceiveCompletion(r, *peer, qp, wr);
+    Completion recv = ReceiveCompletion(r, target, qp, wr);
     recv.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
     recv.byte_len = bytes;
     Complete(peer->recv_cq, peer->cq_event_fd, recv);

@@ -99,16 +99,27 @@ class Host {
   virtual uint32_t client_id() const = 0;
   virtual const DeviceTable& table() const = 0;
   // Rings of QP qpn as currently published, or nullptr (gone / unknown).
-  virtual const PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) = 0;
+  // The object stays valid (and at the same address) while the host lives,
+  // so callers may cache the pointer; it is not const because producers
+  // keep state in it (CqRing's cached head).
+  virtual PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) = 0;
   // How to reach the MR in slot e (whose key was just checked).
   virtual const MrMapping* FindMrMapping(uint32_t key, const MrEntry& e) = 0;
+  // The in-flight counter for accesses this host makes to its own MRs (key
+  // of an MR whose owner is client_id()), or nullptr to count them in
+  // MrEntry::inflight. A host-private counter keeps the owner's traffic off
+  // the shared line its peers count in; the owner's dereg waits for both.
+  virtual std::atomic<uint32_t>* OwnInflight(uint32_t key) {
+    (void)key;
+    return nullptr;
+  }
   // Moves QP qpn to the error state (via the daemon, which publishes it).
   virtual void SetQpError(uint32_t qpn) = 0;
   // An SRQ dropped below its armed limit.
   virtual void SrqLimitReached(uint32_t srqn) = 0;
   // The receive side of XRC SRQ srqn (its ring, CQ, PD and domain), or
   // nullptr when no XRC SRQ has that number.
-  virtual const PeerQp* FindXrcSrq(uint32_t srqn) = 0;
+  virtual PeerQp* FindXrcSrq(uint32_t srqn) = 0;
   // Raises an affiliated async event of QP qpn at every handle of it
   // (IBV_EVENT_COMM_EST, IBV_EVENT_QP_ACCESS_ERR).
   virtual void RaiseQpEvent(uint32_t qpn, ibv_event_type event) = 0;
@@ -125,6 +136,11 @@ struct LocalQp {
   uint32_t qkey;      // UD: used when remote_qkey has the high bit set
   uint32_t mtu_bytes;
   uint8_t sl;
+  // The requester's last target (a FindPeerQp result), reused while its
+  // QP number and generation match: the common case costs a compare, not
+  // a locked map lookup. Owned by the caller, which serialises executions
+  // on this QP (the send queue lock); nullptr: no cache.
+  PeerQp** peer_cache = nullptr;
 };
 
 enum class ExecResult {

@@ -20,7 +20,9 @@
 
 namespace softverbs::datapath {
 
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: XRC (QpEntry xrcd/events, SRQ number)
+// 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
+// line, per-slot RecvWqe::seq, cache-line-aligned WQE slots.
+inline constexpr uint32_t kLayoutVersion = 3;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -40,27 +42,37 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint64_t>) == 8);
 
-// One registered memory region. Written by the daemon only; readers load
-// lkey/rkey with acquire and then read the rest (the daemon stores the keys
-// last on publish and clears them first on invalidation).
-struct MrEntry {
+// One registered memory region. Written by the daemon only (except
+// `inflight`); readers load lkey/rkey with acquire and then read the rest
+// (the daemon stores the keys last on publish and clears them first on
+// invalidation).
+//
+// Two cache lines: the first holds everything a key check reads and is
+// written only when the daemon publishes, so every process keeps a shared
+// copy; `inflight`, which accessors write twice per access, is alone in the
+// second (with fields read only when a peer maps the MR), so counting never
+// invalidates the line the key checks read.
+struct alignas(64) MrEntry {
   std::atomic<uint32_t> lkey;        // the MR's lkey; 0 = slot free or invalidated
   std::atomic<uint32_t> rkey;        // the MR's rkey; 0 = slot free or invalidated
-  std::atomic<uint32_t> inflight;    // peers inside an access; dereg waits for 0
   std::atomic<uint32_t> access;      // ibv_access_flags of the registration
   std::atomic<uint32_t> owner;       // daemon client id of the registering context
   std::atomic<uint32_t> pdn;         // PD number; must equal the accessing QP's
   std::atomic<uint32_t> generation;  // bumped on every publish of this slot
-  uint32_t reserved0;
-  std::atomic<uint64_t> iova;           // first address of the MR as keys address it
-  std::atomic<uint64_t> length;         // bytes
-  std::atomic<uint64_t> addr;           // owner's virtual address of iova
-  std::atomic<uint64_t> backed_begin;   // owner va of the first memfd-backed page
+  uint32_t reserved0[2];
+  std::atomic<uint64_t> iova;          // first address of the MR as keys address it
+  std::atomic<uint64_t> length;        // bytes
+  std::atomic<uint64_t> addr;          // owner's virtual address of iova
+  std::atomic<uint64_t> backed_begin;  // owner va of the first memfd-backed page
+  // Second cache line.
+  std::atomic<uint32_t> inflight;  // other contexts inside an access; dereg waits for 0
+  uint32_t reserved1;
   std::atomic<uint64_t> backed_end;     // owner va past the last backed page (== begin: none)
   std::atomic<uint64_t> backed_offset;  // offset of backed_begin in the backing memfd
-  uint64_t reserved1[6];
+  uint64_t reserved2[5];
 };
 static_assert(sizeof(MrEntry) == 128);
+static_assert(offsetof(MrEntry, inflight) == 64);
 
 // One QP number. Written by the daemon (create, modify, error, destroy,
 // client death); peers read it before they touch the QP's queues.
@@ -152,7 +164,9 @@ static_assert(sizeof(CqEntry) == 64);
 
 // A receive queue (a QP's or an SRQ's): one producer (the owner posts) and
 // many consumers (every peer that delivers a message claims the WQE at
-// `head` by CAS, after copying it out).
+// `head` by CAS, after copying it out). Claimers learn that the WQE at
+// `head` is posted from its own `seq` (RecvWqe), not from `tail`: a message
+// then reads the WQE's line and not also the owner's tail line.
 struct RecvQueueHeader {
   uint32_t magic;           // kRecvQueueMagic
   uint32_t layout_version;  // kLayoutVersion
@@ -165,7 +179,7 @@ struct RecvQueueHeader {
   uint32_t reserved0[10];
   alignas(64) std::atomic<uint64_t> head;  // next WQE to claim (consumers)
   uint8_t pad1[56];
-  alignas(64) std::atomic<uint64_t> tail;  // next slot the owner fills
+  alignas(64) std::atomic<uint64_t> tail;  // next slot the owner fills (Count(), resize)
   uint8_t pad2[56];
   alignas(64) std::atomic<uint32_t> srq_limit;  // SRQ: armed limit, 0 = not armed
   uint8_t pad3[60];
@@ -179,14 +193,20 @@ struct RecvSge {
 };
 static_assert(sizeof(RecvSge) == 16);
 
-// One receive WQE, followed by max_sge RecvSge.
+// One receive WQE, followed by max_sge RecvSge. Slots are a whole number of
+// cache lines (wqe_stride) and start on a line, so the owner filling one
+// slot never disturbs a claimer reading another, and a WQE of up to three
+// SGEs is one line.
 struct RecvWqe {
   uint64_t wr_id;
   uint32_t num_sge;
-  uint32_t reserved;
+  // (slot index + 1), low 32 bits, stored with release once the WQE is
+  // written: a claimer acquires it and compares it with head + 1.
+  std::atomic<uint32_t> seq;
   // RecvSge sge[max_sge];
 };
 static_assert(sizeof(RecvWqe) == 16);
+static_assert(sizeof(RecvQueueHeader) % 64 == 0);
 
 inline uint32_t QpSlotOf(uint32_t qpn) {
   return (qpn - kFirstQpn) % kQpSlots;

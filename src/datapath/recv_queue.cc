@@ -17,13 +17,17 @@ namespace {
 std::atomic_ref<uint32_t> CapacityRef(RecvQueueHeader* h) {
   return std::atomic_ref<uint32_t>(h->capacity);
 }
+
+// Bytes per slot: the WQE and its SGEs, rounded up to whole cache lines.
+size_t WqeStride(uint32_t max_sge) {
+  return (sizeof(RecvWqe) + max_sge * sizeof(RecvSge) + 63) & ~size_t{63};
+}
 }  // namespace
 
 size_t RecvQueueFileSize(uint32_t max_wr, uint32_t max_sge) {
   if (max_wr == 0) return sizeof(RecvQueueHeader);
   if (max_sge == 0) max_sge = 1;
-  return sizeof(RecvQueueHeader) +
-         static_cast<size_t>(RoundUpPow2(max_wr)) * (sizeof(RecvWqe) + max_sge * sizeof(RecvSge));
+  return sizeof(RecvQueueHeader) + static_cast<size_t>(RoundUpPow2(max_wr)) * WqeStride(max_sge);
 }
 
 void InitRecvQueueFile(void* base, uint32_t max_wr, uint32_t max_sge) {
@@ -33,7 +37,7 @@ void InitRecvQueueFile(void* base, uint32_t max_wr, uint32_t max_sge) {
   h->layout_version = kLayoutVersion;
   h->capacity = max_wr ? RoundUpPow2(max_wr) : 0;
   h->max_sge = max_sge;
-  h->wqe_stride = sizeof(RecvWqe) + max_sge * sizeof(RecvSge);
+  h->wqe_stride = static_cast<uint32_t>(WqeStride(max_sge));
 }
 
 void RecvQueue::Attach(void* base) {
@@ -56,7 +60,10 @@ bool RecvQueue::Post(uint64_t wr_id, const RecvSge* sge, uint32_t num_sge) {
   RecvWqe* wqe = Slot(tail, capacity);
   wqe->wr_id = wr_id;
   wqe->num_sge = num_sge;
-  memcpy(wqe + 1, sge, num_sge * sizeof(RecvSge));
+  memcpy(static_cast<void*>(wqe + 1), sge, num_sge * sizeof(RecvSge));
+  // Release: a claimer that acquires seq == tail + 1 sees the whole WQE.
+  wqe->seq.store(static_cast<uint32_t>(tail + 1), std::memory_order_release);
+  // tail serves the owner, Count() and resize; claimers do not read it.
   header_->tail.store(tail + 1, std::memory_order_release);
   return true;
 }
@@ -66,12 +73,16 @@ bool RecvQueue::Claim(ClaimedRecv* out) {
   for (;;) {
     if (w & rw::kClosed) return false;  // the resizing owner is gone
     const uint64_t head = rw::Index(w);
-    uint64_t tail = header_->tail.load(std::memory_order_acquire);
-    if (head >= tail) return false;
+    // The slot's seq says whether WQE `head` is posted (acquire: pairs with
+    // the owner's release store after writing it). A slot not yet refilled
+    // holds head + 1 - capacity; one never used since a resize holds a
+    // value that cannot match either (see Resize). Reading the capacity
+    // after w (acquired) gives the capacity of w's epoch.
+    const RecvWqe* wqe = Slot(head, Capacity());
+    if (wqe->seq.load(std::memory_order_acquire) != static_cast<uint32_t>(head + 1)) return false;
     // Copy first, then claim: the owner refills slot `head` only after head
     // moved past it, and moves slots only with head closed (a new epoch),
     // so a successful CAS proves the copy was not torn.
-    const RecvWqe* wqe = Slot(head, Capacity());
     out->wr_id = wqe->wr_id;
     out->num_sge = wqe->num_sge;
     if (out->num_sge > header_->max_sge || out->num_sge > 32) out->num_sge = 0;
@@ -108,7 +119,17 @@ int RecvQueue::Resize(uint32_t max_wr, size_t file_bytes,
       memcpy(&posted[(i - head) * stride], Slot(i, old_capacity), stride);
     }
     for (uint64_t i = head; i < tail; ++i) {
-      memcpy(Slot(i, new_capacity), &posted[(i - head) * stride], stride);
+      RecvWqe* wqe = Slot(i, new_capacity);
+      memcpy(static_cast<void*>(wqe), &posted[(i - head) * stride], stride);
+      wqe->seq.store(static_cast<uint32_t>(i + 1), std::memory_order_relaxed);
+    }
+    // The slots the next posts fill may hold a seq from any earlier index
+    // (or 0, never used); give each one that cannot match its next index
+    // even after the 32-bit seq wraps. The reopening store below releases
+    // these stores to claimers.
+    for (uint64_t i = tail; i < head + new_capacity; ++i) {
+      Slot(i, new_capacity)
+          ->seq.store(static_cast<uint32_t>(i + 1 - new_capacity), std::memory_order_relaxed);
     }
     CapacityRef(header_).store(static_cast<uint32_t>(new_capacity), std::memory_order_release);
   }

@@ -1,6 +1,7 @@
 #include "abi/ibverbs/peers.h"
 
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,8 +16,19 @@ PeerCache::QpFiles::~QpFiles() {
   if (event_fd >= 0) close(event_fd);
 }
 
+PeerCache::PeerCache(Context* ctx) : ctx_(ctx) {
+  void* p = mmap(nullptr, dp::kMrSlots * sizeof(std::atomic<uint32_t>), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED) own_inflight_ = static_cast<std::atomic<uint32_t>*>(p);
+}
+
 PeerCache::~PeerCache() {
   for (auto& [owner, fd] : mem_fds_) close(fd);
+  if (own_inflight_) munmap(own_inflight_, dp::kMrSlots * sizeof(std::atomic<uint32_t>));
+}
+
+std::atomic<uint32_t>* PeerCache::OwnInflight(uint32_t key) {
+  return own_inflight_ ? own_inflight_ + dp::MrSlotOf(key) : nullptr;
 }
 
 int PeerCache::OwnerMemFd(uint32_t owner, int received_fd) {
@@ -29,7 +41,7 @@ int PeerCache::OwnerMemFd(uint32_t owner, int received_fd) {
   return received_fd;
 }
 
-const dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
+dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
   std::lock_guard lock(mutex_);
   auto it = qps_.find(qpn);
   if (it != qps_.end()) {
@@ -62,7 +74,7 @@ const dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
   p.rq.Attach(files->rq_mapping.base());
   p.recv_cq.Attach(files->cq_mapping.base());
   p.cq_event_fd = files->event_fd;
-  const dp::PeerQp* result = &files->peer;
+  dp::PeerQp* result = &files->peer;
   qps_[qpn] = std::move(files);
   return result;
 }
@@ -103,7 +115,7 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
   return result;
 }
 
-const dp::PeerQp* PeerCache::FindXrcSrq(uint32_t srqn) {
+dp::PeerQp* PeerCache::FindXrcSrq(uint32_t srqn) {
   if (srqn == 0) return nullptr;
   std::lock_guard lock(mutex_);
   auto it = xrc_srqs_.find(srqn);
@@ -141,7 +153,7 @@ const dp::PeerQp* PeerCache::FindXrcSrq(uint32_t srqn) {
   p.rq.Attach(files->rq_mapping.base());
   p.recv_cq.Attach(files->cq_mapping.base());
   p.cq_event_fd = files->event_fd;
-  const dp::PeerQp* result = &files->peer;
+  dp::PeerQp* result = &files->peer;
   xrc_srqs_[srqn] = std::move(files);
   return result;
 }

@@ -17,17 +17,18 @@ namespace softverbs::provider {
 
 class PeerCache : public datapath::Host {
  public:
-  explicit PeerCache(Context* ctx) : ctx_(ctx) {}
+  explicit PeerCache(Context* ctx);
   ~PeerCache() override;
 
   uint32_t client_id() const override { return ctx_->client_id; }
   const datapath::DeviceTable& table() const override { return ctx_->table; }
-  const datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override;
+  datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override;
   const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override;
+  std::atomic<uint32_t>* OwnInflight(uint32_t key) override;
   void SetQpError(uint32_t qpn) override;
   void SrqLimitReached(uint32_t srqn) override;
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
-  const datapath::PeerQp* FindXrcSrq(uint32_t srqn) override;
+  datapath::PeerQp* FindXrcSrq(uint32_t srqn) override;
   void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override;
 
  private:
@@ -55,6 +56,9 @@ class PeerCache : public datapath::Host {
   std::vector<std::unique_ptr<QpFiles>> retired_qps_;
   std::vector<std::unique_ptr<MrFiles>> retired_mrs_;
   datapath::MrMapping local_{0, true, nullptr, 0, 0, -1};
+  // In-flight counts of this context's accesses to its own MRs, by MR slot
+  // (kMrSlots; anonymous memory, pages appear as slots are used).
+  std::atomic<uint32_t>* own_inflight_ = nullptr;
 };
 
 }  // namespace softverbs::provider

@@ -148,6 +148,8 @@ struct Qp {
   // order; a new WR waits behind them.
   std::mutex sq_mutex;
   std::deque<datapath::SendWr> waiting;
+  // The target last reached (datapath::LocalQp::peer_cache; under sq_mutex).
+  datapath::PeerQp* peer_cache = nullptr;
   // ibv_wr_* batch being built between ibv_wr_start and ibv_wr_complete.
   std::vector<datapath::SendWr> batch;
   int batch_error = 0;

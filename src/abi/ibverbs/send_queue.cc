@@ -22,7 +22,7 @@ dp::LocalQp LocalView(Context* ctx, Qp* qp) {
   return {q.qp_num, static_cast<uint32_t>(DatapathQpType(q.qp_type)),
           qp->pdn,  qp->dest_qpn,
           qp->qkey, MtuBytes(q.qp_type == IBV_QPT_UD ? ctx->active_mtu : qp->path_mtu),
-          qp->sl};
+          qp->sl,   &qp->peer_cache};
 }
 
 uint32_t SharedState(Qp* qp) {
@@ -163,7 +163,7 @@ void CompleteLocal(ibv_cq* cq, const dp::Completion& c) {
   if (q) dp::Complete(q->ring, q->event_fd, c);
 }
 
-int SubmitSend(Context* ctx, Qp* qp, const dp::SendWr& wr) {
+int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
   bool wait = false;
   {
     std::lock_guard lock(qp->sq_mutex);
@@ -182,9 +182,10 @@ int SubmitSend(Context* ctx, Qp* qp, const dp::SendWr& wr) {
       ctx->waiting_count.fetch_add(1, std::memory_order_relaxed);
       wait = true;
     } else {
-      dp::SendWr copy = wr;
-      if (RunOne(ctx, qp, copy) == Step::kWait) {
-        qp->waiting.push_back(copy);
+      // Run the caller's WR in place (it is ~1 KiB): RunOne only updates
+      // retry bookkeeping in it, and it is copied only if it must wait.
+      if (RunOne(ctx, qp, wr) == Step::kWait) {
+        qp->waiting.push_back(wr);
         ctx->waiting_count.fetch_add(1, std::memory_order_relaxed);
         wait = true;
       }

@@ -10,8 +10,8 @@
 namespace softverbs::provider {
 
 // Executes (or queues) one WR. Returns 0, or ENOMEM when max_send_wr WRs
-// are already waiting.
-int SubmitSend(Context* ctx, Qp* qp, const datapath::SendWr& wr);
+// are already waiting. wr's retry fields may be updated (it runs in place).
+int SubmitSend(Context* ctx, Qp* qp, datapath::SendWr& wr);
 
 // Retries the waiting WRs of every QP of the context that has some.
 void ProgressContext(Context* ctx);

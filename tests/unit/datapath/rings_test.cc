@@ -2,6 +2,8 @@
 // producer, many claimers) under real threads on a memfd mapping.
 #include <errno.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <set>
@@ -262,6 +264,111 @@ TEST(RecvQueue, ResizeUnderClaimersLosesNothing) {
     ASSERT_TRUE(rq.Claim(&r));
     EXPECT_EQ(r.wr_id, 500u + i);
   }
+  close(fd);
+}
+
+// Claimers learn that a WQE is posted from the seq word in its own slot.
+// Slots are whole cache lines; a slot not yet (re)filled never looks posted,
+// not even after resizes left stale slots behind.
+TEST(RecvQueue, SlotSeqPublishesWqes) {
+  const size_t bytes = RecvQueueFileSize(256, 1);
+  int fd = CreateSharedFile("t", bytes);
+  SharedMapping m;
+  ASSERT_EQ(m.Map(fd), 0);
+  InitRecvQueueFile(m.base(), 16, 1);
+  RecvQueue rq(m.base());
+  EXPECT_EQ(rq.header()->wqe_stride % 64, 0u);
+  ClaimedRecv r;
+  EXPECT_FALSE(rq.Claim(&r));  // fresh slots hold seq 0
+  uint64_t next = 0;
+  auto round = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      RecvSge sge{next * 3, 8, 1};
+      ASSERT_TRUE(rq.Post(next, &sge, 1));
+      ASSERT_TRUE(rq.Claim(&r));
+      EXPECT_EQ(r.wr_id, next);
+      ++next;
+      EXPECT_FALSE(rq.Claim(&r));  // the next slot holds an older index
+    }
+  };
+  round(100);
+  // Leave two posted, shrink, grow: posted WQEs move, the rest stay empty.
+  for (int i = 0; i < 2; ++i) {
+    RecvSge sge{(next + i) * 3, 8, 1};
+    ASSERT_TRUE(rq.Post(next + i, &sge, 1));
+  }
+  ASSERT_EQ(rq.Resize(4, bytes, [](uint32_t) { return 0; }), 0);
+  ASSERT_EQ(rq.Resize(256, bytes, [](uint32_t) { return 0; }), 0);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(rq.Claim(&r));
+    EXPECT_EQ(r.wr_id, next++);
+  }
+  EXPECT_FALSE(rq.Claim(&r));
+  // A slot above the old capacity, never written: its seq was set by the
+  // resize so that it cannot match its next index.
+  auto* slot0 = reinterpret_cast<RecvWqe*>(reinterpret_cast<char*>(rq.header() + 1) +
+                                           (next & 255) * rq.header()->wqe_stride);
+  EXPECT_NE(slot0->seq.load(), static_cast<uint32_t>(next + 1));
+  round(600);  // wraps the 256 slots twice
+  close(fd);
+}
+
+// The owner posts in this process; claimers in two forked processes take
+// every WQE exactly once and never see a torn one (three SGEs: the copy
+// spans the slot's whole line).
+TEST(RecvQueue, ClaimersInOtherProcessesSeeWholeWqes) {
+  constexpr uint64_t kTotal = 200000;
+  const size_t rq_bytes = RecvQueueFileSize(64, 3);
+  int fd = CreateSharedFile("t", rq_bytes);
+  SharedMapping m;
+  ASSERT_EQ(m.Map(fd), 0);
+  InitRecvQueueFile(m.base(), 64, 3);
+  RecvQueue rq(m.base());
+  // Per child: claimed count, sum of wr_ids, torn copies seen.
+  int stats_fd = CreateSharedFile("s", 4096);
+  SharedMapping stats_map;
+  ASSERT_EQ(stats_map.Map(stats_fd), 0);
+  auto* stats = static_cast<std::atomic<uint64_t>*>(stats_map.base());
+  auto* done = stats + 8;
+  pid_t kids[2];
+  for (int k = 0; k < 2; ++k) {
+    kids[k] = fork();
+    ASSERT_GE(kids[k], 0);
+    if (kids[k] == 0) {
+      ClaimedRecv r;
+      uint64_t n = 0, sum = 0, torn = 0;
+      for (;;) {
+        if (rq.Claim(&r)) {
+          ++n;
+          sum += r.wr_id;
+          if (r.num_sge != 3 || r.sge[0].addr != r.wr_id * 3 || r.sge[1].addr != r.wr_id * 5 ||
+              r.sge[2].addr != r.wr_id * 7 || r.sge[2].lkey != static_cast<uint32_t>(r.wr_id)) {
+            ++torn;
+          }
+        } else if (done->load() && rq.Count() == 0) {
+          break;
+        }
+      }
+      stats[k * 3].store(n);
+      stats[k * 3 + 1].store(sum);
+      stats[k * 3 + 2].store(torn);
+      _exit(0);
+    }
+  }
+  for (uint64_t i = 0; i < kTotal;) {
+    RecvSge sge[3] = {{i * 3, 8, 1}, {i * 5, 8, 2}, {i * 7, 8, static_cast<uint32_t>(i)}};
+    if (rq.Post(i, sge, 3)) ++i;
+  }
+  done->store(1);
+  for (pid_t kid : kids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(kid, &status, 0), kid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  EXPECT_EQ(stats[0].load() + stats[3].load(), kTotal);
+  EXPECT_EQ(stats[1].load() + stats[4].load(), kTotal * (kTotal - 1) / 2);
+  EXPECT_EQ(stats[2].load() + stats[5].load(), 0u);
+  close(stats_fd);
   close(fd);
 }
 
