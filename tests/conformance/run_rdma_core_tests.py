@@ -344,6 +344,11 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == '--inner':
         sys.exit(inner_main(sys.argv[2:]))
     args = ap.parse_args()
+    # The inner run has the work dir as its cwd: no relative paths.
+    args.cli = os.path.abspath(args.cli) if os.sep in args.cli \
+        else shutil.which(args.cli) or args.cli
+    if args.excludes:
+        args.excludes = os.path.abspath(args.excludes)
 
     if not os.path.isdir(args.tests):
         log(f'{args.tests} missing (Debian: apt-get install python3-pyverbs)')
