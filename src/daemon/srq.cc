@@ -2,12 +2,17 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <bit>
+
 #include "common/device_limits.h"
 #include "daemon/device.h"
 
 namespace softverbs::daemon {
 
 namespace lim = softverbs::limits;
+
+// Reported max_wr is rounded up to a power of two: it must stay in range.
+static_assert(std::has_single_bit(static_cast<unsigned>(lim::kMaxSrqWr)));
 
 Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
                           protocol::CreateSrqReply* out) {
@@ -39,6 +44,9 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
   if (srqs_.size() >= static_cast<size_t>(lim::kMaxSrq)) {
     return Verdict::Fail(ENOMEM, "device limit max_srq reached");
   }
+  // The ring holds a power of two of WQEs (datapath/recv_queue.h): report
+  // what it holds, as mlx5 does, so ibv_post_srq_recv fails with ENOMEM
+  // exactly after max_wr outstanding WQEs. kMaxSrqWr is a power of two.
   Srq srq{NextHandle(),
           c,
           next_srqn_,
@@ -46,7 +54,7 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
           static_cast<ibv_srq_type>(req.srq_type),
           xh ? xh->xrcd : 0,
           cq ? cq->handle : 0,
-          req.max_wr,
+          std::bit_ceil(req.max_wr),
           req.max_sge ? req.max_sge : 1,
           req.srq_limit};
   srq.ring_fd = MakeRecvQueueFile(srq.max_wr, srq.max_sge, lim::kMaxSrqWr);
@@ -74,7 +82,7 @@ Verdict Device::ModifySrq(ClientId c, const protocol::ModifySrqRequest& req) {
       return Verdict::Fail(EINVAL, "SRQ max_wr " + std::to_string(req.max_wr) + " is outside 1.." +
                                        std::to_string(lim::kMaxSrqWr));
     }
-    max_wr = req.max_wr;
+    max_wr = std::bit_ceil(req.max_wr);  // what the resized ring holds
   }
   // The limit, new or armed before, must stay within the queue: resizing
   // below an armed limit fails as in rxe.

@@ -100,8 +100,7 @@ bool CqRing::Peek(Completion* out) const {
 
 void CqRing::Pop() {
   // Only the owner moves head, under its consumer lock: no RMW needed.
-  header_->head.store(header_->head.load(std::memory_order_relaxed) + 1,
-                      std::memory_order_release);
+  header_->head.store(header_->head.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
 uint64_t CqRing::Depth() const {
@@ -159,6 +158,47 @@ int CqRing::Resize(uint32_t cqe, size_t file_bytes, const std::function<int(uint
   }
   reopen(rw::Reopened(closed));
   return 0;
+}
+
+uint64_t CqRing::Clean(const std::function<bool(const Completion&)>& drop) {
+  // No resize can run (it needs the consumer lock we hold), so the capacity
+  // is stable and tail is open.
+  const uint64_t capacity = Capacity();
+  const uint64_t head = header_->head.load(std::memory_order_relaxed);
+  uint64_t end = rw::Index(header_->tail.load(std::memory_order_acquire));
+  // Every slot reserved before `end` must be published before it is read.
+  // A producer that never publishes (it died inside Push) would stall the
+  // consumer there anyway: clean only the part before it.
+  const uint64_t deadline = rw::NowNs() + 1000000000ull;
+  for (uint64_t i = head; i < end; ++i) {
+    const CqEntry& slot = entries_[i & (capacity - 1)];
+    while (slot.seq.load(std::memory_order_acquire) != static_cast<uint32_t>(i + 1)) {
+      if (rw::NowNs() > deadline) {
+        end = i;
+        break;
+      }
+      sched_yield();
+    }
+  }
+  // Pack the kept entries into [new_head, end), last first so nothing is
+  // overwritten before it is read. Producers only write indexes >= end
+  // within one capacity of the old head: never these slots. Every slot in
+  // [head, end) already holds seq == index + 1, so moving a completion
+  // needs no new seq; the owner alone reads completions.
+  uint64_t dst = end;
+  for (uint64_t i = end; i-- > head;) {
+    const Completion& c = entries_[i & (capacity - 1)].completion;
+    if (drop(c)) continue;
+    --dst;
+    if (dst != i) entries_[dst & (capacity - 1)].completion = c;
+  }
+  if (dst != head) {
+    // Release: our reads of the slots below dst happen before a producer,
+    // acquiring the new head, reuses them. The stale seq left there
+    // belongs to an index below the new head and never matches a later one.
+    header_->head.store(dst, std::memory_order_release);
+  }
+  return dst - head;
 }
 
 }  // namespace softverbs::datapath

@@ -56,6 +56,15 @@ class CqRing {
   // file is too small, or EAGAIN if a producer never published its slot.
   int Resize(uint32_t cqe, size_t file_bytes, const std::function<int(uint64_t)>& commit);
 
+  // Owner, holding its consumer lock: removes the outstanding completions
+  // `drop` picks (a QP's, when it moves to RESET or is destroyed, as
+  // libmlx5's mlx5_cq_clean), keeping the others in order. Producers go on
+  // pushing meanwhile: the kept entries are packed towards the tail end of
+  // [head, tail) and head moves forward over the freed slots, so tail never
+  // goes back and no producer's slot is touched. Completions pushed after
+  // the call started are not looked at. Returns how many were removed.
+  uint64_t Clean(const std::function<bool(const Completion&)>& drop);
+
  private:
   uint64_t Capacity() const;
   CqHeader* header_ = nullptr;

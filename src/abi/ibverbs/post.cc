@@ -149,6 +149,14 @@ int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
         ibqp->qp_num);
     return EINVAL;
   }
+  // A QP in RESET has no receive queue yet: mlx5 and rxe refuse, INIT and
+  // later states accept (receives may be posted before the QP connects).
+  const uint32_t state = qp->entry ? qp->entry->state.load(std::memory_order_acquire) : ibqp->state;
+  if (state == IBV_QPS_RESET) {
+    if (bad_wr) *bad_wr = wr;
+    return Reject(EINVAL, "ibv_post_recv: QP 0x%x is in RESET; post receives from INIT on",
+                  ibqp->qp_num);
+  }
   std::lock_guard lock(qp->rq_mutex);
   int err = PostReceives<false>(
       wr, bad_wr, qp->cap.max_recv_sge,

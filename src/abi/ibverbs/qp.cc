@@ -274,6 +274,8 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   }
   ctx->Untrack(q->handle);
   ForgetQp(ctx, q);
+  // The QP is unpublished: nothing completes on it any more.
+  CleanQpCompletions(q);
   pthread_cond_destroy(&qp->cond);
   pthread_mutex_destroy(&qp->mutex);
   delete q;

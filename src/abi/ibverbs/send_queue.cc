@@ -230,6 +230,31 @@ void EmptyQp(Qp* qp) {
   dp::ClaimedRecv r;
   while (qp->rq.valid() && qp->rq.Claim(&r)) {
   }
+  // After the queues: the RESET is published and the receive WQEs are
+  // gone, so no new completion of this QP is on its way (bar a delivery
+  // that claimed its WQE just before; docs/datapath.md).
+  CleanQpCompletions(qp);
+}
+
+void CleanQpCompletions(Qp* qp) {
+  const ibv_qp& q = qp->ibv.qp_base;
+  const uint32_t qpn = q.qp_num;
+  // A receive on an SRQ consumed one of the SRQ's WQEs. mlx5 hands the WQE
+  // back to the SRQ when it drops the CQE; here the WQE is gone once
+  // claimed, so dropping the completion would lose the application's
+  // buffer: it stays.
+  const bool keep_receives = q.srq != nullptr;
+  auto drop = [&](const dp::Completion& c) {
+    return c.qp_num == qpn && !(keep_receives && (c.opcode & IBV_WC_RECV));
+  };
+  auto clean = [&](ibv_cq* cq) {
+    Cq* c = CqOf(cq);
+    if (!c) return;
+    std::lock_guard lock(c->poll_mutex);
+    c->ring.Clean(drop);
+  };
+  clean(q.send_cq);
+  if (q.recv_cq != q.send_cq) clean(q.recv_cq);
 }
 
 void StopProgressThread(Context* ctx) {

@@ -19,8 +19,13 @@ void ProgressContext(Context* ctx);
 // The QP entered the error state: completes every waiting WR and every
 // posted receive with IBV_WC_WR_FLUSH_ERR.
 void FlushQp(Qp* qp);
-// The QP went to RESET: forgets waiting WRs and posted receives.
+// The QP went to RESET: forgets waiting WRs and posted receives, and
+// removes its completions from its CQs (CleanQpCompletions).
 void EmptyQp(Qp* qp);
+// Removes the QP's outstanding completions from its send and receive CQs,
+// as libmlx5 does on RESET and destroy (mlx5_cq_clean). Receive
+// completions of a QP on an SRQ stay (see docs/datapath.md).
+void CleanQpCompletions(Qp* qp);
 
 // Before a QP is freed: no retry may run on it any more.
 void ForgetQp(Context* ctx, Qp* qp);
