@@ -4,13 +4,13 @@
 //   softverbs status [--json]       devices, client processes and their objects
 //   softverbs daemon start|stop     start or stop this user's daemon
 #include <errno.h>
+#include <fmt/core.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -46,7 +46,9 @@ std::string LibraryDir() {
   return bin + "/../lib";
 }
 
-std::string DaemonBinary() { return SelfDir() + "/softverbsd"; }
+std::string DaemonBinary() {
+  return SelfDir() + "/softverbsd";
+}
 
 // One request on a CLI connection; returns the reply body or throws.
 std::string Ask(int fd, protocol::Op op) {
@@ -181,7 +183,9 @@ int main(int argc, char** argv) {
       int fd = Connect(false);
       if (fd < 0) {
         if (json) {
-          fmt::print("{}\n", nlohmann::json{{"device", nullptr}, {"clients", nlohmann::json::array()}}.dump(2));
+          fmt::print(
+              "{}\n",
+              nlohmann::json{{"device", nullptr}, {"clients", nlohmann::json::array()}}.dump(2));
         } else {
           fmt::print("no softverbs daemon is running for this user ({})\n",
                      softverbs::RuntimeDirPath());

@@ -65,45 +65,45 @@ enum ibv_xrc_event_flags {
 };
 
 /* The QP number of an event that carries IBV_XRC_QP_EVENT_FLAG. */
-#define IBV_XRC_EVENT_QP_NUM(ev) (*(const uint32_t *)&(ev)->element)
+#define IBV_XRC_EVENT_QP_NUM(ev) (*(const uint32_t*)&(ev)->element)
 
 struct ibv_xrc_domain {
-  struct ibv_context *context;
+  struct ibv_context* context;
   uint32_t handle;
 };
 
 /* struct ibv_qp_init_attr as OFED had it: identical leading members. */
 struct ibv_xrc_qp_init_attr {
-  void *qp_context;
-  struct ibv_cq *send_cq;
-  struct ibv_cq *recv_cq;
-  struct ibv_srq *srq;
+  void* qp_context;
+  struct ibv_cq* send_cq;
+  struct ibv_cq* recv_cq;
+  struct ibv_srq* srq;
   struct ibv_qp_cap cap;
   enum ibv_qp_type qp_type;
   int sq_sig_all;
-  struct ibv_xrc_domain *xrc_domain;
+  struct ibv_xrc_domain* xrc_domain;
 };
 
-#define IBV_XRC_QP_INIT_ATTR(attr) ((struct ibv_qp_init_attr *)(attr))
+#define IBV_XRC_QP_INIT_ATTR(attr) ((struct ibv_qp_init_attr*)(attr))
 
 #ifdef SOFTVERBS_LEGACY_XRC_WR_FIELD
 #define xrc_remote_srq_num qp_type.xrc.remote_srqn
 #endif
 
-struct ibv_xrc_domain *ibv_open_xrc_domain(struct ibv_context *context, int fd, int oflag);
-int ibv_close_xrc_domain(struct ibv_xrc_domain *d);
+struct ibv_xrc_domain* ibv_open_xrc_domain(struct ibv_context* context, int fd, int oflag);
+int ibv_close_xrc_domain(struct ibv_xrc_domain* d);
 
-struct ibv_srq *ibv_create_xrc_srq(struct ibv_pd *pd, struct ibv_xrc_domain *xrc_domain,
-                                   struct ibv_cq *xrc_cq, struct ibv_srq_init_attr *srq_init_attr);
+struct ibv_srq* ibv_create_xrc_srq(struct ibv_pd* pd, struct ibv_xrc_domain* xrc_domain,
+                                   struct ibv_cq* xrc_cq, struct ibv_srq_init_attr* srq_init_attr);
 
-int ibv_create_xrc_rcv_qp(struct ibv_xrc_qp_init_attr *init_attr, uint32_t *xrc_rcv_qpn);
-int ibv_modify_xrc_rcv_qp(struct ibv_xrc_domain *xrc_domain, uint32_t xrc_qp_num,
-                          struct ibv_qp_attr *attr, int attr_mask);
-int ibv_query_xrc_rcv_qp(struct ibv_xrc_domain *xrc_domain, uint32_t xrc_qp_num,
-                         struct ibv_qp_attr *attr, int attr_mask,
-                         struct ibv_xrc_qp_init_attr *init_attr);
-int ibv_reg_xrc_rcv_qp(struct ibv_xrc_domain *xrc_domain, uint32_t xrc_qp_num);
-int ibv_unreg_xrc_rcv_qp(struct ibv_xrc_domain *xrc_domain, uint32_t xrc_qp_num);
+int ibv_create_xrc_rcv_qp(struct ibv_xrc_qp_init_attr* init_attr, uint32_t* xrc_rcv_qpn);
+int ibv_modify_xrc_rcv_qp(struct ibv_xrc_domain* xrc_domain, uint32_t xrc_qp_num,
+                          struct ibv_qp_attr* attr, int attr_mask);
+int ibv_query_xrc_rcv_qp(struct ibv_xrc_domain* xrc_domain, uint32_t xrc_qp_num,
+                         struct ibv_qp_attr* attr, int attr_mask,
+                         struct ibv_xrc_qp_init_attr* init_attr);
+int ibv_reg_xrc_rcv_qp(struct ibv_xrc_domain* xrc_domain, uint32_t xrc_qp_num);
+int ibv_unreg_xrc_rcv_qp(struct ibv_xrc_domain* xrc_domain, uint32_t xrc_qp_num);
 
 #ifdef __cplusplus
 }

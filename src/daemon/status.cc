@@ -9,7 +9,6 @@
 
 namespace softverbs::daemon {
 
-
 std::string Device::StatusJson() const {
   using nlohmann::json;
   json dev;

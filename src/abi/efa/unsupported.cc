@@ -9,7 +9,6 @@
 //
 // Parameter names are omitted on purpose: the stubs ignore their arguments.
 
-#include "abi/not_supported.h"
 #include <infiniband/efadv.h>
 #include <infiniband/verbs.h>
 
@@ -17,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "abi/not_supported.h"
 
 using softverbs::abi::ErrnoValueNotSupported;
 using softverbs::abi::MinusOneNotSupported;

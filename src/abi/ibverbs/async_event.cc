@@ -47,8 +47,7 @@ SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) 
       if (qp && LegacyXrcQpNumber(qp, &qpn)) {
         // A legacy receive QP has no ibv_qp of its own in the OFED API: the
         // event names it by number, flagged.
-        event->event_type =
-            static_cast<ibv_event_type>(rec.event_type | IBV_XRC_QP_EVENT_FLAG);
+        event->event_type = static_cast<ibv_event_type>(rec.event_type | IBV_XRC_QP_EVENT_FLAG);
         *reinterpret_cast<uint32_t*>(&event->element) = qpn;
       } else {
         event->element.qp = qp;

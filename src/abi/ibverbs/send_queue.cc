@@ -173,10 +173,9 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
     }
     if (!qp->waiting.empty()) {
       if (qp->waiting.size() >= qp->cap.max_send_wr) {
-        return Reject(ENOMEM,
-                      "ibv_post_send: WR 0x%llx: QP 0x%x's send queue is full (max_send_wr %u)",
-                      static_cast<unsigned long long>(wr.wr_id), qp->ibv.qp_base.qp_num,
-                      qp->cap.max_send_wr);
+        return Reject(
+            ENOMEM, "ibv_post_send: WR 0x%llx: QP 0x%x's send queue is full (max_send_wr %u)",
+            static_cast<unsigned long long>(wr.wr_id), qp->ibv.qp_base.qp_num, qp->cap.max_send_wr);
       }
       qp->waiting.push_back(wr);
       ctx->waiting_count.fetch_add(1, std::memory_order_relaxed);

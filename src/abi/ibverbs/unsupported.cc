@@ -14,13 +14,14 @@
 //
 // Parameter names are omitted on purpose: the stubs ignore their arguments.
 
-#include "abi/not_supported.h"
 #include <infiniband/verbs.h>
 #include <sys/types.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+
+#include "abi/not_supported.h"
 
 // verbs.h turns these into inline wrappers; the exported symbols are the
 // plain functions underneath.
@@ -44,7 +45,6 @@ struct verbs_qp;
 struct verbs_srq;
 struct verbs_sysfs_dev;
 struct verbs_xrcd;
-
 
 using softverbs::abi::ErrnoValueNotSupported;
 using softverbs::abi::MinusOneNotSupported;

@@ -14,7 +14,6 @@
 //
 // Parameter names are omitted on purpose: the stubs ignore their arguments.
 
-#include "abi/not_supported.h"
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 
@@ -23,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "abi/not_supported.h"
 
 using softverbs::abi::ErrnoValueNotSupported;
 using softverbs::abi::MinusOneNotSupported;

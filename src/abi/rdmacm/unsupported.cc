@@ -12,7 +12,6 @@
 //
 // Parameter names are omitted on purpose: the stubs ignore their arguments.
 
-#include "abi/not_supported.h"
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
@@ -26,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "abi/not_supported.h"
 
 using softverbs::abi::ErrnoValueNotSupported;
 using softverbs::abi::MinusOneNotSupported;
