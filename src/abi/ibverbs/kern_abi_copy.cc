@@ -16,6 +16,34 @@
 
 #define SOFTVERBS_EXPORT __attribute__((visibility("default")))
 
+namespace {
+
+// The path-record fields that ibv_sa_path_rec and ib_user_path_rec both
+// carry under the same name, assigned as they are (no byte swapping); the
+// GIDs differ in type and are copied by the callers.
+template <typename Dst, typename Src>
+void CopyPathRecFields(Dst* dst, const Src* src) {
+  dst->dlid = src->dlid;
+  dst->slid = src->slid;
+  dst->raw_traffic = src->raw_traffic;
+  dst->flow_label = src->flow_label;
+  dst->reversible = src->reversible;
+  dst->mtu = src->mtu;
+  dst->pkey = src->pkey;
+  dst->hop_limit = src->hop_limit;
+  dst->traffic_class = src->traffic_class;
+  dst->numb_path = src->numb_path;
+  dst->sl = src->sl;
+  dst->mtu_selector = src->mtu_selector;
+  dst->rate_selector = src->rate_selector;
+  dst->rate = src->rate;
+  dst->packet_life_time_selector = src->packet_life_time_selector;
+  dst->packet_life_time = src->packet_life_time;
+  dst->preference = src->preference;
+}
+
+}  // namespace
+
 extern "C" {
 
 SOFTVERBS_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_attr* src) {
@@ -72,45 +100,13 @@ SOFTVERBS_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_
 SOFTVERBS_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
   std::memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
   std::memcpy(dst->sgid.raw, src->sgid, sizeof(dst->sgid.raw));
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = src->raw_traffic;
-  dst->flow_label = src->flow_label;
-  dst->reversible = src->reversible;
-  dst->mtu = src->mtu;
-  dst->pkey = src->pkey;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->numb_path = src->numb_path;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  CopyPathRecFields(dst, src);
 }
 
 SOFTVERBS_EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
   std::memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
   std::memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = src->raw_traffic;
-  dst->flow_label = src->flow_label;
-  dst->reversible = src->reversible;
-  dst->mtu = src->mtu;
-  dst->pkey = src->pkey;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->numb_path = src->numb_path;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  CopyPathRecFields(dst, src);
 }
 
 }  // extern "C"
