@@ -175,11 +175,6 @@ std::string CommandOf(pid_t pid) {
   return comm;
 }
 
-template <typename T>
-bool BodyIs(size_t len) {
-  return len == sizeof(T);
-}
-
 }  // namespace
 
 void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
@@ -190,10 +185,9 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
   };
   auto reply_empty = [&](const Verdict& v) { Reply(conn, hdr.seq, v, nullptr, 0); };
   auto bad_size = [&] { reply_empty(Verdict::Fail(EPROTO, "malformed request body")); };
-#define SV_BODY(T, name)                  \
-  if (!BodyIs<T>(len)) return bad_size(); \
-  T name;                                 \
-  memcpy(&name, body, sizeof(T))
+#define SV_BODY(T, name) \
+  T name;                \
+  if (!ReadBody(body, len, &name)) return bad_size()
 
   if (!conn.greeted) {
     if (op != Op::kHello) return reply_empty(Verdict::Fail(EPROTO, "hello expected first"));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,6 +21,15 @@ struct ServerOptions {
   // Exit after this long without any connection. 0: never.
   std::chrono::seconds idle_timeout{30};
 };
+
+// A request body read as T; false, with nothing read, when its size is not
+// T's.
+template <typename T>
+bool ReadBody(const uint8_t* body, size_t len, T* out) {
+  if (len != sizeof(T)) return false;
+  std::memcpy(out, body, sizeof(T));
+  return true;
+}
 
 class Server {
  public:

@@ -1,7 +1,6 @@
 // Dispatch of the data-path ops: the requests initiators make on a cache
 // miss or an error, never per work request.
 #include <errno.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "daemon/server.h"
@@ -20,8 +19,7 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
   switch (static_cast<Op>(hdr.op)) {
     case Op::kRegMrBacked: {
       protocol::RegMrBackedRequest req;
-      if (len != sizeof(req)) return bad_size();
-      memcpy(&req, body, sizeof(req));
+      if (!ReadBody(body, len, &req)) return bad_size();
       int backing = -1;
       if (req.backed_end > req.backed_begin) {
         if (fds.empty()) {
@@ -37,8 +35,7 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
     }
     case Op::kMapQp: {
       protocol::MapQpRequest req;
-      if (len != sizeof(req)) return bad_size();
-      memcpy(&req, body, sizeof(req));
+      if (!ReadBody(body, len, &req)) return bad_size();
       protocol::MapQpReply out{};
       std::vector<int> out_fds;
       Verdict v = device_.MapQp(c, req.qpn, &out, &out_fds);
@@ -47,8 +44,7 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
     }
     case Op::kMapMr: {
       protocol::MapMrRequest req;
-      if (len != sizeof(req)) return bad_size();
-      memcpy(&req, body, sizeof(req));
+      if (!ReadBody(body, len, &req)) return bad_size();
       protocol::MapMrReply out{};
       std::vector<int> out_fds;
       Verdict v = device_.MapMr(c, req.key, &out, &out_fds);
@@ -57,22 +53,19 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
     }
     case Op::kQpError: {
       protocol::QpErrorRequest req;
-      if (len != sizeof(req)) return bad_size();
-      memcpy(&req, body, sizeof(req));
+      if (!ReadBody(body, len, &req)) return bad_size();
       Reply(conn, hdr.seq, device_.QpError(c, req.qpn), nullptr, 0);
       return true;
     }
     case Op::kSrqLimitReached: {
       protocol::SrqLimitRequest req;
-      if (len != sizeof(req)) return bad_size();
-      memcpy(&req, body, sizeof(req));
+      if (!ReadBody(body, len, &req)) return bad_size();
       Reply(conn, hdr.seq, device_.SrqLimitReached(c, req.srqn), nullptr, 0);
       return true;
     }
     case Op::kMcastMembers: {
       protocol::McastMembersRequest req;
-      if (len != sizeof(req)) return bad_size();
-      memcpy(&req, body, sizeof(req));
+      if (!ReadBody(body, len, &req)) return bad_size();
       std::vector<uint32_t> qpns;
       Verdict v = device_.McastMembers(c, req.gid, &qpns);
       Reply(conn, hdr.seq, v, qpns.data(), qpns.size() * sizeof(uint32_t));
@@ -80,8 +73,7 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
     }
     case Op::kMapSrq: {
       protocol::MapSrqRequest req;
-      if (len != sizeof(req)) return bad_size();
-      memcpy(&req, body, sizeof(req));
+      if (!ReadBody(body, len, &req)) return bad_size();
       protocol::MapSrqReply out{};
       std::vector<int> out_fds;
       Verdict v = device_.MapSrq(c, req.srqn, &out, &out_fds);
@@ -90,8 +82,7 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
     }
     case Op::kQpEvent: {
       protocol::QpEventRequest req;
-      if (len != sizeof(req)) return bad_size();
-      memcpy(&req, body, sizeof(req));
+      if (!ReadBody(body, len, &req)) return bad_size();
       Reply(conn, hdr.seq, device_.RaiseQpEvent(c, req.qpn, req.event_type), nullptr, 0);
       return true;
     }
