@@ -179,8 +179,8 @@ TEST_F(DevxTest, AsyncQueryIsDeliveredThroughThePollableFd) {
   ASSERT_EQ(mlx5dv_devx_get_async_cmd_comp(comp, hdr, buf.size()), 0);
   EXPECT_EQ(hdr->wr_id, 0xfeedu);
   std::vector<uint8_t> answer(hdr->out_data, hdr->out_data + kQueryQpOut);
-  EXPECT_EQ(GetBits(answer, 0, 8), kStatusOk);
-  EXPECT_EQ(GetBits(answer, kQpcByte * 8, 4), kQpInit);
+  EXPECT_EQ(ReadBits(answer, 0, 8), kStatusOk);
+  EXPECT_EQ(ReadBits(answer, kQpcByte * 8, 4), kQpInit);
   // Only one event was queued: a non-blocking read finds none.
   fcntl(comp->fd, F_SETFL, fcntl(comp->fd, F_GETFL) | O_NONBLOCK);
   EXPECT_EQ(mlx5dv_devx_get_async_cmd_comp(comp, hdr, buf.size()), EAGAIN);

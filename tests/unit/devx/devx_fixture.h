@@ -11,33 +11,19 @@
 
 #include "fake_device_objects.h"
 #include "firmware.h"
-#include "test_box.h"
+#include "prm_test_box.h"
 
 namespace softverbs::devx::testing {
 
-// Opcodes, typed from the spec tables.
-enum : uint16_t {
-  kQueryHcaCap = 0x100,
-  kQueryAdapter = 0x101,
-  kCreateMkey = 0x200,
-  kQueryMkey = 0x201,
-  kCreateCq = 0x400,
-  kQueryCq = 0x402,
-  kCreateQp = 0x500,
-  kRst2Init = 0x502,
-  kInit2Rtr = 0x503,
-  kRtr2Rts = 0x504,
-  kRts2Rts = 0x505,
-  k2Err = 0x507,
-  k2Rst = 0x50a,
-  kQueryQp = 0x50b,
-  kQueryHcaVportContext = 0x762,
-  kAllocPd = 0x800,
-  kNop = 0x80d,
-  kAllocTransportDomain = 0x816,
-  kAllocFlowCounter = 0x939,
-  kQueryFlowCounter = 0x93b,
-};
+// The shared box helpers, declared here so that they hide, as local
+// declarations would, anything of src/ by the same name.
+using ::softverbs::prm_test::Box;
+using ::softverbs::prm_test::ReadBits;
+using ::softverbs::prm_test::WriteBits;
+using enum ::softverbs::prm_test::Opcode;
+using ::softverbs::prm_test::kCqcByte;
+using ::softverbs::prm_test::kMkcByte;
+using ::softverbs::prm_test::kQpcByte;
 
 // Status codes (spec §1.3).
 enum : uint8_t {
@@ -51,9 +37,6 @@ enum : uint8_t {
   kLimitsExceeded = 0x08,
 };
 
-inline constexpr size_t kQpcByte = 0x18;
-inline constexpr size_t kCqcByte = 0x10;
-inline constexpr size_t kMkcByte = 0x10;
 inline constexpr size_t kQpcPrimaryPathBit = 0xc0;
 
 struct Reply {

@@ -4,12 +4,12 @@
 
 #include <vector>
 
-#include "test_box.h"
+#include "prm_test_box.h"
 
 namespace softverbs::devx {
 namespace {
 
-using testing::ReadBits;
+using prm_test::ReadBits;
 
 TEST(PrmBitsTest, OpcodeIsTheHighHalfOfDwordZero) {
   std::vector<uint8_t> box(8, 0);
