@@ -9,19 +9,9 @@
 
 #include <string>
 
+#include "case_checks.h"
+
 namespace {
-
-int g_failures = 0;
-
-#define EXPECT_EQ(a, b)                                                                           \
-  do {                                                                                            \
-    long long va = (long long)(a), vb = (long long)(b);                                           \
-    if (va != vb) {                                                                               \
-      fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, va, #b, \
-              vb);                                                                                \
-      ++g_failures;                                                                               \
-    }                                                                                             \
-  } while (0)
 
 struct Pair {
   ibv_context* ctx;

@@ -12,24 +12,9 @@
 
 #include <vector>
 
+#include "case_checks.h"
+
 namespace {
-
-int g_failures = 0;
-
-#define EXPECT_EQ(a, b)                                                                           \
-  do {                                                                                            \
-    long long va = (long long)(a), vb = (long long)(b);                                           \
-    if (va != vb) {                                                                               \
-      fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a, va, #b, \
-              vb);                                                                                \
-      ++g_failures;                                                                               \
-    }                                                                                             \
-  } while (0)
-
-void Die(const char* what) {
-  fprintf(stderr, "setup failed: %s (%s)\n", what, strerror(errno));
-  exit(2);
-}
 
 constexpr int kGidIndex = 1;  // a RoCE v2 GID, as the pingpong tests use
 
