@@ -35,8 +35,7 @@ SV_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   if (!ah) return Reject(EINVAL, "ibv_destroy_ah: ah is NULL");
   Ah* a = FromPublic<Ah>(ah);
   protocol::HandleRequest req{a->handle, 0};
-  if (int err = Context::From(ah->context)
-                    ->channel.Call(protocol::Op::kDestroyAh, &req, sizeof(req), nullptr, 0)) {
+  if (int err = Context::From(ah->context)->channel.Call(protocol::Op::kDestroyAh, req)) {
     return err;
   }
   delete a;

@@ -127,7 +127,7 @@ ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_co
   if (map_err) {
     delete cq;
     protocol::HandleRequest undo{rep.handle, 0};
-    ctx->channel.Call(protocol::Op::kDestroyCq, &undo, sizeof(undo), nullptr, 0);
+    ctx->channel.Call(protocol::Op::kDestroyCq, undo);
     return RejectNull(map_err, "ibv_create_cq: cannot map the CQ ring (%s)", strerror(map_err));
   }
   cq->ring.Attach(cq->ring_mapping.base());
@@ -266,7 +266,7 @@ SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   Cq* c = FromPublic<Cq>(cq);
   Context* ctx = Context::From(cq->context);
   protocol::HandleRequest req{c->handle, 0};
-  if (int err = ctx->channel.Call(protocol::Op::kDestroyCq, &req, sizeof(req), nullptr, 0)) {
+  if (int err = ctx->channel.Call(protocol::Op::kDestroyCq, req)) {
     return err;
   }
   ctx->Untrack(c->handle);

@@ -35,9 +35,15 @@ class DaemonChannel {
            const int* fds = nullptr, size_t nfds = 0, size_t* rep_body_len = nullptr,
            std::vector<int>* fds_out = nullptr);
 
+  // A fixed-size request and reply.
   template <typename Req, typename Rep>
   int Call(protocol::Op op, const Req& req, Rep* rep) {
     return Call(op, &req, sizeof(req), rep, sizeof(*rep));
+  }
+  // A fixed-size request whose reply carries no body.
+  template <typename Req>
+  int Call(protocol::Op op, const Req& req) {
+    return Call(op, &req, sizeof(req), nullptr, 0);
   }
 
  private:

@@ -70,7 +70,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   if (!mr) {
     ReleaseMrBacking(backing.id);
     protocol::HandleRequest undo{rep.handle, 0};
-    ctx->channel.Call(protocol::Op::kDeregMr, &undo, sizeof(undo), nullptr, 0);
+    ctx->channel.Call(protocol::Op::kDeregMr, undo);
     return RejectNull(ENOMEM, "ibv_reg_mr: out of memory for the MR");
   }
   mr->handle = rep.handle;
@@ -137,8 +137,7 @@ SV_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   if (!pd) return Reject(EINVAL, "ibv_dealloc_pd: pd is NULL");
   Pd* p = FromPublic<Pd>(pd);
   protocol::HandleRequest req{p->handle, 0};
-  if (int err = Context::From(pd->context)
-                    ->channel.Call(protocol::Op::kDeallocPd, &req, sizeof(req), nullptr, 0)) {
+  if (int err = Context::From(pd->context)->channel.Call(protocol::Op::kDeallocPd, req)) {
     return err;
   }
   delete p;
@@ -165,7 +164,7 @@ SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   Mr* m = FromPublic<Mr>(mr);
   Context* ctx = Context::From(mr->context);
   protocol::HandleRequest req{m->handle, 0};
-  if (int err = ctx->channel.Call(protocol::Op::kDeregMr, &req, sizeof(req), nullptr, 0)) {
+  if (int err = ctx->channel.Call(protocol::Op::kDeregMr, req)) {
     return err;
   }
   // The daemon cleared the keys; a peer that got past its key check before

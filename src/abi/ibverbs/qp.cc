@@ -124,7 +124,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   }
   if (!qp) {
     protocol::HandleRequest undo{rep.handle, 0};
-    ctx->channel.Call(protocol::Op::kDestroyQp, &undo, sizeof(undo), nullptr, 0);
+    ctx->channel.Call(protocol::Op::kDestroyQp, undo);
     return RejectNull(ENOMEM, "ibv_create_qp_ex: cannot map the QP's receive queue (%s)",
                       strerror(map_err ? map_err : ENOMEM));
   }
@@ -226,7 +226,7 @@ SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   req.mask = static_cast<uint32_t>(attr_mask);
   req.attr = *attr;
   Context* ctx = Context::From(qp->context);
-  if (int err = ctx->channel.Call(protocol::Op::kModifyQp, &req, sizeof(req), nullptr, 0)) {
+  if (int err = ctx->channel.Call(protocol::Op::kModifyQp, req)) {
     return err;
   }
   // As libibverbs: the cached state follows a successful modify only.
@@ -269,7 +269,7 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
   Context* ctx = Context::From(qp->context);
   protocol::HandleRequest req{q->handle, 0};
-  if (int err = ctx->channel.Call(protocol::Op::kDestroyQp, &req, sizeof(req), nullptr, 0)) {
+  if (int err = ctx->channel.Call(protocol::Op::kDestroyQp, req)) {
     return err;
   }
   ctx->Untrack(q->handle);
@@ -293,7 +293,7 @@ int Mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid, protocol::Op op) {
   req.qp = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp))->handle;
   req.lid = lid;
   memcpy(req.gid, gid->raw, 16);
-  return Context::From(qp->context)->channel.Call(op, &req, sizeof(req), nullptr, 0);
+  return Context::From(qp->context)->channel.Call(op, req);
 }
 }  // namespace
 

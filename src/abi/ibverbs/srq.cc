@@ -36,7 +36,7 @@ ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd
   if (map_err) {
     delete srq;
     protocol::HandleRequest undo{rep.handle, 0};
-    ctx->channel.Call(protocol::Op::kDestroySrq, &undo, sizeof(undo), nullptr, 0);
+    ctx->channel.Call(protocol::Op::kDestroySrq, undo);
     return RejectNull(map_err, "ibv_create_srq: cannot map the SRQ's ring (%s)", strerror(map_err));
   }
   srq->rq.Attach(srq->ring_mapping.base());
@@ -119,9 +119,7 @@ SV_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
   Context* ctx = Context::From(srq->context);
   protocol::ModifySrqRequest req{s->handle, static_cast<uint32_t>(attr_mask), attr->max_wr,
                                  attr->srq_limit};
-  auto call = [&] {
-    return ctx->channel.Call(protocol::Op::kModifySrq, &req, sizeof(req), nullptr, 0);
-  };
+  auto call = [&] { return ctx->channel.Call(protocol::Op::kModifySrq, req); };
   const bool resize = (attr_mask & IBV_SRQ_MAX_WR) && attr->max_wr >= 1 &&
                       attr->max_wr <= static_cast<uint32_t>(softverbs::limits::kMaxSrqWr) &&
                       s->rq.header();
@@ -154,7 +152,7 @@ SV_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   Srq* s = FromPublic<Srq>(srq);
   Context* ctx = Context::From(srq->context);
   protocol::HandleRequest req{s->handle, 0};
-  if (int err = ctx->channel.Call(protocol::Op::kDestroySrq, &req, sizeof(req), nullptr, 0)) {
+  if (int err = ctx->channel.Call(protocol::Op::kDestroySrq, req)) {
     return err;
   }
   ctx->Untrack(s->handle);

@@ -45,8 +45,7 @@ int CloseXrcdOp(ibv_xrcd* xrcd) {
   if (!xrcd) return Reject(EINVAL, "ibv_close_xrcd: xrcd is NULL");
   Xrcd* x = FromPublic<Xrcd>(xrcd);
   protocol::HandleRequest req{x->handle, 0};
-  if (int err = Context::From(xrcd->context)
-                    ->channel.Call(protocol::Op::kCloseXrcd, &req, sizeof(req), nullptr, 0)) {
+  if (int err = Context::From(xrcd->context)->channel.Call(protocol::Op::kCloseXrcd, req)) {
     return err;
   }
   delete x;
