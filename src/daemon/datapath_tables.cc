@@ -17,6 +17,12 @@ namespace softverbs::daemon {
 
 namespace dp = softverbs::datapath;
 
+// The device table's slot counts and QP numbering (src/datapath, which does
+// not see the device limits) are the limits the daemon enforces.
+static_assert(dp::kMrSlots == static_cast<uint32_t>(limits::kMaxMr));
+static_assert(dp::kQpSlots == static_cast<uint32_t>(limits::kMaxQp));
+static_assert(dp::kFirstQpn == limits::kFirstQpn);
+
 namespace {
 
 // Runs fn on a temporary mapping of a ring file.

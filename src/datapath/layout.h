@@ -33,7 +33,7 @@ inline constexpr uint32_t kRecvQueueMagic = 0x51525653;    // "SVRQ"
 // whose slot is taken.
 inline constexpr uint32_t kMrSlots = 65536;
 inline constexpr uint32_t kQpSlots = 16384;
-inline constexpr uint32_t kFirstQpn = 0x11;  // == limits::kFirstQpn
+inline constexpr uint32_t kFirstQpn = 0x11;  // == limits::kFirstQpn (static_assert in the daemon)
 
 // QpEntry::state when the QP no longer exists (destroyed, or its owner died).
 inline constexpr uint32_t kQpGone = 0xff;
