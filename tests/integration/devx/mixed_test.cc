@@ -229,7 +229,9 @@ TEST_F(DevxTest, EqnAndUar) {
   EXPECT_EQ(errno, EOPNOTSUPP);
   mlx5dv_devx_free_uar(bf);
   mlx5dv_devx_free_uar(nc1);
-  if (cq) EXPECT_EQ(mlx5dv_devx_obj_destroy(cq), 0);
+  if (cq) {
+    EXPECT_EQ(mlx5dv_devx_obj_destroy(cq), 0);
+  }
 }
 
 TEST_F(DevxTest, UnimplementedCallsSayEopnotsupp) {
