@@ -128,7 +128,8 @@ void Server::HandleReadable(int fd) {
     return;
   }
   auto it = connections_.find(fd);
-  if (static_cast<size_t>(n) < sizeof(protocol::RequestHeader)) {
+  if (it == connections_.end() || static_cast<size_t>(n) < sizeof(protocol::RequestHeader)) {
+    for (int f : fds) close(f);
     Close(fd);
     return;
   }

@@ -151,7 +151,8 @@ int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   }
   // A QP in RESET has no receive queue yet: mlx5 and rxe refuse, INIT and
   // later states accept (receives may be posted before the QP connects).
-  const uint32_t state = qp->entry ? qp->entry->state.load(std::memory_order_acquire) : ibqp->state;
+  const uint32_t state = qp->entry ? qp->entry->state.load(std::memory_order_acquire)
+                                   : static_cast<uint32_t>(ibqp->state);
   if (state == IBV_QPS_RESET) {
     if (bad_wr) *bad_wr = wr;
     return Reject(EINVAL, "ibv_post_recv: QP 0x%x is in RESET; post receives from INIT on",

@@ -26,7 +26,8 @@ dp::LocalQp LocalView(Context* ctx, Qp* qp) {
 }
 
 uint32_t SharedState(Qp* qp) {
-  return qp->entry ? qp->entry->state.load(std::memory_order_acquire) : qp->ibv.qp_base.state;
+  return qp->entry ? qp->entry->state.load(std::memory_order_acquire)
+                   : static_cast<uint32_t>(qp->ibv.qp_base.state);
 }
 
 Cq* CqOf(ibv_cq* cq) {
