@@ -84,8 +84,9 @@ int LegacySend(ibv_qp* qp, const Buffer& b, uint32_t length, uint32_t srq_num, u
 
 // The event of a legacy receive QP: flagged, named by number.
 bool IsFlaggedEvent(const ibv_async_event& ev, ibv_event_type type, uint32_t qpn) {
-  return (ev.event_type & IBV_XRC_QP_EVENT_FLAG) &&
-         (ev.event_type & ~IBV_XRC_QP_EVENT_FLAG) == static_cast<uint32_t>(type) &&
+  const uint32_t raw = static_cast<uint32_t>(ev.event_type);
+  return (raw & IBV_XRC_QP_EVENT_FLAG) &&
+         (raw & ~static_cast<uint32_t>(IBV_XRC_QP_EVENT_FLAG)) == static_cast<uint32_t>(type) &&
          IBV_XRC_EVENT_QP_NUM(&ev) == qpn;
 }
 
