@@ -254,11 +254,31 @@ Verdict Device::MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::
   return Verdict::Fail(ENOENT, "map_mr: no MR with key 0x" + ToHex(key));
 }
 
-Verdict Device::QpError(ClientId c, uint32_t qpn) {
+Verdict Device::QpError(ClientId c, uint32_t qpn, uint32_t state) {
   (void)c;
   auto it = qps_.find(qpn);
   if (it == qps_.end()) return Verdict::Fail(ENOENT, "qp_error: no QP 0x" + ToHex(qpn));
   Qp& qp = it->second;
+  if (state == IBV_QPS_SQE) {
+    // IBA 10.3.1: only unreliable QPs have a send queue error state (a
+    // reliable requester retries, then goes to ERR), and only a QP that is
+    // sending (RTS, SQD) enters it. A QP the application moved on meanwhile
+    // (to ERR, RESET...) keeps that state. Hardware raises no async event
+    // here: the error completion is the report (IPoIB polls the QP state
+    // after one for that reason).
+    if (qp.type != IBV_QPT_UD && qp.type != IBV_QPT_UC) {
+      return Verdict::Fail(EINVAL, "qp_error: QP 0x" + ToHex(qpn) +
+                                       " is reliable: a send error moves it to ERR, not SQE");
+    }
+    if (qp.state == IBV_QPS_RTS || qp.state == IBV_QPS_SQD) {
+      qp.state = IBV_QPS_SQE;
+      PublishQpAttributes(qp);
+    }
+    return Verdict::Ok();
+  }
+  if (state != 0 && state != IBV_QPS_ERR) {
+    return Verdict::Fail(EINVAL, "qp_error: state " + std::to_string(state) + " is not SQE or ERR");
+  }
   if (qp.state != IBV_QPS_RESET) {
     const ibv_qp_state previous = qp.state;
     qp.state = IBV_QPS_ERR;

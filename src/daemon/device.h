@@ -107,7 +107,7 @@ class Device {
                       protocol::RegMrReply* out);
   Verdict MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::vector<int>* fds);
   Verdict MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::vector<int>* fds);
-  Verdict QpError(ClientId c, uint32_t qpn);
+  Verdict QpError(ClientId c, uint32_t qpn, uint32_t state);
   Verdict SrqLimitReached(ClientId c, uint32_t srqn);
   Verdict McastMembers(ClientId c, const uint8_t gid[16], std::vector<uint32_t>* qpns);
   // XRC (xrc_datapath.cc): an XRC SRQ by number; events of a shared QP.

@@ -71,17 +71,10 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
   }
   PublishQpAttributes(qp);
   RaiseLastWqeReached(qp, previous);
-
-  // Report: a drain towards SQD with notification raises SQ_DRAINED once the
-  // send queue is empty - immediately, as nothing is outstanding on the
-  // control path.
-  if (qp.state == IBV_QPS_SQD && previous == IBV_QPS_RTS &&
-      (verdict.effective_mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && req.attr.en_sqd_async_notify) {
-    for (Handle h : qp.handles) {
-      PostEvent(qp_handles_.at(h).owner, IBV_EVENT_SQ_DRAINED, protocol::EventElement::kQp, h,
-                qp.qpn);
-    }
-  }
+  // IBV_EVENT_SQ_DRAINED (RTS->SQD with en_sqd_async_notify) is not raised
+  // here: it is due when the send queue is empty, and the send queue (WRs
+  // waiting for an RNR or a retry) lives in the library that owns the QP,
+  // which raises it through the qp_event op (src/abi/ibverbs/send_queue.cc).
   return Verdict::Ok();
 }
 

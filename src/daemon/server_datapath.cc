@@ -54,7 +54,7 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
     case Op::kQpError: {
       protocol::QpErrorRequest req;
       if (!ReadBody(body, len, &req)) return bad_size();
-      Reply(conn, hdr.seq, device_.QpError(c, req.qpn), nullptr, 0);
+      Reply(conn, hdr.seq, device_.QpError(c, req.qpn, req.state), nullptr, 0);
       return true;
     }
     case Op::kSrqLimitReached: {

@@ -26,7 +26,7 @@ void StoreRingSrqn(int ring_fd, uint32_t srqn) {
 
 bool IsResponderEvent(uint32_t type) {
   return type == IBV_EVENT_COMM_EST || type == IBV_EVENT_QP_ACCESS_ERR ||
-         type == IBV_EVENT_QP_REQ_ERR;
+         type == IBV_EVENT_QP_REQ_ERR || type == IBV_EVENT_SQ_DRAINED;
 }
 
 }  // namespace

@@ -352,10 +352,13 @@ struct MapMrReply {
 };
 static_assert(sizeof(MapMrReply) == 16);
 
-// The data path found an error at QP qpn (any client's): move it to ERR.
+// The data path found an error at QP qpn (any client's): move it to
+// `state`. IBV_QPS_SQE is a requester error on an unreliable QP (UD, UC),
+// entered from RTS or SQD only: the receive side keeps working. IBV_QPS_ERR
+// (or 0, what older clients sent in this field) is every other error.
 struct QpErrorRequest {
   uint32_t qpn;
-  uint32_t reserved;
+  uint32_t state;  // ibv_qp_state: IBV_QPS_SQE or IBV_QPS_ERR
 };
 
 // An initiator took SRQ srqn below its armed limit: raise
@@ -390,7 +393,9 @@ struct MapSrqReply {
 static_assert(sizeof(MapSrqReply) == 24);
 
 // The data path raises an affiliated event of QP qpn at every handle of it
-// (only IBV_EVENT_COMM_EST, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_REQ_ERR).
+// (only IBV_EVENT_COMM_EST, IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_REQ_ERR,
+// and IBV_EVENT_SQ_DRAINED, which the library that runs the QP's send queue
+// raises when a drain asked with en_sqd_async_notify finds it empty).
 struct QpEventRequest {
   uint32_t qpn;
   uint32_t event_type;  // ibv_event_type

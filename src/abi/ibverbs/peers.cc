@@ -164,7 +164,12 @@ void PeerCache::RaiseQpEvent(uint32_t qpn, ibv_event_type event) {
 }
 
 void PeerCache::SetQpError(uint32_t qpn) {
-  protocol::QpErrorRequest req{qpn, 0};
+  protocol::QpErrorRequest req{qpn, IBV_QPS_ERR};
+  ctx_->channel.Call(protocol::Op::kQpError, &req, sizeof(req), nullptr, 0);
+}
+
+void PeerCache::SetSendQueueError(uint32_t qpn) {
+  protocol::QpErrorRequest req{qpn, IBV_QPS_SQE};
   ctx_->channel.Call(protocol::Op::kQpError, &req, sizeof(req), nullptr, 0);
 }
 

@@ -26,6 +26,8 @@ class PeerCache : public datapath::Host {
   const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override;
   std::atomic<uint32_t>* OwnInflight(uint32_t key) override;
   void SetQpError(uint32_t qpn) override;
+  // Moves this process's unreliable QP qpn to SQE (a requester error).
+  void SetSendQueueError(uint32_t qpn);
   void SrqLimitReached(uint32_t srqn) override;
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
   datapath::PeerQp* FindXrcSrq(uint32_t srqn) override;

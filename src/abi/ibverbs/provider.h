@@ -148,6 +148,9 @@ struct Qp {
   // order; a new WR waits behind them.
   std::mutex sq_mutex;
   std::deque<datapath::SendWr> waiting;
+  // RTS->SQD asked for IBV_EVENT_SQ_DRAINED and `waiting` was not empty
+  // yet: the WR that empties it raises the event (under sq_mutex).
+  bool sqd_notify_pending = false;
   // The target last reached (datapath::LocalQp::peer_cache; under sq_mutex).
   datapath::PeerQp* peer_cache = nullptr;
   // ibv_wr_* batch being built between ibv_wr_start and ibv_wr_complete.

@@ -226,13 +226,27 @@ SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   req.mask = static_cast<uint32_t>(attr_mask);
   req.attr = *attr;
   Context* ctx = Context::From(qp->context);
+  // Before the modify: a successful RTS->SQD is the only modify that may
+  // start a drain notification. Only errors move a QP behind the cached
+  // state's back, to SQE/ERR, from which SQD is not reachable, so a cached
+  // RTS that SQD accepted was the real one.
+  const ibv_qp_state before = qp->state;
   if (int err = ctx->channel.Call(protocol::Op::kModifyQp, req)) {
     return err;
   }
   // As libibverbs: the cached state follows a successful modify only.
   if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
   RememberRequesterAttributes(q, *attr, attr_mask);
-  if (attr_mask & IBV_QP_STATE) OnQpStateChanged(q, qp->state);
+  if (attr_mask & IBV_QP_STATE) {
+    OnQpStateChanged(q, qp->state);
+    const bool notify = qp->state == IBV_QPS_SQD && before == IBV_QPS_RTS &&
+                        (attr_mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify;
+    if (notify) {
+      StartDrainNotify(q);
+    } else if (qp->state != IBV_QPS_SQD) {
+      CancelDrainNotify(q);
+    }
+  }
   return 0;
 }
 

@@ -48,13 +48,34 @@ void Flushed(Qp* qp, const dp::SendWr& wr) {
   CompleteLocal(qp->ibv.qp_base.send_cq, c);
 }
 
-// The requester saw an error: the QP moves to ERR (published by the
-// daemon) and every waiting WR is flushed. Called with sq_mutex held.
-void EnterError(Context* ctx, Qp* qp) {
-  ctx->peers->SetQpError(qp->ibv.qp_base.qp_num);
+// Whether the send queue refuses to run WRs: ERR, or SQE (which only an
+// unreliable QP enters).
+bool SendQueueInError(uint32_t state) {
+  return state == IBV_QPS_ERR || state == IBV_QPS_SQE;
+}
+
+void FlushWaiting(Context* ctx, Qp* qp) {
   for (const dp::SendWr& wr : qp->waiting) Flushed(qp, wr);
   ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
   qp->waiting.clear();
+}
+
+// The requester saw an error. An unreliable QP (UD, UC) moves to SQE (IBA
+// 10.3.1): its send queue is flushed, its receive queue keeps working and
+// ibv_modify_qp SQE->RTS resumes sending. A reliable one moves to ERR and
+// both queues are flushed. Either state is published by the daemon.
+// Called with sq_mutex held.
+void EnterError(Context* ctx, Qp* qp) {
+  // A drain in progress ends here: the QP left SQD without draining.
+  qp->sqd_notify_pending = false;
+  const ibv_qp_type type = DatapathQpType(qp->ibv.qp_base.qp_type);
+  if (type == IBV_QPT_UD || type == IBV_QPT_UC) {
+    ctx->peers->SetSendQueueError(qp->ibv.qp_base.qp_num);
+    FlushWaiting(ctx, qp);
+    return;
+  }
+  ctx->peers->SetQpError(qp->ibv.qp_base.qp_num);
+  FlushWaiting(ctx, qp);
   if (qp->rq.valid()) {
     Cq* rcq = CqOf(qp->ibv.qp_base.recv_cq);
     if (rcq) dp::FlushRecvQueue(qp->rq, rcq->ring, rcq->event_fd, qp->ibv.qp_base.qp_num);
@@ -104,12 +125,18 @@ Step RunOne(Context* ctx, Qp* qp, dp::SendWr& wr) {
   return Step::kFinished;
 }
 
+// The send queue became empty: a drain that asked to be told about it is
+// over. Called with sq_mutex held.
+void NoteSendQueueEmpty(Context* ctx, Qp* qp) {
+  if (!qp->sqd_notify_pending) return;
+  qp->sqd_notify_pending = false;
+  ctx->peers->RaiseQpEvent(qp->ibv.qp_base.qp_num, IBV_EVENT_SQ_DRAINED);
+}
+
 void ProgressQp(Context* ctx, Qp* qp) {
   std::lock_guard lock(qp->sq_mutex);
-  if (SharedState(qp) == IBV_QPS_ERR) {
-    for (const dp::SendWr& wr : qp->waiting) Flushed(qp, wr);
-    ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
-    qp->waiting.clear();
+  if (SendQueueInError(SharedState(qp))) {
+    FlushWaiting(ctx, qp);
     return;
   }
   const uint64_t now = dp::NowNs();
@@ -120,6 +147,7 @@ void ProgressQp(Context* ctx, Qp* qp) {
     if (qp->waiting.empty()) return;  // EnterError flushed them all
     qp->waiting.pop_front();
     ctx->waiting_count.fetch_sub(1, std::memory_order_relaxed);
+    if (qp->waiting.empty()) NoteSendQueueEmpty(ctx, qp);
   }
 }
 
@@ -168,7 +196,8 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
   bool wait = false;
   {
     std::lock_guard lock(qp->sq_mutex);
-    if (SharedState(qp) == IBV_QPS_ERR) {
+    // IBA 10.3.1: a WR posted in ERR or SQE completes with WR_FLUSH_ERR.
+    if (SendQueueInError(SharedState(qp))) {
       Flushed(qp, wr);
       return 0;
     }
@@ -210,9 +239,7 @@ void FlushQp(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
   {
     std::lock_guard lock(qp->sq_mutex);
-    for (const dp::SendWr& wr : qp->waiting) Flushed(qp, wr);
-    ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
-    qp->waiting.clear();
+    FlushWaiting(ctx, qp);
   }
   if (qp->rq.valid()) {
     Cq* rcq = CqOf(qp->ibv.qp_base.recv_cq);
@@ -234,6 +261,21 @@ void EmptyQp(Qp* qp) {
   // gone, so no new completion of this QP is on its way (bar a delivery
   // that claimed its WQE just before; docs/datapath.md).
   CleanQpCompletions(qp);
+}
+
+void StartDrainNotify(Qp* qp) {
+  Context* ctx = Context::From(qp->ibv.qp_base.context);
+  std::lock_guard lock(qp->sq_mutex);
+  // The WRs still waiting (RNR, no response) keep running in SQD; the last
+  // of them to complete raises the event (ProgressQp). WRs that completed
+  // since the daemon published SQD are already gone from `waiting`.
+  qp->sqd_notify_pending = true;
+  if (qp->waiting.empty()) NoteSendQueueEmpty(ctx, qp);
+}
+
+void CancelDrainNotify(Qp* qp) {
+  std::lock_guard lock(qp->sq_mutex);
+  qp->sqd_notify_pending = false;
 }
 
 void CleanQpCompletions(Qp* qp) {

@@ -27,6 +27,13 @@ void EmptyQp(Qp* qp);
 // completions of a QP on an SRQ stay (see docs/datapath.md).
 void CleanQpCompletions(Qp* qp);
 
+// The QP went RTS->SQD with en_sqd_async_notify: raises
+// IBV_EVENT_SQ_DRAINED now if the send queue is empty, else when its last
+// waiting WR completes (not at all if it fails or the QP leaves SQD first).
+void StartDrainNotify(Qp* qp);
+// The QP changed state: a pending SQ_DRAINED is no longer due.
+void CancelDrainNotify(Qp* qp);
+
 // Before a QP is freed: no retry may run on it any more.
 void ForgetQp(Context* ctx, Qp* qp);
 
