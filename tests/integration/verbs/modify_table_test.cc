@@ -6,13 +6,17 @@
 // nor any attribute changed. The oracle (modify_oracle.cc) is the spec's hex
 // columns, written independently of src/verbs.
 //
-// SQE is not a current state under test: only the device enters it (a send
-// error on a UC/UD QP), never ibv_modify_qp, so a QP cannot be driven there
-// from the control path. Transitions *to* SQE are tested (always EINVAL).
+// SQE as a current state: only the device enters it, never ibv_modify_qp
+// (transitions *to* SQE are tested: always EINVAL). A UD or UC QP is driven
+// there the way hardware gets there, by a send that fails (a bad lkey), and
+// then checked with the same oracle. RC, XRC_SEND and XRC_RECV QPs have no
+// SQE (a reliable requester's error moves it to ERR; IBA 10.3.1), so those
+// cells are skipped.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <time.h>
 
 #include <string>
 #include <tuple>
@@ -163,9 +167,16 @@ class ModifyTableTest : public ::testing::TestWithParam<Cell> {
     ASSERT_GE(port.active_mtu, IBV_MTU_512) << "variant B uses path_mtu 512";
     attrs_a_ = MakeAttrs(ctx_, false);
     attrs_b_ = MakeAttrs(ctx_, true);
+    ibv_ah_attr ah = LoopbackAh(ctx_);
+    ah_ = ibv_create_ah(pd_, &ah);
+    ASSERT_NE(ah_, nullptr) << strerror(errno);
   }
 
   static void TearDownTestSuite() {
+    if (ah_) {
+      EXPECT_EQ(ibv_destroy_ah(ah_), 0);
+    }
+    ah_ = nullptr;
     if (xrcd_) {
       EXPECT_EQ(ibv_close_xrcd(xrcd_), 0);
     }
@@ -184,6 +195,9 @@ class ModifyTableTest : public ::testing::TestWithParam<Cell> {
   void SetUp() override {
     ASSERT_NE(ctx_, nullptr);
     std::tie(type_, cur_, next_) = GetParam();
+    if (cur_ == IBV_QPS_SQE && type_ != IBV_QPT_UD && type_ != IBV_QPT_UC) {
+      GTEST_SKIP() << "a reliable QP never enters SQE: its send errors move it to ERR";
+    }
     oracle_type_ = OracleTypeOf(type_);
     ibv_qp_init_attr_ex init{};
     init.qp_type = type_;
@@ -231,7 +245,11 @@ class ModifyTableTest : public ::testing::TestWithParam<Cell> {
   // Moves the QP to `state` along valid transitions with attribute set A and
   // the oracle's required masks.
   void DriveTo(ibv_qp_state state) {
-    ASSERT_NE(state, IBV_QPS_SQE);
+    if (state == IBV_QPS_SQE) {
+      DriveTo(IBV_QPS_RTS);
+      FailASend();
+      return;
+    }
     Modify(attrs_a_, IBV_QPS_RESET, IBV_QP_STATE, 0, "drive to RESET");
     if (state == IBV_QPS_RESET) return;
     static const ibv_qp_state kPath[] = {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD};
@@ -244,6 +262,33 @@ class ModifyTableTest : public ::testing::TestWithParam<Cell> {
       at = to;
       if (at == state) return;
     }
+  }
+
+  // RTS -> SQE as on hardware: a send with an lkey nobody registered
+  // completes with IBV_WC_LOC_PROT_ERR. The query refreshes qp_->state.
+  void FailASend() {
+    static uint64_t payload = 0;
+    ibv_sge sge{reinterpret_cast<uint64_t>(&payload), sizeof(payload), 0xffffff00u};
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.wr_id = 0x5e;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah_;  // UD: to itself; the lkey check fails first anyway
+    wr.wr.ud.remote_qpn = qp_->qp_num;
+    wr.wr.ud.remote_qkey = attrs_a_.qkey;
+    ASSERT_EQ(ibv_post_send(qp_, &wr, &bad), 0);
+    ibv_wc wc{};
+    const time_t deadline = time(nullptr) + 5;
+    while (ibv_poll_cq(cq_, 1, &wc) == 0) {
+      ASSERT_LT(time(nullptr), deadline) << "the failing send did not complete";
+    }
+    ASSERT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+    ASSERT_EQ(wc.wr_id, 0x5eu);
+    ASSERT_EQ(Query().qp_state, IBV_QPS_SQE);
+    ASSERT_EQ(qp_->state, IBV_QPS_SQE);
   }
 
   ibv_qp_attr Query() {
@@ -305,6 +350,7 @@ class ModifyTableTest : public ::testing::TestWithParam<Cell> {
   static ibv_pd* pd_;
   static ibv_cq* cq_;
   static ibv_xrcd* xrcd_;
+  static ibv_ah* ah_;
   static ibv_qp_attr attrs_a_;
   static ibv_qp_attr attrs_b_;
 
@@ -319,6 +365,7 @@ ibv_context* ModifyTableTest::ctx_ = nullptr;
 ibv_pd* ModifyTableTest::pd_ = nullptr;
 ibv_cq* ModifyTableTest::cq_ = nullptr;
 ibv_xrcd* ModifyTableTest::xrcd_ = nullptr;
+ibv_ah* ModifyTableTest::ah_ = nullptr;
 ibv_qp_attr ModifyTableTest::attrs_a_{};
 ibv_qp_attr ModifyTableTest::attrs_b_{};
 
@@ -360,7 +407,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD, IBV_QPT_XRC_SEND,
                                          IBV_QPT_XRC_RECV),
                        ::testing::Values(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
-                                         IBV_QPS_SQD, IBV_QPS_ERR),
+                                         IBV_QPS_SQD, IBV_QPS_SQE, IBV_QPS_ERR),
                        ::testing::Values(IBV_QPS_RESET, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS,
                                          IBV_QPS_SQD, IBV_QPS_SQE, IBV_QPS_ERR)),
     CellName);
