@@ -75,6 +75,9 @@ struct SendWr {
   uint64_t first_attempt_ns = 0;
   uint64_t next_attempt_ns = 0;
   uint32_t rnr_retries = 0;
+  // Posted while the QP was in SQD: not started until the QP is back in RTS
+  // (IBA 10.3.1). Set on the send queue's copy only; SendWr is process-local.
+  bool held = false;
 };
 
 // How the executing process reaches a target QP's receive side.

@@ -144,12 +144,14 @@ struct Qp {
   uint8_t rnr_retry = 0;
   uint8_t sl = 0;
   ibv_mtu path_mtu = IBV_MTU_1024;
-  // The send queue: WRs that could not complete yet (RNR, no response), in
-  // order; a new WR waits behind them.
+  // The send queue: WRs that could not complete yet (RNR, no response) and
+  // WRs posted in SQD (SendWr::held, always behind the others), in order; a
+  // new WR waits behind them.
   std::mutex sq_mutex;
   std::deque<datapath::SendWr> waiting;
-  // RTS->SQD asked for IBV_EVENT_SQ_DRAINED and `waiting` was not empty
-  // yet: the WR that empties it raises the event (under sq_mutex).
+  // RTS->SQD asked for IBV_EVENT_SQ_DRAINED and WRs started before SQD
+  // were still waiting: the last of them to complete raises the event
+  // (under sq_mutex).
   bool sqd_notify_pending = false;
   // The target last reached (datapath::LocalQp::peer_cache; under sq_mutex).
   datapath::PeerQp* peer_cache = nullptr;

@@ -246,6 +246,9 @@ SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     } else if (qp->state != IBV_QPS_SQD) {
       CancelDrainNotify(q);
     }
+    // SQD->RTS releases the sends posted in SQD (any other way into RTS
+    // finds none held).
+    if (qp->state == IBV_QPS_RTS) ResumeSends(q);
   }
   return 0;
 }

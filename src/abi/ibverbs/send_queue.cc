@@ -125,9 +125,17 @@ Step RunOne(Context* ctx, Qp* qp, dp::SendWr& wr) {
   return Step::kFinished;
 }
 
-// The send queue became empty: a drain that asked to be told about it is
+// Whether every WR started before SQD is done: what is left, if anything,
+// was posted in SQD and is held. Held WRs only ever sit behind the others
+// (they are queued at the back, and un-held all at once on SQD->RTS), so
+// the front says it. Called with sq_mutex held.
+bool Drained(const Qp* qp) {
+  return qp->waiting.empty() || qp->waiting.front().held;
+}
+
+// The send queue is drained: a drain that asked to be told about it is
 // over. Called with sq_mutex held.
-void NoteSendQueueEmpty(Context* ctx, Qp* qp) {
+void NoteSendQueueDrained(Context* ctx, Qp* qp) {
   if (!qp->sqd_notify_pending) return;
   qp->sqd_notify_pending = false;
   ctx->peers->RaiseQpEvent(qp->ibv.qp_base.qp_num, IBV_EVENT_SQ_DRAINED);
@@ -139,15 +147,22 @@ void ProgressQp(Context* ctx, Qp* qp) {
     FlushWaiting(ctx, qp);
     return;
   }
+  const bool sqd = SharedState(qp) == IBV_QPS_SQD;
   const uint64_t now = dp::NowNs();
   while (!qp->waiting.empty()) {
     dp::SendWr& wr = qp->waiting.front();
+    if (wr.held) {
+      // Posted in SQD: it starts once the QP is back in RTS (ResumeSends
+      // un-holds on the modify; this covers a state changed elsewhere).
+      if (sqd) return;
+      wr.held = false;
+    }
     if (wr.next_attempt_ns > now) return;
     if (RunOne(ctx, qp, wr) == Step::kWait) return;
     if (qp->waiting.empty()) return;  // EnterError flushed them all
     qp->waiting.pop_front();
     ctx->waiting_count.fetch_sub(1, std::memory_order_relaxed);
-    if (qp->waiting.empty()) NoteSendQueueEmpty(ctx, qp);
+    if (Drained(qp)) NoteSendQueueDrained(ctx, qp);
   }
 }
 
@@ -197,17 +212,23 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
   {
     std::lock_guard lock(qp->sq_mutex);
     // IBA 10.3.1: a WR posted in ERR or SQE completes with WR_FLUSH_ERR.
-    if (SendQueueInError(SharedState(qp))) {
+    const uint32_t state = SharedState(qp);
+    if (SendQueueInError(state)) {
       Flushed(qp, wr);
       return 0;
     }
-    if (!qp->waiting.empty()) {
+    // IBA 10.3.1: in SQD the post is accepted but the WR does not start
+    // until SQD->RTS; it queues behind the WRs that are still draining.
+    const bool hold = state == IBV_QPS_SQD;
+    if (!qp->waiting.empty() || hold) {
       if (qp->waiting.size() >= qp->cap.max_send_wr) {
         return Reject(
             ENOMEM, "ibv_post_send: WR 0x%llx: QP 0x%x's send queue is full (max_send_wr %u)",
             static_cast<unsigned long long>(wr.wr_id), qp->ibv.qp_base.qp_num, qp->cap.max_send_wr);
       }
       qp->waiting.push_back(wr);
+      // On the queue's copy: the caller may reuse its SendWr.
+      qp->waiting.back().held = hold;
       ctx->waiting_count.fetch_add(1, std::memory_order_relaxed);
       wait = true;
     } else {
@@ -269,8 +290,30 @@ void StartDrainNotify(Qp* qp) {
   // The WRs still waiting (RNR, no response) keep running in SQD; the last
   // of them to complete raises the event (ProgressQp). WRs that completed
   // since the daemon published SQD are already gone from `waiting`.
+  // WRs posted since (held) do not count: they have not started.
   qp->sqd_notify_pending = true;
-  if (qp->waiting.empty()) NoteSendQueueEmpty(ctx, qp);
+  if (Drained(qp)) NoteSendQueueDrained(ctx, qp);
+}
+
+void ResumeSends(Qp* qp) {
+  Context* ctx = Context::From(qp->ibv.qp_base.context);
+  {
+    std::lock_guard lock(qp->sq_mutex);
+    if (qp->waiting.empty()) return;
+    // All at once, so that a later RTS->SQD drains them like any WR
+    // started in RTS, even if progress has not reached them yet.
+    for (dp::SendWr& wr : qp->waiting) wr.held = false;
+  }
+  // Start them now, in the caller's thread as a post would: the
+  // application need not post or poll again before they are on the wire
+  // (an RNR among them waits for the helper thread and ibv_poll_cq).
+  ProgressQp(ctx, qp);
+  bool waiting;
+  {
+    std::lock_guard lock(qp->sq_mutex);
+    waiting = !qp->waiting.empty();
+  }
+  if (waiting) NoteWaiting(ctx, qp);
 }
 
 void CancelDrainNotify(Qp* qp) {

@@ -28,9 +28,13 @@ void EmptyQp(Qp* qp);
 void CleanQpCompletions(Qp* qp);
 
 // The QP went RTS->SQD with en_sqd_async_notify: raises
-// IBV_EVENT_SQ_DRAINED now if the send queue is empty, else when its last
-// waiting WR completes (not at all if it fails or the QP leaves SQD first).
+// IBV_EVENT_SQ_DRAINED now if no WR started before SQD is waiting, else
+// when the last of them completes (WRs posted in SQD are held and do not
+// count; not at all if it fails or the QP leaves SQD first).
 void StartDrainNotify(Qp* qp);
+// The QP is in RTS again (SQD->RTS): WRs posted in SQD are no longer held
+// and start now, in order, behind any still waiting.
+void ResumeSends(Qp* qp);
 // The QP changed state: a pending SQ_DRAINED is no longer due.
 void CancelDrainNotify(Qp* qp);
 

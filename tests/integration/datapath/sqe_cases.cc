@@ -3,8 +3,9 @@
 // UC) moves it to SQE, not ERR - the failing WR completes with its error,
 // later sends are flushed, receives keep completing, and SQE->RTS resumes
 // sending; a reliable QP still goes to ERR. RTS->SQD with
-// en_sqd_async_notify raises IBV_EVENT_SQ_DRAINED once the send queue is
-// really empty. Same pattern as error_cases.cc.
+// en_sqd_async_notify raises IBV_EVENT_SQ_DRAINED once the WRs started
+// before SQD are done; sends posted in SQD wait for SQD->RTS. Same pattern
+// as error_cases.cc.
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <stdio.h>
@@ -323,6 +324,153 @@ void SqDrainedNotRaisedWhenTheQpLeavesSqd(ibv_context* ctx) {
   Destroy(p);
 }
 
+// Sends 8 bytes at offset off of qp[from]'s buffer; PostRecvAt receives
+// into offset off of qp[at]'s (offsets below 4096 for both: one buffer).
+int SendAt(Pair& p, int from, int off, uint64_t wr_id) {
+  ibv_sge sge{A(p, off), 8, p.mr->lkey};
+  ibv_send_wr wr{}, *bad;
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  return ibv_post_send(p.qp[from], &wr, &bad);
+}
+
+void PostRecvAt(Pair& p, int at, int off, uint64_t wr_id) {
+  ibv_sge sge{A(p, off), 8, p.mr->lkey};
+  ibv_recv_wr wr{}, *bad;
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  if (ibv_post_recv(p.qp[at], &wr, &bad)) Die("ibv_post_recv");
+}
+
+// Polls cq for ms milliseconds (which runs progress) and expects nothing.
+void ExpectNoCompletion(ibv_cq* cq, int ms) {
+  timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    ibv_wc wc{};
+    if (ibv_poll_cq(cq, 1, &wc) != 0) {
+      fprintf(stderr, "unexpected completion: wr_id %llu status %d\n",
+              static_cast<unsigned long long>(wc.wr_id), wc.status);
+      ++g_failures;
+      return;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= ms) {
+      return;
+    }
+  }
+}
+
+void ToSqd(ibv_qp* qp, bool notify) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_SQD;
+  a.en_sqd_async_notify = notify;
+  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | (notify ? IBV_QP_EN_SQD_ASYNC_NOTIFY : 0)), 0);
+}
+
+void SqdToRts(ibv_qp* qp) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+}
+
+// Sends posted in SQD are accepted but do not start (IBA 10.3.1, as rxe):
+// nothing is delivered or completed, the drain (nothing was outstanding)
+// is reported once; SQD->RTS starts them, in order, without another post.
+void SendsPostedInSqdWaitForRts(ibv_context* ctx) {
+  Pair p = Make(ctx, IBV_QPT_RC);
+  for (int i = 0; i < 3; ++i) {
+    p.buf[8 * i] = static_cast<char>('a' + i);
+    PostRecvAt(p, 1, 1024 + 8 * i, 11 + i);
+  }
+  ToSqd(p.qp[0], /*notify=*/true);
+  ibv_qp* named = nullptr;
+  EXPECT_EQ(NextEvent(ctx, 5000, &named), IBV_EVENT_SQ_DRAINED);
+  EXPECT_EQ(named == p.qp[0], true);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(SendAt(p, 0, 8 * i, 1 + i), 0);
+  ExpectNoCompletion(p.cq[0], 50);
+  ExpectNoCompletion(p.cq[1], 10);
+  EXPECT_EQ(p.buf[1024], 0);
+  EXPECT_EQ(NextEvent(ctx, 0), kNoEvent);  // held WRs did not re-raise it
+  EXPECT_EQ(State(p.qp[0]), IBV_QPS_SQD);
+  SqdToRts(p.qp[0]);
+  for (int i = 0; i < 3; ++i) {
+    ibv_wc wc = Poll(p.cq[0]);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, 1 + i);
+    wc = Poll(p.cq[1]);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc.wr_id, 11 + i);
+    EXPECT_EQ(p.buf[1024 + 8 * i], 'a' + i);
+  }
+  EXPECT_EQ(NextEvent(ctx, 0), kNoEvent);
+  Destroy(p);
+}
+
+// A WR waiting for RNR when the QP enters SQD drains (SQ_DRAINED once it
+// completed); one posted in SQD stays held, with a receive ready for it,
+// until SQD->RTS.
+void SqdDrainsStartedWrsAndHoldsNewOnes(ibv_context* ctx) {
+  Pair p = Make(ctx, IBV_QPT_RC, /*rnr_retry=*/7);
+  p.buf[0] = 'x';
+  p.buf[8] = 'y';
+  EXPECT_EQ(SendAt(p, 0, 0, 1), 0);  // no receive at the peer: RNR
+  ToSqd(p.qp[0], /*notify=*/true);
+  EXPECT_EQ(SendAt(p, 0, 8, 2), 0);  // held
+  EXPECT_EQ(NextEvent(ctx, 50), kNoEvent);
+  PostRecvAt(p, 1, 1024, 11);
+  PostRecvAt(p, 1, 1032, 12);
+  ibv_wc wc = Poll(p.cq[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 1);
+  wc = Poll(p.cq[1]);
+  EXPECT_EQ(wc.wr_id, 11);
+  EXPECT_EQ(p.buf[1024], 'x');
+  ibv_qp* named = nullptr;
+  EXPECT_EQ(NextEvent(ctx, 5000, &named), IBV_EVENT_SQ_DRAINED);
+  EXPECT_EQ(named == p.qp[0], true);
+  ExpectNoCompletion(p.cq[0], 50);
+  ExpectNoCompletion(p.cq[1], 10);
+  EXPECT_EQ(p.buf[1032], 0);
+  EXPECT_EQ(State(p.qp[0]), IBV_QPS_SQD);
+  SqdToRts(p.qp[0]);
+  wc = Poll(p.cq[0]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 2);
+  wc = Poll(p.cq[1]);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 12);
+  EXPECT_EQ(p.buf[1032], 'y');
+  EXPECT_EQ(NextEvent(ctx, 0), kNoEvent);
+  Destroy(p);
+}
+
+// SQD->ERR flushes the held WRs, in order; none was delivered.
+void SqdToErrFlushesHeldWrs(ibv_context* ctx) {
+  Pair p = Make(ctx, IBV_QPT_RC);
+  PostRecvAt(p, 1, 1024, 11);
+  PostRecvAt(p, 1, 1032, 12);
+  ToSqd(p.qp[0], /*notify=*/false);
+  EXPECT_EQ(SendAt(p, 0, 0, 1), 0);
+  EXPECT_EQ(SendAt(p, 0, 8, 2), 0);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  EXPECT_EQ(ibv_modify_qp(p.qp[0], &a, IBV_QP_STATE), 0);
+  for (uint64_t id = 1; id <= 2; ++id) {
+    ibv_wc wc = Poll(p.cq[0]);
+    EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(wc.wr_id, id);
+  }
+  ExpectNoCompletion(p.cq[0], 10);
+  ExpectNoCompletion(p.cq[1], 10);
+  EXPECT_EQ(NextEvent(ctx, 0), kNoEvent);
+  Destroy(p);
+}
+
 }  // namespace
 
 int main() {
@@ -332,6 +480,9 @@ int main() {
   Run("rc_send_error_enters_err", RcSendErrorEntersErr, ctx);
   Run("sq_drained_waits_for_the_send_queue", SqDrainedWaitsForTheSendQueue, ctx);
   Run("sq_drained_not_raised_when_the_qp_leaves_sqd", SqDrainedNotRaisedWhenTheQpLeavesSqd, ctx);
+  Run("sends_posted_in_sqd_wait_for_rts", SendsPostedInSqdWaitForRts, ctx);
+  Run("sqd_drains_started_wrs_and_holds_new_ones", SqdDrainsStartedWrsAndHoldsNewOnes, ctx);
+  Run("sqd_to_err_flushes_held_wrs", SqdToErrFlushesHeldWrs, ctx);
   ibv_close_device(ctx);
   printf("%d failure(s)\n", g_failures);
   return g_failures ? 1 : 0;
