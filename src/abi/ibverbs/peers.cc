@@ -41,6 +41,29 @@ int PeerCache::OwnerMemFd(uint32_t owner, int received_fd) {
   return received_fd;
 }
 
+// The receive side a peer's map_qp / map_srq reply hands over: fds[0] its
+// receive queue, fds[1] the CQ its receives complete on, fds[2] (optional)
+// that CQ's completion-channel eventfd. Consumes every fd; nullptr if the
+// rings cannot be mapped.
+std::unique_ptr<PeerCache::QpFiles> PeerCache::MapReceiveSide(std::vector<int>* fds,
+                                                              bool has_event_fd) {
+  auto files = std::make_unique<QpFiles>();
+  bool ok = fds->size() >= 2 && files->rq_mapping.Map((*fds)[0]) == 0 &&
+            files->cq_mapping.Map((*fds)[1]) == 0;
+  if (ok && has_event_fd && fds->size() >= 3) {
+    files->event_fd = (*fds)[2];
+    fds->pop_back();
+  }
+  for (int fd : *fds) close(fd);
+  fds->clear();
+  if (!ok) return nullptr;
+  dp::PeerQp& p = files->peer;
+  p.rq.Attach(files->rq_mapping.base());
+  p.recv_cq.Attach(files->cq_mapping.base());
+  p.cq_event_fd = files->event_fd;
+  return files;
+}
+
 dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
   std::lock_guard lock(mutex_);
   auto it = qps_.find(qpn);
@@ -57,23 +80,13 @@ dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
     for (int fd : fds) close(fd);
     return nullptr;
   }
-  auto files = std::make_unique<QpFiles>();
-  bool ok =
-      fds.size() >= 2 && files->rq_mapping.Map(fds[0]) == 0 && files->cq_mapping.Map(fds[1]) == 0;
-  if (ok && rep.has_event_fd && fds.size() >= 3) {
-    files->event_fd = fds[2];
-    fds.pop_back();
-  }
-  for (int fd : fds) close(fd);
-  if (!ok || rep.generation != generation) return nullptr;
+  std::unique_ptr<QpFiles> files = MapReceiveSide(&fds, rep.has_event_fd);
+  if (!files || rep.generation != generation) return nullptr;
   dp::PeerQp& p = files->peer;
   p.qpn = qpn;
   p.generation = rep.generation;
   p.owner = rep.owner;
   p.srqn = rep.srqn;
-  p.rq.Attach(files->rq_mapping.base());
-  p.recv_cq.Attach(files->cq_mapping.base());
-  p.cq_event_fd = files->event_fd;
   dp::PeerQp* result = &files->peer;
   qps_[qpn] = std::move(files);
   return result;
@@ -136,23 +149,13 @@ dp::PeerQp* PeerCache::FindXrcSrq(uint32_t srqn) {
     for (int fd : fds) close(fd);
     return nullptr;
   }
-  auto files = std::make_unique<QpFiles>();
-  bool ok =
-      fds.size() >= 2 && files->rq_mapping.Map(fds[0]) == 0 && files->cq_mapping.Map(fds[1]) == 0;
-  if (ok && rep.has_event_fd && fds.size() >= 3) {
-    files->event_fd = fds[2];
-    fds.pop_back();
-  }
-  for (int fd : fds) close(fd);
-  if (!ok) return nullptr;
+  std::unique_ptr<QpFiles> files = MapReceiveSide(&fds, rep.has_event_fd);
+  if (!files) return nullptr;
   dp::PeerQp& p = files->peer;
   p.owner = rep.owner;
   p.srqn = srqn;
   p.pdn = rep.pdn;
   p.xrcd = rep.xrcd;
-  p.rq.Attach(files->rq_mapping.base());
-  p.recv_cq.Attach(files->cq_mapping.base());
-  p.cq_event_fd = files->event_fd;
   dp::PeerQp* result = &files->peer;
   xrc_srqs_[srqn] = std::move(files);
   return result;

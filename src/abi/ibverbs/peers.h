@@ -46,6 +46,7 @@ class PeerCache : public datapath::Host {
     datapath::SharedMapping backing;
   };
   int OwnerMemFd(uint32_t owner, int received_fd);
+  std::unique_ptr<QpFiles> MapReceiveSide(std::vector<int>* fds, bool has_event_fd);
 
   Context* ctx_;
   std::mutex mutex_;
