@@ -18,16 +18,6 @@
 
 namespace {
 
-ibv_context* Open() {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n == 0) Die("no device");
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
-  if (!ctx) Die("open");
-  return ctx;
-}
-
 constexpr uint32_t kQkey = 0x11111111;
 constexpr int kGidIndex = 1;  // a RoCE v2 GID, as the pingpong tests use
 
@@ -132,31 +122,6 @@ uint64_t A(const char* p) {
   return reinterpret_cast<uint64_t>(p);
 }
 
-// Polls one completion within `ms` (status -1 if none came).
-ibv_wc PollWithin(ibv_cq* cq, int ms) {
-  ibv_wc wc{};
-  timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
-    if (ibv_poll_cq(cq, 1, &wc) == 1) return wc;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > ms) {
-      wc.status = static_cast<ibv_wc_status>(-1);
-      return wc;
-    }
-    usleep(100);
-  }
-}
-
-ibv_wc Poll(ibv_cq* cq) {
-  ibv_wc wc = PollWithin(cq, 5000);
-  if (static_cast<int>(wc.status) == -1) {
-    fprintf(stderr, "no completion within 5 s\n");
-    ++g_failures;
-  }
-  return wc;
-}
-
 int PostSend(ibv_qp* qp, uint64_t addr, uint32_t len, uint32_t lkey, uint64_t wr_id, unsigned flags,
              ibv_wr_opcode op = IBV_WR_SEND, uint32_t imm = 0) {
   ibv_sge sge{addr, len, lkey};
@@ -224,13 +189,6 @@ ibv_ah* MakeAh(ibv_pd* pd, const ibv_gid& dgid) {
   return a;
 }
 
-void Run(const char* name, void (*fn)(ibv_context*), ibv_context* ctx) {
-  int before = g_failures;
-  fn(ctx);
-  printf("%s %s\n", g_failures == before ? "PASS" : "FAIL", name);
-  fflush(stdout);
-}
-
 // ---- UD multicast across processes -----------------------------------------------
 
 const ibv_gid kMcastGid = {{0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34}};
@@ -238,7 +196,7 @@ const ibv_gid kMcastGid = {{0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12
 // A receiving process: attaches a UD QP to the group, then reports on `out`
 // one byte per step ('A' attached, 'R'/'-' received or not, 'D' detached).
 void McastReceiver(int in, int out) {
-  ibv_context* ctx = Open();
+  ibv_context* ctx = OpenFirstDevice();
   ibv_pd* pd = ibv_alloc_pd(ctx);
   char* buf = static_cast<char*>(aligned_alloc(4096, 4096));
   ibv_mr* mr = ibv_reg_mr(pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
@@ -301,7 +259,7 @@ char ReadByte(int fd) {
 void Multicast(Child* kids) {
   int before = g_failures;
   for (int i = 0; i < 2; ++i) EXPECT_EQ(ReadByte(kids[i].from), 'A');
-  ibv_context* ctx = Open();
+  ibv_context* ctx = OpenFirstDevice();
   ibv_pd* pd = ibv_alloc_pd(ctx);
   char* buf = static_cast<char*>(aligned_alloc(4096, 4096));
   strcpy(buf, "group");
@@ -637,7 +595,7 @@ void CommEst(ibv_context* ctx) {
 // the MR as a remote process does) writes to the new range with the new
 // rkey; the old range is out of bounds and the old rkey is dead.
 void ReregMovesTheDataPath(ibv_context* ctx) {
-  ibv_context* peer_ctx = Open();
+  ibv_context* peer_ctx = OpenFirstDevice();
   ibv_pd* pd = ibv_alloc_pd(ctx);
   ibv_pd* peer_pd = ibv_alloc_pd(peer_ctx);
   char* mem = static_cast<char*>(aligned_alloc(4096, 4 * 4096));
@@ -709,7 +667,7 @@ int main() {
   // The multicast receivers are forked before this process touches verbs.
   Child kids[2] = {SpawnReceiver(), SpawnReceiver()};
   Multicast(kids);
-  ibv_context* ctx = Open();
+  ibv_context* ctx = OpenFirstDevice();
   Run("srq_limit_event_once_and_last_wqe_reached", SrqLimitEvent, ctx);
   Run("srq_grow_keeps_work", SrqGrowKeepsWork, ctx);
   Run("cq_resize_keeps_completions", CqResizeKeepsCompletions, ctx);

@@ -261,12 +261,6 @@ void SrqReportsCapacity(const Env& e) {
   ibv_destroy_srq(srq);
 }
 
-void Run(const char* name, void (*f)(const Env&), const Env& e) {
-  int before = g_failures;
-  f(e);
-  printf("%s: %s\n", name, g_failures == before ? "ok" : "FAILED");
-}
-
 }  // namespace
 
 int main() {
