@@ -128,6 +128,7 @@ class Device {
   void RaiseLastWqeReached(const Qp& qp, ibv_qp_state previous);
   void DropQpHandle(Handle h);
   void ReleaseXrcdUse(Handle xrcd_id);
+  void ReleaseXrcdHandleUse(Handle xrcd_handle);  // an object made through the handle is gone
   void FreeXrcdIfUnused(Handle xrcd_id);
   // Data path publishing (datapath_tables.cc).
   void CreateDeviceTable();

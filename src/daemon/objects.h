@@ -60,8 +60,9 @@ struct Srq {
   uint32_t srqn;
   Handle pd;
   ibv_srq_type type;
-  Handle xrcd;  // 0 unless XRC
-  Handle cq;    // 0 unless XRC
+  Handle xrcd;         // 0 unless XRC
+  Handle cq;           // 0 unless XRC
+  Handle xrcd_handle;  // the XRC domain handle it was created through, 0 unless XRC
   uint32_t max_wr;
   uint32_t max_sge;
   uint32_t srq_limit;
@@ -95,6 +96,7 @@ struct QpHandle {
   Handle handle;
   ClientId owner;
   uint32_t qpn;
+  Handle xrcd_handle = 0;  // XRC_RECV: the domain handle it was created or opened through
 };
 
 struct Ah {
@@ -114,10 +116,15 @@ struct Xrcd {
   int users = 0;  // SRQs and QPs that hold the domain
 };
 
+// One context's open of a domain. As the kernel's uverbs XRCD object, a
+// handle cannot be closed while objects created through *it* exist (XRC
+// SRQs, XRC_RECV QP handles from create_qp or ibv_open_qp); objects created
+// through another handle of the same domain do not hold it.
 struct XrcdHandle {
   Handle handle;
   ClientId owner;
   Handle xrcd;
+  int users = 0;  // XRC SRQs and XRC_RECV QP handles created through this handle
 };
 
 }  // namespace softverbs::daemon

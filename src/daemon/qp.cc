@@ -131,11 +131,14 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   if (send_cq) send_cq->users++;
   if (recv_cq) recv_cq->users++;
   if (srq) srq->users++;
-  if (xh) xrcds_[xh->xrcd].users++;
+  if (xh) {
+    xrcds_[xh->xrcd].users++;
+    xh->users++;
+  }
   Handle h = NextHandle();
   qp.handles.push_back(h);
   qps_[qpn] = qp;
-  qp_handles_[h] = {h, c, qpn};
+  qp_handles_[h] = {h, c, qpn, xh ? xh->handle : 0};
   PublishQp(qps_.at(qpn));
   *out = {h, qpn, cap, 0};
   return Verdict::Ok();
@@ -154,7 +157,8 @@ Verdict Device::OpenQp(ClientId c, const protocol::OpenQpRequest& req, protocol:
   }
   Handle h = NextHandle();
   it->second.handles.push_back(h);
-  qp_handles_[h] = {h, c, req.qpn};
+  qp_handles_[h] = {h, c, req.qpn, xh->handle};
+  xh->users++;
   *out = {h, req.qpn, static_cast<uint32_t>(it->second.state), 0};
   return Verdict::Ok();
 }
@@ -192,6 +196,7 @@ void Device::DropQpHandle(Handle h) {
   auto hit = qp_handles_.find(h);
   if (hit == qp_handles_.end()) return;
   uint32_t qpn = hit->second.qpn;
+  ReleaseXrcdHandleUse(hit->second.xrcd_handle);
   qp_handles_.erase(hit);
   Qp& qp = qps_.at(qpn);
   std::erase(qp.handles, h);

@@ -54,6 +54,7 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
           static_cast<ibv_srq_type>(req.srq_type),
           xh ? xh->xrcd : 0,
           cq ? cq->handle : 0,
+          xh ? xh->handle : 0,
           std::bit_ceil(req.max_wr),
           req.max_sge ? req.max_sge : 1,
           req.srq_limit};
@@ -62,7 +63,10 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
   next_srqn_++;
   pd->users++;
   if (cq) cq->users++;
-  if (xh) xrcds_[xh->xrcd].users++;
+  if (xh) {
+    xrcds_[xh->xrcd].users++;
+    xh->users++;
+  }
   srqs_[srq.handle] = srq;
   if (srq.srq_limit) ArmSrqLimit(srq);
   PublishSrqNumber(srq);
@@ -117,6 +121,7 @@ Verdict Device::DestroySrq(ClientId c, Handle h) {
   pds_[srq->pd].users--;
   if (srq->cq) cqs_[srq->cq].users--;
   Handle xrcd = srq->xrcd;
+  ReleaseXrcdHandleUse(srq->xrcd_handle);
   UnpublishSrqNumber(*srq);
   if (srq->ring_fd >= 0) close(srq->ring_fd);
   srqs_.erase(h);

@@ -52,16 +52,22 @@ Verdict Device::OpenXrcd(ClientId c, int fd, uint32_t oflags, protocol::OpenXrcd
 Verdict Device::CloseXrcd(ClientId c, Handle h) {
   XrcdHandle* xh = FindOwned(xrcd_handles_, c, h);
   if (!xh) return Verdict::Fail(EINVAL, "close_xrcd: no such XRC domain in this context");
-  Xrcd& x = xrcds_.at(xh->xrcd);
-  if (x.opens == 1 && x.users > 0) {
-    return Verdict::Fail(EBUSY, "close_xrcd: the domain is still used by " +
-                                    std::to_string(x.users) + " SRQ/QP object(s)");
+  if (xh->users > 0) {
+    return Verdict::Fail(EBUSY,
+                         "close_xrcd: " + std::to_string(xh->users) +
+                             " XRC SRQ/QP object(s) created through this handle still exist");
   }
+  Xrcd& x = xrcds_.at(xh->xrcd);
   Handle id = xh->xrcd;
   xrcd_handles_.erase(h);
   x.opens--;
   FreeXrcdIfUnused(id);
   return Verdict::Ok();
+}
+
+void Device::ReleaseXrcdHandleUse(Handle xrcd_handle) {
+  if (!xrcd_handle) return;
+  if (auto it = xrcd_handles_.find(xrcd_handle); it != xrcd_handles_.end()) it->second.users--;
 }
 
 void Device::ReleaseXrcdUse(Handle id) {

@@ -14,13 +14,14 @@ inline uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// min_rnr_timer code (IBTA table 45) -> nanoseconds. Code 0 is 655.36 ms.
+// min_rnr_timer code (IBTA table 45) -> nanoseconds. Code 0 is 655.36 ms,
+// codes 1..31 run from 0.01 ms to 491.52 ms.
 inline uint64_t RnrTimerNs(uint32_t code) {
-  static constexpr uint32_t kMicros100[32] = {
-      655360, 1,    2,    3,    4,    6,     8,     12,    16,    24,   32,
-      48,     64,   96,   128,  192,  256,   384,   512,   768,   1024, 1536,
-      2048,   3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
-  return static_cast<uint64_t>(kMicros100[code & 31]) * 10000ull;  // units of 10 us
+  static constexpr uint32_t kTensOfMicros[32] = {
+      65536, 1,    2,    3,    4,    6,     8,     12,    16,    24,   32,
+      48,    64,   96,   128,  192,  256,   384,   512,   768,   1024, 1536,
+      2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  return static_cast<uint64_t>(kTensOfMicros[code & 31]) * 10000ull;  // units of 10 us
 }
 
 // Local ACK timeout code -> nanoseconds: 4.096 us * 2^code; 0 means infinite.

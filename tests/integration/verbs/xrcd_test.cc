@@ -100,5 +100,69 @@ TEST_F(XrcdTest, CloseIsBusyWhileAnSrqOrQpHoldsTheDomain) {
   EXPECT_EQ(MyObjectCount("xrcd"), 0u);
 }
 
+// The kernel's per-handle rule: a context's open of a domain cannot be closed
+// while XRC objects created through *that* handle exist; objects created
+// through another handle of the same domain (another context or process) do
+// not hold it. Two contexts of this process are two handles, as two
+// processes would be.
+TEST_F(XrcdTest, CloseIsBusyOnlyForObjectsOfThisHandle) {
+  ibv_context* other = OpenDevice();
+  ASSERT_NE(other, nullptr);
+  ibv_pd* other_pd = ibv_alloc_pd(other);
+  ibv_cq* other_cq = ibv_create_cq(other, 8, nullptr, nullptr, 0);
+  ASSERT_NE(other_pd, nullptr);
+  ASSERT_NE(other_cq, nullptr);
+  ibv_xrcd* mine = Open(fd_, O_CREAT);
+  ASSERT_NE(mine, nullptr) << strerror(errno);
+  ibv_xrcd_init_attr oa{};
+  oa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  oa.fd = fd_;
+  oa.oflags = 0;
+  ibv_xrcd* theirs = ibv_open_xrcd(other, &oa);
+  ASSERT_NE(theirs, nullptr) << strerror(errno);
+
+  // An XRC SRQ through the other handle does not hold mine.
+  ibv_srq_init_attr_ex sa{};
+  sa.attr = {8, 1, 0};
+  sa.comp_mask =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  sa.srq_type = IBV_SRQT_XRC;
+  sa.pd = other_pd;
+  sa.xrcd = theirs;
+  sa.cq = other_cq;
+  ibv_srq* their_srq = ibv_create_srq_ex(other, &sa);
+  ASSERT_NE(their_srq, nullptr) << strerror(errno);
+  // An XRC_RECV QP through my handle, opened again through theirs.
+  ibv_qp_init_attr_ex qa{};
+  qa.qp_type = IBV_QPT_XRC_RECV;
+  qa.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+  qa.xrcd = mine;
+  ibv_qp* my_qp = ibv_create_qp_ex(ctx_, &qa);
+  ASSERT_NE(my_qp, nullptr) << strerror(errno);
+  ibv_qp_open_attr open{};
+  open.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  open.qp_num = my_qp->qp_num;
+  open.xrcd = theirs;
+  open.qp_type = IBV_QPT_XRC_RECV;
+  ibv_qp* their_open = ibv_open_qp(other, &open);
+  ASSERT_NE(their_open, nullptr) << strerror(errno);
+
+  EXPECT_EQ(ibv_close_xrcd(mine), EBUSY) << "my XRC_RECV QP was created through it";
+  EXPECT_EQ(ibv_close_xrcd(theirs), EBUSY) << "their SRQ and open QP handle";
+  EXPECT_EQ(ibv_destroy_qp(my_qp), 0);  // the QP lives on through their handle
+  EXPECT_EQ(ibv_close_xrcd(mine), 0) << "their SRQ and QP handle must not hold my handle";
+  EXPECT_EQ(ibv_close_xrcd(theirs), EBUSY);
+  EXPECT_EQ(ibv_destroy_srq(their_srq), 0);
+  EXPECT_EQ(ibv_close_xrcd(theirs), EBUSY) << "the opened QP handle still holds it";
+  EXPECT_EQ(ibv_destroy_qp(their_open), 0);
+  EXPECT_EQ(ibv_close_xrcd(theirs), 0);
+  // The last handle is gone: the inode is no longer bound.
+  ExpectOpenFails(fd_, 0, EAGAIN);
+
+  EXPECT_EQ(ibv_destroy_cq(other_cq), 0);
+  EXPECT_EQ(ibv_dealloc_pd(other_pd), 0);
+  EXPECT_EQ(ibv_close_device(other), 0);
+}
+
 }  // namespace
 }  // namespace softverbs::it
