@@ -14,6 +14,11 @@ function(softverbs_dropin_library target output_name map)
     SOVERSION 1
     LINK_DEPENDS ${map})
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  # The prototype check (docs/abi.md): an exported function defined without
+  # rdma-core's declaration in sight (<infiniband/mlx5dv.h>, <infiniband/efadv.h>,
+  # <rdma/rdma_cma.h>, <rdma/rsocket.h>...) does not compile, and one defined
+  # with another prototype than the header's conflicts with it.
+  target_compile_options(${target} PRIVATE -Werror=missing-declarations)
   target_link_options(${target} PRIVATE -Wl,--version-script=${map} -Wl,--no-undefined)
   target_link_libraries(${target} PRIVATE softverbs_ibverbs)
 endfunction()

@@ -13,6 +13,10 @@ packages=(
   ucx-utils python3-matplotlib
   # tests run a client as an unprivileged user
   util-linux procps
+  # third-party programs the tests run on softverbs (issue 9): libfabric's
+  # fi_info, Open MPI's openib BTL (mpirun, mpicc for the MPI_Init probe),
+  # UCX's ucx_perftest / ucx_info (ucx-utils, above)
+  libfabric-bin openmpi-bin libopenmpi-dev
 )
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

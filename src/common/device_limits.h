@@ -47,6 +47,9 @@ inline constexpr int kPhysPortCount = 1;
 // Port attributes that do not depend on the host (rxe's values).
 inline constexpr int kGidTableLength = 16;
 inline constexpr uint32_t kMaxMsgSize = 1u << 31;
+// ibv_port_attr.max_mtu, an ibv_mtu: 5 = IBV_MTU_4096 (rxe and mlx5 report it
+// whatever the netdev MTU; path_mtu is checked against it, not active_mtu).
+inline constexpr int kMaxMtu = 5;
 inline constexpr uint8_t kActiveWidth = 2;  // IBV_WIDTH_4X
 inline constexpr uint8_t kActiveSpeed = 1;  // SDR
 inline constexpr uint8_t kPhysStateLinkUp = 5;

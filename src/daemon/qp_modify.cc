@@ -49,8 +49,8 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
   // Check.
   const verbs::DeviceLimits device{limits::kPhysPortCount, limits::kMaxQpRdAtom,
                                    limits::kMaxQpInitRdAtom};
-  const verbs::PortLimits port{limits::kMaxPkeys, gids_.count, active_mtu_,
-                               IBV_LINK_LAYER_ETHERNET};
+  const verbs::PortLimits port{limits::kMaxPkeys, gids_.count,
+                               static_cast<ibv_mtu>(limits::kMaxMtu), IBV_LINK_LAYER_ETHERNET};
   verbs::ModifyVerdict verdict =
       verbs::CheckModifyQp(qp.type, qp.state, req.attr, req.mask, device, port);
   if (!verdict.ok()) {

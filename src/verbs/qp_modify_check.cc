@@ -119,9 +119,11 @@ std::string CheckPathMtu(const Request& r) {
   if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
     return "path_mtu " + Num(mtu) + " is not an ibv_mtu (1..5 = 256..4096 bytes)";
   }
-  if (mtu > static_cast<uint32_t>(r.port.active_mtu)) {
+  // Against max_mtu, as rxe_qp_chk_attr and mlx5 check it: a path MTU above
+  // the active MTU is accepted (ibv_rc_pingpong -m 4096 on a 1500-byte link).
+  if (mtu > static_cast<uint32_t>(r.port.max_mtu)) {
     return "path_mtu " + Num(mtu) + " (" + std::string(MtuName(r.attr.path_mtu)) +
-           ") is above the port's active MTU " + std::string(MtuName(r.port.active_mtu));
+           ") is above the port's max MTU " + std::string(MtuName(r.port.max_mtu));
   }
   return {};
 }

@@ -27,7 +27,7 @@ inline constexpr uint32_t kPsnMask = 0xffffff;
 struct PortLimits {
   uint16_t pkey_table_len;  // ibv_port_attr.pkey_tbl_len
   int gid_table_len;        // ibv_port_attr.gid_tbl_len
-  ibv_mtu active_mtu;       // ibv_port_attr.active_mtu
+  ibv_mtu max_mtu;          // ibv_port_attr.max_mtu: the bound of path_mtu
   uint8_t link_layer;       // IBV_LINK_LAYER_ETHERNET: RoCE, every AV needs a GRH
 };
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -152,8 +153,15 @@ SV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, 
   return static_cast<int>(len);
 }
 
-SV_EXPORT int ibv_get_sysfs_path(char* buf, size_t size) {
-  // libibverbs reports where sysfs is mounted; our virtual files hang off it.
-  int n = snprintf(buf, size, "/sys");
-  return n < 0 || static_cast<size_t>(n) >= size ? -1 : 0;
+// Where sysfs is mounted, as libibverbs answers it: $SYSFS_PATH (trailing
+// slashes dropped) unless the program runs set-uid, otherwise "/sys"; worked
+// out once and kept for the life of the process.
+SV_EXPORT const char* ibv_get_sysfs_path(void) {
+  static const std::string path = [] {
+    const char* env = getuid() == geteuid() ? getenv("SYSFS_PATH") : nullptr;
+    std::string p = env ? env : "/sys";
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    return p;
+  }();
+  return path.c_str();
 }

@@ -3,6 +3,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "abi/ibverbs/rdma_core_private.h"
 #include "common/gid_table.h"
 
 // Marks a function as part of the library's ABI (the build hides everything

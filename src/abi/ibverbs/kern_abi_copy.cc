@@ -14,6 +14,8 @@
 
 #include <cstring>
 
+#include "abi/ibverbs/rdma_core_private.h"
+
 #define SOFTVERBS_EXPORT __attribute__((visibility("default")))
 
 namespace {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
@@ -70,7 +71,7 @@ void FillDeviceAttr(ibv_device_attr* a) {
 void FillPortAttr(const Context& ctx, ibv_port_attr* a) {
   memset(a, 0, sizeof(*a));
   a->state = IBV_PORT_ACTIVE;
-  a->max_mtu = IBV_MTU_4096;
+  a->max_mtu = static_cast<ibv_mtu>(lim::kMaxMtu);
   a->active_mtu = ctx.active_mtu;
   a->gid_tbl_len = lim::kGidTableLength;
   a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
@@ -225,7 +226,7 @@ SV_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entr
 
 // IBVERBS_PRIVATE_34: used by ibv_devinfo. Values of enum ibv_gid_type_sysfs.
 SV_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
-                                 int* type) {
+                                 ibv_gid_type_sysfs* type) {
   if (!context || !type) {
     return RejectMinusOne(EINVAL, "ibv_query_gid_type: %s is NULL", !context ? "context" : "type");
   }
@@ -237,8 +238,8 @@ SV_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigne
     return RejectMinusOne(ENODATA, "ibv_query_gid_type: GID index %u is empty (%d GIDs in use)",
                           index, ctx.gids.count);
   }
-  // ibv_gid_type_sysfs: 0 IB/RoCE v1, 1 RoCE v2.
-  *type = ctx.gids.gids[index].type == softverbs::GidType::kRoceV2 ? 1 : 0;
+  *type = ctx.gids.gids[index].type == softverbs::GidType::kRoceV2 ? IBV_GID_TYPE_SYSFS_ROCE_V2
+                                                                   : IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
   return 0;
 }
 

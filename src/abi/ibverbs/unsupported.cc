@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "abi/ibverbs/rdma_core_private.h"
 #include "abi/not_supported.h"
 
 // verbs.h turns these into inline wrappers; the exported symbols are the
@@ -29,22 +30,6 @@
 #undef ibv_query_port
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
-
-// Provider-interface types from rdma-core's driver.h / kern-abi.h, which
-// Debian does not install. Only their names matter to the linker.
-struct ibv_command_buffer;
-struct verbs_context_ops;
-struct verbs_counters;
-struct verbs_cq;
-struct verbs_device;
-struct verbs_device_ops;
-struct verbs_dm;
-struct verbs_flow_action;
-struct verbs_mr;
-struct verbs_qp;
-struct verbs_srq;
-struct verbs_sysfs_dev;
-struct verbs_xrcd;
 
 using softverbs::abi::ErrnoValueNotSupported;
 using softverbs::abi::MinusOneNotSupported;
@@ -98,7 +83,7 @@ SOFTVERBS_WEAK_EXPORT ssize_t _ibv_query_gid_table(ibv_context*, ibv_gid_entry*,
   return -ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_query_gid_type(ibv_context*, uint8_t, unsigned int,
-                                             void* /*ibv_gid_type_sysfs*/) {
+                                             ibv_gid_type_sysfs*) {
   return MinusOneNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_query_pkey(ibv_context*, uint8_t, int, __be16*) {
@@ -322,7 +307,7 @@ SOFTVERBS_WEAK_EXPORT int ibv_read_ibdev_sysfs_file(char*, size_t, verbs_sysfs_d
 // when they are loaded next to our libibverbs.
 // ---------------------------------------------------------------------------
 SOFTVERBS_WEAK_EXPORT bool verbs_allow_disassociate_destroy = false;
-SOFTVERBS_WEAK_EXPORT void ibv_register_driver(const char*, void* /*ibv_driver_init_func*/) {}
+SOFTVERBS_WEAK_EXPORT void ibv_register_driver(const char*, ibv_driver_init_func_1_1) {}
 SOFTVERBS_WEAK_EXPORT void verbs_register_driver_34(const verbs_device_ops*) {}
 SOFTVERBS_WEAK_EXPORT ibv_context* verbs_open_device(ibv_device*, void*) {
   return NullNotSupported();
@@ -352,40 +337,47 @@ SOFTVERBS_WEAK_EXPORT unsigned int __ioctl_final_num_attrs(unsigned int num_attr
 // parameters stand for kern-abi.h command and response structs.
 // ---------------------------------------------------------------------------
 // Context and device.
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_get_context(verbs_context*, void*, size_t, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_get_context(verbs_context*, struct ibv_get_context*, size_t,
+                                              ib_uverbs_get_context_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_context(ibv_context*, ibv_command_buffer*) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_device_any(ibv_context*, const ibv_query_device_ex_input*,
-                                                   ibv_device_attr_ex*, size_t, void*, size_t*) {
+                                                   ibv_device_attr_ex*, size_t,
+                                                   ib_uverbs_ex_query_device_resp*, size_t*) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_port(ibv_context*, uint8_t, ibv_port_attr*, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_port(ibv_context*, uint8_t, ibv_port_attr*,
+                                             struct ibv_query_port*, size_t) {
   return ErrnoValueNotSupported();
 }
 // Protection domains and XRC domains.
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_alloc_pd(ibv_context*, ibv_pd*, void*, size_t, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_alloc_pd(ibv_context*, ibv_pd*, struct ibv_alloc_pd*, size_t,
+                                           ib_uverbs_alloc_pd_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_dealloc_pd(ibv_pd*) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_open_xrcd(ibv_context*, verbs_xrcd*, int, ibv_xrcd_init_attr*,
-                                            void*, size_t, void*, size_t) {
+                                            struct ibv_open_xrcd*, size_t,
+                                            ib_uverbs_open_xrcd_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_close_xrcd(verbs_xrcd*) {
   return ErrnoValueNotSupported();
 }
 // Memory regions, memory windows and device memory.
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_reg_mr(ibv_pd*, void*, size_t, uint64_t, int, verbs_mr*, void*,
-                                         size_t, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_reg_mr(ibv_pd*, void*, size_t, uint64_t, int, verbs_mr*,
+                                         struct ibv_reg_mr*, size_t, ib_uverbs_reg_mr_resp*,
+                                         size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_rereg_mr(verbs_mr*, uint32_t, void*, size_t, uint64_t, int,
-                                           ibv_pd*, void*, size_t, void*, size_t) {
+                                           ibv_pd*, struct ibv_rereg_mr*, size_t,
+                                           ib_uverbs_rereg_mr_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_dereg_mr(verbs_mr*) {
@@ -394,7 +386,7 @@ SOFTVERBS_WEAK_EXPORT int ibv_cmd_dereg_mr(verbs_mr*) {
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_mr(ibv_pd*, verbs_mr*, uint32_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_advise_mr(ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*,
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_advise_mr(ibv_pd*, enum ibv_advise_mr_advice, uint32_t, ibv_sge*,
                                             uint32_t) {
   return ErrnoValueNotSupported();
 }
@@ -402,8 +394,8 @@ SOFTVERBS_WEAK_EXPORT int ibv_cmd_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint6
                                                 verbs_mr*) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_alloc_mw(ibv_pd*, ibv_mw_type, ibv_mw*, void*, size_t, void*,
-                                           size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_alloc_mw(ibv_pd*, ibv_mw_type, ibv_mw*, struct ibv_alloc_mw*,
+                                           size_t, ib_uverbs_alloc_mw_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_dealloc_mw(ibv_mw*) {
@@ -422,11 +414,13 @@ SOFTVERBS_WEAK_EXPORT int ibv_cmd_reg_dm_mr(ibv_pd*, verbs_dm*, uint64_t, size_t
 }
 // Completion queues.
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_cq(ibv_context*, int, ibv_comp_channel*, int, ibv_cq*,
-                                            void*, size_t, void*, size_t) {
+                                            struct ibv_create_cq*, size_t,
+                                            ib_uverbs_create_cq_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_cq_ex(ibv_context*, const ibv_cq_init_attr_ex*, verbs_cq*,
-                                               void*, size_t, void*, size_t, uint32_t) {
+                                               struct ibv_create_cq_ex*, size_t,
+                                               ib_uverbs_ex_create_cq_resp*, size_t, uint32_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_poll_cq(ibv_cq*, int, ibv_wc*) {
@@ -435,28 +429,34 @@ SOFTVERBS_WEAK_EXPORT int ibv_cmd_poll_cq(ibv_cq*, int, ibv_wc*) {
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_req_notify_cq(ibv_cq*, int) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_resize_cq(ibv_cq*, int, void*, size_t, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_resize_cq(ibv_cq*, int, struct ibv_resize_cq*, size_t,
+                                            ib_uverbs_resize_cq_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_destroy_cq(ibv_cq*) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_cq(ibv_cq*, ibv_modify_cq_attr*, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_cq(ibv_cq*, ibv_modify_cq_attr*, struct ibv_modify_cq*,
+                                            size_t) {
   return ErrnoValueNotSupported();
 }
 // Shared receive queues.
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_srq(ibv_pd*, ibv_srq*, ibv_srq_init_attr*, void*, size_t,
-                                             void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_srq(ibv_pd*, ibv_srq*, ibv_srq_init_attr*,
+                                             struct ibv_create_srq*, size_t,
+                                             ib_uverbs_create_srq_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_srq_ex(ibv_context*, verbs_srq*, ibv_srq_init_attr_ex*,
-                                                void*, size_t, void*, size_t) {
+                                                struct ibv_create_xsrq*, size_t,
+                                                ib_uverbs_create_srq_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_srq(ibv_srq*, ibv_srq_attr*, int, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_srq(ibv_srq*, ibv_srq_attr*, int, struct ibv_modify_srq*,
+                                             size_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_srq(ibv_srq*, ibv_srq_attr*, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_srq(ibv_srq*, ibv_srq_attr*, struct ibv_query_srq*,
+                                            size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_destroy_srq(ibv_srq*) {
@@ -466,31 +466,36 @@ SOFTVERBS_WEAK_EXPORT int ibv_cmd_post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv
   return ErrnoValueNotSupported();
 }
 // Queue pairs.
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_qp(ibv_pd*, ibv_qp*, ibv_qp_init_attr*, void*, size_t,
-                                            void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_qp(ibv_pd*, ibv_qp*, ibv_qp_init_attr*,
+                                            struct ibv_create_qp*, size_t,
+                                            ib_uverbs_create_qp_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_qp_ex(ibv_context*, verbs_qp*, ibv_qp_init_attr_ex*, void*,
-                                               size_t, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_qp_ex(ibv_context*, verbs_qp*, ibv_qp_init_attr_ex*,
+                                               struct ibv_create_qp*, size_t,
+                                               ib_uverbs_create_qp_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_qp_ex2(ibv_context*, verbs_qp*, ibv_qp_init_attr_ex*,
-                                                void*, size_t, void*, size_t) {
+                                                struct ibv_create_qp_ex*, size_t,
+                                                ib_uverbs_ex_create_qp_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_open_qp(ibv_context*, verbs_qp*, int, ibv_qp_open_attr*, void*,
-                                          size_t, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_open_qp(ibv_context*, verbs_qp*, int, ibv_qp_open_attr*,
+                                          struct ibv_open_qp*, size_t, ib_uverbs_create_qp_resp*,
+                                          size_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*, void*,
-                                           size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*,
+                                           struct ibv_query_qp*, size_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_qp(ibv_qp*, ibv_qp_attr*, int, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_qp(ibv_qp*, ibv_qp_attr*, int, struct ibv_modify_qp*,
+                                            size_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_qp_ex(ibv_qp*, ibv_qp_attr*, int, void*, size_t, void*,
-                                               size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_qp_ex(ibv_qp*, ibv_qp_attr*, int, struct ibv_modify_qp_ex*,
+                                               size_t, ib_uverbs_ex_modify_qp_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_destroy_qp(ibv_qp*) {
@@ -503,7 +508,8 @@ SOFTVERBS_WEAK_EXPORT int ibv_cmd_post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**
   return ErrnoValueNotSupported();
 }
 // Address handles and multicast.
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_ah(ibv_pd*, ibv_ah*, ibv_ah_attr*, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_ah(ibv_pd*, ibv_ah*, ibv_ah_attr*,
+                                            ib_uverbs_create_ah_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_destroy_ah(ibv_ah*) {
@@ -535,18 +541,21 @@ SOFTVERBS_WEAK_EXPORT int ibv_cmd_destroy_flow_action(verbs_flow_action*) {
   return ErrnoValueNotSupported();
 }
 // Work queues and RSS indirection tables.
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_wq(ibv_context*, ibv_wq_init_attr*, ibv_wq*, void*, size_t,
-                                            void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_wq(ibv_context*, ibv_wq_init_attr*, ibv_wq*,
+                                            struct ibv_create_wq*, size_t,
+                                            ib_uverbs_ex_create_wq_resp*, size_t) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_wq(ibv_wq*, ibv_wq_attr*, void*, size_t) {
+SOFTVERBS_WEAK_EXPORT int ibv_cmd_modify_wq(ibv_wq*, ibv_wq_attr*, struct ibv_modify_wq*, size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_destroy_wq(ibv_wq*) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_create_rwq_ind_table(ibv_context*, ibv_rwq_ind_table_init_attr*,
-                                                       ibv_rwq_ind_table*, void*, size_t) {
+                                                       ibv_rwq_ind_table*,
+                                                       ib_uverbs_ex_create_rwq_ind_table_resp*,
+                                                       size_t) {
   return ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int ibv_cmd_destroy_rwq_ind_table(ibv_rwq_ind_table*) {

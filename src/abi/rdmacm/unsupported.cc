@@ -10,7 +10,10 @@
 //   - pointer-returning functions set errno and return NULL;
 //   - void functions do nothing.
 //
-// Parameter names are omitted on purpose: the stubs ignore their arguments.
+// Every output parameter is left as the real library leaves it on failure
+// (audited against rdma-core v44 for issue 9: only rdma_get_devices' count is
+// set on failure there). Parameter names are omitted where a stub ignores
+// its arguments.
 
 #include <poll.h>
 #include <rdma/rdma_cma.h>
@@ -92,7 +95,10 @@ SOFTVERBS_WEAK_EXPORT int rdma_getaddrinfo(const char*, const char*, const rdma_
   return MinusOneNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT void rdma_freeaddrinfo(rdma_addrinfo*) {}
-SOFTVERBS_WEAK_EXPORT ibv_context** rdma_get_devices(int*) {
+// librdmacm sets *num_devices on every path, 0 when it returns no list
+// (libfabric's verbs provider loops over that count even after a NULL).
+SOFTVERBS_WEAK_EXPORT ibv_context** rdma_get_devices(int* num_devices) {
+  if (num_devices != nullptr) *num_devices = 0;
   return NullNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT void rdma_free_devices(ibv_context**) {}

@@ -14,7 +14,7 @@ inline constexpr DeviceLimits kDeviceLimits{
 
 inline constexpr PortLimits kRocePort{.pkey_table_len = 1,
                                       .gid_table_len = 4,
-                                      .active_mtu = IBV_MTU_1024,
+                                      .max_mtu = IBV_MTU_1024,
                                       .link_layer = IBV_LINK_LAYER_ETHERNET};
 
 inline ibv_ah_attr ValidAddressVector() {

@@ -26,7 +26,7 @@ constexpr uint32_t kRtrToRtsMask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_
 
 constexpr PortLimits kIbPort{.pkey_table_len = 4,
                              .gid_table_len = 2,
-                             .active_mtu = IBV_MTU_4096,
+                             .max_mtu = IBV_MTU_4096,
                              .link_layer = IBV_LINK_LAYER_INFINIBAND};
 
 // One RC transition (cur -> attr.qp_state) with a valid request whose fields
@@ -137,11 +137,13 @@ TEST_F(RcModifyTest, PathMtuMustBeAnIbvMtu) {
   EXPECT_REJECTED(ToRtr(), "path_mtu 6 is not an ibv_mtu (1..5 = 256..4096 bytes)");
 }
 
-TEST_F(RcModifyTest, PathMtuMustNotExceedActiveMtu) {
+// The bound is the port's max_mtu (rxe_qp_chk_attr, mlx5), not its active
+// MTU: the fixture's port has max_mtu 1024 here.
+TEST_F(RcModifyTest, PathMtuMustNotExceedMaxMtu) {
   attr_.path_mtu = IBV_MTU_4096;
-  EXPECT_REJECTED(ToRtr(), "path_mtu 5 (4096) is above the port's active MTU 1024");
+  EXPECT_REJECTED(ToRtr(), "path_mtu 5 (4096) is above the port's max MTU 1024");
   attr_.path_mtu = IBV_MTU_2048;
-  EXPECT_REJECTED(ToRtr(), "path_mtu 4 (2048) is above the port's active MTU 1024");
+  EXPECT_REJECTED(ToRtr(), "path_mtu 4 (2048) is above the port's max MTU 1024");
   attr_.path_mtu = IBV_MTU_1024;
   EXPECT_ACCEPTED(ToRtr());
   attr_.path_mtu = IBV_MTU_256;
