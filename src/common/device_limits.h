@@ -37,6 +37,14 @@ inline constexpr int kMaxSrq = 16384;
 inline constexpr int kMaxSrqWr = 16384;
 inline constexpr int kMaxSrqSge = 32;
 inline constexpr int kMaxXrcd = 1024;
+// Device memory (ibv_alloc_dm): the device's whole on-chip memory, shared by
+// every context (mlx5's MEMIC of a ConnectX-6 is 256 KiB). Allocations are
+// rounded up to 64 bytes, as MEMIC's; ibv_memcpy_to/from_dm move whole
+// 4-byte words (offset and length multiples of 4), as mlx5's.
+inline constexpr uint64_t kMaxDmSize = 256 * 1024;
+inline constexpr uint64_t kDmAllocGranule = 64;
+inline constexpr uint64_t kDmAccessGranule = 4;
+inline constexpr int kMaxDmLogAlign = 6;  // log_align_req up to the allocation granule
 inline constexpr uint16_t kMaxPkeys = 1;  // one P_Key: the default 0xffff
 inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kLocalCaAckDelay = 15;

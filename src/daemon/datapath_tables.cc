@@ -188,13 +188,13 @@ void Device::ArmSrqLimit(const Srq& srq) {
 // ---- requests -------------------------------------------------------------------
 
 Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
-                            protocol::RegMrReply* out) {
+                            protocol::RegMrReply* out, bool zero_length_ok) {
   if (backing_fd >= 0 && (req.backed_begin >= req.backed_end || req.backed_begin < req.reg.addr ||
                           req.backed_end > req.reg.addr + req.reg.length)) {
     close(backing_fd);
     return Verdict::Fail(EINVAL, "reg_mr: the backed range is not inside the MR");
   }
-  Verdict v = RegMr(c, req.reg, out);
+  Verdict v = RegMr(c, req.reg, out, zero_length_ok);
   if (!v.ok()) {
     if (backing_fd >= 0) close(backing_fd);
     return v;

@@ -83,10 +83,13 @@ Verdict Device::DeallocPd(ClientId c, Handle h) {
 
 // ---- memory regions ----------------------------------------------------------
 
-Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::RegMrReply* out) {
+Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::RegMrReply* out,
+                      bool zero_length_ok) {
   Pd* pd = FindOwned(pds_, c, req.pd);
   if (!pd) return Verdict::Fail(EINVAL, "reg_mr: no such PD in this context");
-  if (Verdict v = CheckMrRange(req.addr, req.length); !v.ok()) return v;
+  if (!(zero_length_ok && req.length == 0)) {
+    if (Verdict v = CheckMrRange(req.addr, req.length); !v.ok()) return v;
+  }
   if (Verdict v = CheckMrAccess(req.access); !v.ok()) return v;
   if (mrs_.size() >= static_cast<size_t>(lim::kMaxMr)) {
     return Verdict::Fail(ENOMEM, "device limit max_mr reached");
@@ -162,6 +165,7 @@ Verdict Device::DeregMr(ClientId c, Handle h) {
   Mr* mr = FindOwned(mrs_, c, h);
   if (!mr) return Verdict::Fail(EINVAL, "dereg_mr: no such MR in this context");
   pds_[mr->pd].users--;
+  if (mr->dm) dms_.at(mr->dm).mrs--;
   UnpublishMr(*mr);
   mrs_.erase(h);
   return Verdict::Ok();

@@ -57,7 +57,9 @@ class Device {
   // Protection domains and memory regions.
   Verdict AllocPd(ClientId c, protocol::AllocPdReply* out);
   Verdict DeallocPd(ClientId c, Handle pd);
-  Verdict RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::RegMrReply* out);
+  // zero_length_ok: a DM MR may be empty (the kernel checks only that it fits).
+  Verdict RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::RegMrReply* out,
+                bool zero_length_ok = false);
   Verdict ReregMr(ClientId c, const protocol::ReregMrRequest& req, protocol::RegMrReply* out);
   Verdict DeregMr(ClientId c, Handle mr);
 
@@ -90,6 +92,12 @@ class Device {
   Verdict OpenXrcd(ClientId c, int fd, uint32_t oflags, protocol::OpenXrcdReply* out);
   Verdict CloseXrcd(ClientId c, Handle xrcd);
 
+  // Device memory (dm.cc).
+  Verdict AllocDm(ClientId c, const protocol::AllocDmRequest& req, protocol::AllocDmReply* out);
+  Verdict FreeDm(ClientId c, Handle dm);
+  Verdict RegDmMr(ClientId c, const protocol::RegDmMrRequest& req, int backing_fd,
+                  protocol::RegMrReply* out);
+
   // `softverbs status --json`.
   std::string StatusJson() const;
 
@@ -104,7 +112,7 @@ class Device {
   int QpRecvQueueFd(Handle qp_handle) const;
   int SrqRingFd(Handle srq) const;
   Verdict RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
-                      protocol::RegMrReply* out);
+                      protocol::RegMrReply* out, bool zero_length_ok = false);
   Verdict MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::vector<int>* fds);
   Verdict MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::vector<int>* fds);
   Verdict QpError(ClientId c, uint32_t qpn, uint32_t state);
@@ -172,6 +180,8 @@ class Device {
   std::map<Handle, Ah> ahs_;
   std::map<Handle, Xrcd> xrcds_;
   std::map<Handle, XrcdHandle> xrcd_handles_;
+  std::map<Handle, Dm> dms_;
+  uint64_t dm_bytes_used_ = 0;  // sum of dms_' sizes, <= limits::kMaxDmSize
   datapath::DeviceTable table_;
   int table_fd_ = -1;
   std::map<ClientId, int> mem_fds_;                        // each client's /proc/self/mem

@@ -41,6 +41,7 @@ struct Mr {
   uint64_t backed_begin = 0;
   uint64_t backed_end = 0;
   uint64_t backed_offset = 0;
+  Handle dm = 0;  // a DM MR: the device memory it is registered on
 };
 
 struct Cq {
@@ -104,6 +105,16 @@ struct Ah {
   ClientId owner;
   Handle pd;
   ibv_ah_attr attr;
+};
+
+// A piece of device memory (ibv_alloc_dm), counted against the device's
+// capacity until it is freed or its owner goes.
+struct Dm {
+  Handle handle;
+  ClientId owner;
+  uint64_t length;  // bytes asked for: DM MRs and copies stay inside them
+  uint64_t size;    // bytes taken from the device's capacity
+  int mrs = 0;      // DM MRs registered on it (it cannot be freed while any exist)
 };
 
 // An XRC domain, shared by every process that opens the same inode.

@@ -31,6 +31,7 @@ void Device::RemoveClient(ClientId c) {
     DestroyCq(c, h);
   }
   for (Handle h : HandlesOwnedBy(mrs_, c)) DeregMr(c, h);
+  for (Handle h : HandlesOwnedBy(dms_, c)) FreeDm(c, h);
   for (Handle h : HandlesOwnedBy(pds_, c)) {
     pds_.at(h).users = 0;
     DeallocPd(c, h);

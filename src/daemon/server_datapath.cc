@@ -86,6 +86,37 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       Reply(conn, hdr.seq, device_.RaiseQpEvent(c, req.qpn, req.event_type), nullptr, 0);
       return true;
     }
+    case Op::kAllocDm: {
+      protocol::AllocDmRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      protocol::AllocDmReply out{};
+      Verdict v = device_.AllocDm(c, req, &out);
+      Reply(conn, hdr.seq, v, &out, sizeof(out));
+      return true;
+    }
+    case Op::kRegDmMr: {
+      protocol::RegDmMrRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      int backing = -1;
+      if (req.mr.backed_end > req.mr.backed_begin) {
+        if (fds.empty()) {
+          Reply(conn, hdr.seq, Verdict::Fail(EBADF, "reg_dm_mr: backing memfd missing"), nullptr,
+                0);
+          return true;
+        }
+        backing = dup(fds[0]);
+      }
+      protocol::RegMrReply out{};
+      Verdict v = device_.RegDmMr(c, req, backing, &out);
+      Reply(conn, hdr.seq, v, &out, sizeof(out));
+      return true;
+    }
+    case Op::kFreeDm: {
+      protocol::HandleRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      Reply(conn, hdr.seq, device_.FreeDm(c, req.handle), nullptr, 0);
+      return true;
+    }
     default:
       return false;
   }

@@ -51,6 +51,9 @@ std::string Device::StatusJson() const {
       if (ah.owner == id) ahs.push_back({{"handle", h}});
     for (const auto& [h, xh] : xrcd_handles_)
       if (xh.owner == id) xrcds.push_back({{"xrcd", xh.xrcd}});
+    json dms = json::array();
+    for (const auto& [h, dm] : dms_)
+      if (dm.owner == id) dms.push_back({{"handle", h}, {"size", dm.size}});
     cl["pd"] = pds;
     cl["mr"] = mrs;
     cl["cq"] = cqs;
@@ -58,6 +61,7 @@ std::string Device::StatusJson() const {
     cl["qp"] = qps;
     cl["ah"] = ahs;
     cl["xrcd"] = xrcds;
+    cl["dm"] = dms;
     if (devx_) cl["devx"] = devx_->StatusJson(id);
     clients.push_back(cl);
   }

@@ -61,6 +61,9 @@ enum class Op : uint16_t {
   kMcastMembers,
   kMapSrq,  // XRC data path
   kQpEvent,
+  kAllocDm,  // device memory: bodies at the end of this file
+  kFreeDm,
+  kRegDmMr,
   kCount
 };
 
@@ -400,5 +403,32 @@ struct QpEventRequest {
   uint32_t qpn;
   uint32_t event_type;  // ibv_event_type
 };
+
+// Device memory: the daemon owns the device's capacity (limits::kMaxDmSize,
+// shared by every context); the bytes live in the allocating process.
+struct AllocDmRequest {
+  uint64_t length;     // bytes asked for (ibv_alloc_dm_attr.length)
+  uint32_t log_align;  // ibv_alloc_dm_attr.log_align_req
+  uint32_t reserved;   // 0
+};
+static_assert(sizeof(AllocDmRequest) == 16);
+
+struct AllocDmReply {
+  Handle handle;
+  uint32_t reserved;
+  uint64_t size;  // bytes taken from the device: length rounded up to the allocation granule
+};
+static_assert(sizeof(AllocDmReply) == 16);
+
+// ibv_reg_dm_mr: a zero-based MR (mr.reg.iova 0) over [dm_offset,
+// +mr.reg.length) of the device memory `dm`, whose bytes the owner holds at
+// mr.reg.addr; the backing fields as for kRegMrBacked.
+struct RegDmMrRequest {
+  RegMrBackedRequest mr;
+  Handle dm;
+  uint32_t reserved;  // 0
+  uint64_t dm_offset;
+};
+static_assert(sizeof(RegDmMrRequest) == 72);
 
 }  // namespace softverbs::protocol

@@ -42,7 +42,10 @@ const char* OpName(Op op) {
                                            "srq_limit_reached",
                                            "mcast_members",
                                            "map_srq",
-                                           "qp_event"};
+                                           "qp_event",
+                                           "alloc_dm",
+                                           "free_dm",
+                                           "reg_dm_mr"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -39,6 +39,9 @@ void InstallContextOps(ibv_context* ctx) {
   v->get_srq_num = GetSrqNumOp;
   v->open_xrcd = OpenXrcdOp;
   v->close_xrcd = CloseXrcdOp;
+  v->alloc_dm = AllocDmOp;
+  v->free_dm = FreeDmOp;
+  v->reg_dm_mr = RegDmMrOp;
 }
 
 namespace {

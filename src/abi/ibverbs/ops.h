@@ -13,6 +13,10 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
 
 // cq.cc
 int PollCqOp(ibv_cq* cq, int num_entries, ibv_wc* wc);
+// Device memory (dm.cc).
+ibv_dm* AllocDmOp(ibv_context* context, ibv_alloc_dm_attr* attr);
+int FreeDmOp(ibv_dm* dm);
+ibv_mr* RegDmMrOp(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsigned access);
 int ReqNotifyCqOp(ibv_cq* cq, int solicited_only);
 ibv_cq_ex* CreateCqExOp(ibv_context* context, ibv_cq_init_attr_ex* attr);
 

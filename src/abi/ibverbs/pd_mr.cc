@@ -10,6 +10,7 @@
 #include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/register_mr.h"
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
@@ -49,6 +50,8 @@ int CheckRegistration(ibv_pd* pd, const void* addr, size_t length, unsigned acce
   return 0;
 }
 
+}  // namespace
+
 ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   // Before any backing work: the backing copies the whole range.
   if (int err = CheckRegistration(pd, addr, length, access)) return FailNull<ibv_mr>(err);
@@ -66,15 +69,20 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
     ReleaseMrBacking(backing.id);
     return FailNull<ibv_mr>(err);
   }
+  return MakeMr(pd, rep, backing.id, access, addr, length);
+}
+
+ibv_mr* MakeMr(ibv_pd* pd, const protocol::RegMrReply& rep, uint64_t backing_id, unsigned access,
+               void* addr, size_t length) {
   auto* mr = new (std::nothrow) Mr{};
   if (!mr) {
-    ReleaseMrBacking(backing.id);
+    ReleaseMrBacking(backing_id);
     protocol::HandleRequest undo{rep.handle, 0};
-    ctx->channel.Call(protocol::Op::kDeregMr, undo);
+    Context::From(pd->context)->channel.Call(protocol::Op::kDeregMr, undo);
     return RejectNull(ENOMEM, "ibv_reg_mr: out of memory for the MR");
   }
   mr->handle = rep.handle;
-  mr->backing_id = backing.id;
+  mr->backing_id = backing_id;
   mr->access = access;
   mr->ibv.context = pd->context;
   mr->ibv.pd = pd;
@@ -85,6 +93,8 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   mr->ibv.rkey = rep.rkey;
   return &mr->ibv;
 }
+
+namespace {
 
 // Waits until no peer is inside an access of the MR (bounded: a peer that
 // died inside an access never leaves; see docs/datapath.md). Accesses by

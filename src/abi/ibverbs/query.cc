@@ -124,6 +124,7 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   FillDeviceAttr(&full.orig_attr);
   full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
   full.phys_port_cnt_ex = lim::kPhysPortCount;
+  full.max_dm_size = lim::kMaxDmSize;
   memset(attr, 0, attr_size);
   memcpy(attr, &full, std::min(attr_size, sizeof(full)));
   return 0;
