@@ -1,6 +1,8 @@
 // softverbs: run programs on the softverbs device and look at it.
 //
-//   softverbs run -- <cmd> [args]   run <cmd> on the drop-in libraries, daemon up
+//   softverbs run -- <cmd> [args]   run <cmd> on the drop-in libraries, daemon up,
+//                                   with softverbs0's kernel view (sysfs, /dev)
+//   softverbs env                   the same set-up as shell lines (for MPI launchers)
 //   softverbs status [--json]       devices, client processes and their objects
 //   softverbs daemon start|stop     start or stop this user's daemon
 #include <errno.h>
@@ -13,9 +15,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/daemon_launcher.h"
+#include "common/gid_table.h"
+#include "common/kernel_view.h"
 #include "common/runtime_dir.h"
 #include "common/unix_socket.h"
 #include "protocol/messages.h"
@@ -84,31 +89,75 @@ int Connect(bool start) {
   return fd;
 }
 
-int Run(std::vector<std::string> command) {
-  if (command.empty()) {
-    fmt::print(stderr, "softverbs run: no command given (softverbs run -- <cmd> [args])\n");
-    return 2;
-  }
+// The path interposer that shows the kernel view (src/kernel_view/).
+constexpr const char* kKernelViewPreload = "libsoftverbs-kernel-view.so";
+
+// What a program needs to run on softverbs: the daemon up, the kernel view
+// written, and the variables that load the drop-in libraries (and, unless
+// `kernel_view` is false, the interposer). Returns the variables to set, or
+// an empty list after printing why not.
+std::vector<std::pair<std::string, std::string>> RunEnvironment(const char* who, bool kernel_view) {
   // Bring the daemon up first so that the program's first verb does not pay
   // for the start, and so a failure is reported here, clearly.
   int fd = Connect(true);
   if (fd < 0) {
-    fmt::print(stderr, "softverbs run: cannot start the daemon: {}\n", strerror(-fd));
-    return 1;
+    fmt::print(stderr, "{}: cannot start the daemon: {}\n", who, strerror(-fd));
+    return {};
   }
   close(fd);
-  std::string path = LibraryDir();
+  const std::string runtime_dir = softverbs::RuntimeDirPath();
+  const std::string libdir = LibraryDir();
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string path = libdir;
   if (const char* old = getenv("LD_LIBRARY_PATH"); old && *old) path += std::string(":") + old;
-  setenv("LD_LIBRARY_PATH", path.c_str(), 1);
-  setenv("SOFTVERBSD", DaemonBinary().c_str(), 0);
-  // Make the runtime directory explicit for the child and its children.
-  setenv(softverbs::kRuntimeDirEnv, softverbs::RuntimeDirPath().c_str(), 0);
+  env.emplace_back("LD_LIBRARY_PATH", path);
+  if (kernel_view) {
+    namespace kv = softverbs::kernel_view;
+    std::string why;
+    if (int err =
+            kv::Write(kv::RootOf(runtime_dir), kv::Entries(softverbs::BuildGidTable()), &why)) {
+      fmt::print(stderr, "{}: cannot write the kernel view: {}: {}\n", who, why, strerror(err));
+      return {};
+    }
+    std::string preload = libdir + "/" + kKernelViewPreload;
+    if (const char* old = getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+    env.emplace_back("LD_PRELOAD", preload);
+  }
+  env.emplace_back("SOFTVERBSD", getenv("SOFTVERBSD") ? getenv("SOFTVERBSD") : DaemonBinary());
+  // The runtime directory, explicit for the program and its children: the
+  // interposer finds the kernel view there.
+  env.emplace_back(softverbs::kRuntimeDirEnv, runtime_dir);
+  return env;
+}
+
+int Run(std::vector<std::string> command, bool kernel_view) {
+  if (command.empty()) {
+    fmt::print(stderr, "softverbs run: no command given (softverbs run -- <cmd> [args])\n");
+    return 2;
+  }
+  auto env = RunEnvironment("softverbs run", kernel_view);
+  if (env.empty()) return 1;
+  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> argv;
   for (auto& arg : command) argv.push_back(arg.data());
   argv.push_back(nullptr);
   execvp(argv[0], argv.data());
   fmt::print(stderr, "softverbs run: cannot run {}: {}\n", command[0], strerror(errno));
   return 127;
+}
+
+// A value in single quotes for sh.
+std::string ShellQuoted(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+int Env(bool kernel_view) {
+  auto env = RunEnvironment("softverbs env", kernel_view);
+  if (env.empty()) return 1;
+  for (const auto& [name, value] : env) fmt::print("export {}={}\n", name, ShellQuoted(value));
+  return 0;
 }
 
 void PrintStatus(const nlohmann::json& s) {
@@ -155,6 +204,15 @@ int main(int argc, char** argv) {
   run->add_option("command", command, "the program and its arguments");
   run->prefix_command();
   run->footer("Usage: softverbs run -- <program> [args...]");
+  bool no_kernel_view = false;
+  run->add_flag("--no-kernel-view", no_kernel_view,
+                "do not show softverbs0 in /sys/class/infiniband and /dev/infiniband");
+
+  auto* env = app.add_subcommand(
+      "env",
+      "print the environment `softverbs run` sets, as sh export lines (eval them; "
+      "for MPI launchers: mpirun -x each variable)");
+  env->add_flag("--no-kernel-view", no_kernel_view, "leave out the kernel view's LD_PRELOAD");
 
   auto* status = app.add_subcommand("status", "show the device, its clients and their objects");
   bool json = false;
@@ -177,8 +235,9 @@ int main(int argc, char** argv) {
       size_t n = command.size() + run->remaining().size();
       command.assign(argv + argc - static_cast<int>(n), argv + argc);
       if (!command.empty() && command.front() == "--") command.erase(command.begin());
-      return Run(command);
+      return Run(command, !no_kernel_view);
     }
+    if (*env) return Env(!no_kernel_view);
     if (*status) {
       int fd = Connect(false);
       if (fd < 0) {

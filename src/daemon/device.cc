@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "common/device_limits.h"
+#include "common/port_facts.h"
 #include "datapath/cq_ring.h"
 #include "verbs/mr_rules.h"
 
@@ -12,16 +13,6 @@ namespace softverbs::daemon {
 namespace lim = softverbs::limits;
 
 namespace {
-
-// The port's active MTU follows the interface's MTU as in rxe: the largest IB
-// MTU that fits in it after the RoCE headers.
-ibv_mtu MtuForInterface(uint32_t bytes) {
-  if (bytes >= 4096 + 128) return IBV_MTU_4096;
-  if (bytes >= 2048 + 128) return IBV_MTU_2048;
-  if (bytes >= 1024 + 128) return IBV_MTU_1024;
-  if (bytes >= 512 + 128) return IBV_MTU_512;
-  return IBV_MTU_256;
-}
 
 // The registration rules are shared with the library, which checks them
 // before it touches any memory (verbs/mr_rules.h).

@@ -1,6 +1,7 @@
 // The device list: softverbs provides exactly one device, softverbs0, whose
 // port is bound to a host interface (see common/gid_table.h). Its sysfs files
-// are virtual: ibv_read_sysfs_file answers them from the device itself.
+// are those of the kernel view (common/kernel_view.h): ibv_read_sysfs_file
+// answers them from the same entries `softverbs run` writes.
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,11 +12,13 @@
 
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/gid_table.h"
+#include "common/kernel_view.h"
 
 namespace softverbs::provider {
 namespace {
@@ -26,6 +29,7 @@ struct DeviceRecord {
   ibv_device device;
   uint64_t guid;  // host order
   GidTable gids;
+  std::vector<kernel_view::Entry> sysfs;  // the kernel view's files
 };
 
 DeviceRecord& TheDevice() {
@@ -34,54 +38,17 @@ DeviceRecord& TheDevice() {
     r.device.node_type = IBV_NODE_CA;
     r.device.transport_type = IBV_TRANSPORT_IB;
     snprintf(r.device.name, sizeof(r.device.name), "%s", limits::kDeviceName);
-    snprintf(r.device.dev_name, sizeof(r.device.dev_name), "uverbs0");
-    snprintf(r.device.dev_path, sizeof(r.device.dev_path), "/sys/class/infiniband_verbs/uverbs0");
+    snprintf(r.device.dev_name, sizeof(r.device.dev_name), "%s", kernel_view::kUverbsName);
+    snprintf(r.device.dev_path, sizeof(r.device.dev_path), "/sys/class/infiniband_verbs/%s",
+             kernel_view::kUverbsName);
     snprintf(r.device.ibdev_path, sizeof(r.device.ibdev_path), "%s%s", kSysfsClassPath,
              limits::kDeviceName);
     r.gids = BuildGidTable();
     r.guid = GuidFromMac(r.gids.mac);
+    r.sysfs = kernel_view::Entries(r.gids);
     return r;
   }();
   return record;
-}
-
-std::string FormatGuid(uint64_t guid) {
-  char buf[32];
-  snprintf(buf, sizeof(buf), "%04x:%04x:%04x:%04x", static_cast<unsigned>(guid >> 48) & 0xffff,
-           static_cast<unsigned>(guid >> 32) & 0xffff, static_cast<unsigned>(guid >> 16) & 0xffff,
-           static_cast<unsigned>(guid) & 0xffff);
-  return buf;
-}
-
-// The virtual sysfs files of softverbs0, relative to its ibdev_path.
-bool VirtualSysfsFile(const std::string& name, std::string* value) {
-  const DeviceRecord& d = TheDevice();
-  if (name == "node_type")
-    *value = "1: CA";
-  else if (name == "fw_ver")
-    *value = limits::kFirmwareVersion;
-  else if (name == "hca_type")
-    *value = "softverbs";
-  else if (name == "hw_rev")
-    *value = std::to_string(limits::kHwVersion);
-  else if (name == "board_id")
-    *value = "softverbs";
-  else if (name == "node_desc")
-    *value = std::string("softverbs ") + limits::kDeviceName;
-  else if (name == "node_guid" || name == "sys_image_guid")
-    *value = FormatGuid(d.guid);
-  else if (name == "ports/1/state")
-    *value = "4: ACTIVE";
-  else if (name == "ports/1/phys_state")
-    *value = "5: LinkUp";
-  else if (name == "ports/1/link_layer")
-    *value = "Ethernet";
-  else if (name == "ports/1/gid_attrs/ndevs/0")
-    *value = d.gids.netdev;
-  else
-    return false;
-  *value += "\n";
-  return true;
 }
 
 }  // namespace
@@ -132,9 +99,8 @@ SV_EXPORT int ibv_get_device_index(ibv_device* device) {
 
 SV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   std::string path = std::string(dir ? dir : "") + "/" + (file ? file : "");
-  const std::string prefix = std::string(kSysfsClassPath) + softverbs::limits::kDeviceName + "/";
   std::string value;
-  if (path.rfind(prefix, 0) == 0 && VirtualSysfsFile(path.substr(prefix.size()), &value)) {
+  if (softverbs::kernel_view::Lookup(TheDevice().sysfs, path, &value)) {
     if (size == 0) return -1;
     size_t len = std::min(value.size(), size - 1);
     memcpy(buf, value.data(), len);

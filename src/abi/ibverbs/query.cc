@@ -11,6 +11,7 @@
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
+#include "common/port_facts.h"
 
 #undef ibv_query_port
 
@@ -69,19 +70,7 @@ void FillDeviceAttr(ibv_device_attr* a) {
 }
 
 void FillPortAttr(const Context& ctx, ibv_port_attr* a) {
-  memset(a, 0, sizeof(*a));
-  a->state = IBV_PORT_ACTIVE;
-  a->max_mtu = static_cast<ibv_mtu>(lim::kMaxMtu);
-  a->active_mtu = ctx.active_mtu;
-  a->gid_tbl_len = lim::kGidTableLength;
-  a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
-  a->max_msg_sz = lim::kMaxMsgSize;
-  a->pkey_tbl_len = lim::kMaxPkeys;
-  a->max_vl_num = 1;
-  a->active_width = lim::kActiveWidth;
-  a->active_speed = lim::kActiveSpeed;
-  a->phys_state = lim::kPhysStateLinkUp;
-  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+  *a = softverbs::PortAttributes(ctx.active_mtu);
 }
 
 // The rule every verb with a port number checks.
