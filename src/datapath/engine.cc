@@ -115,16 +115,16 @@ bool ClaimReceive(Host& host, PeerQp& peer, ClaimedRecv* r) {
 }
 
 Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQp& qp,
-                             const SendWr& wr) {
+                             const SendWr& wr, const WrOpcodeInfo& info) {
   Completion rc{};
   rc.wr_id = r.wr_id;
   rc.status = IBV_WC_SUCCESS;
-  rc.opcode = IBV_WC_RECV;
+  rc.opcode = info.recv_wc;
   rc.qp_num = t.qpn;
   rc.src_qp = qp.qpn;
   rc.sl = qp.type == IBV_QPT_UD ? wr.sl : qp.sl;
   rc.solicited = (wr.send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
-  if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+  if (info.immediate) {
     rc.imm_data = wr.imm_data;
     rc.wc_flags |= IBV_WC_WITH_IMM;
   }
@@ -210,8 +210,8 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
 }
 
 // SEND / SEND_WITH_IMM to one target (for UD, one member of a group).
-void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceList& src,
-                 uint32_t bytes, uint32_t target_qpn, Outcome* out) {
+void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                 const PieceList& src, uint32_t bytes, uint32_t target_qpn, Outcome* out) {
   const bool rc = IsReliable(qp.type);
   const bool ud = qp.type == IBV_QPT_UD;
   QpEntry* te = nullptr;
@@ -230,7 +230,7 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceLis
     }
     return;
   }
-  Completion recv = ReceiveCompletion(r, target, qp, wr);
+  Completion recv = ReceiveCompletion(r, target, qp, wr, info);
   const uint32_t needed = bytes + (ud ? kGrhBytes : 0);
   uint64_t room = 0;
   for (uint32_t i = 0; i < r.num_sge; ++i) room += r.sge[i].length;
@@ -272,12 +272,12 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const PieceLis
   Complete(peer->recv_cq, peer->cq_event_fd, recv);
 }
 
-void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) {
+void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                 Outcome* out) {
   const bool rc = IsReliable(qp.type);
-  const uint32_t op = wr.opcode;
-  const bool is_read = op == IBV_WR_RDMA_READ;
-  const bool is_atomic = op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
-  const bool with_imm = op == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const bool is_read = info.action == WrAction::kRead;
+  const bool is_atomic = info.action == WrAction::kAtomic;
+  const bool with_imm = info.consumes_recv;
   const uint32_t bytes = is_atomic ? 8 : WrBytes(wr);
   MrGuards guards;
   // Local side first, as the requester reads its SGEs before sending.
@@ -303,9 +303,7 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   if (!ReachTarget(host, qp, wr, qp.dest_qpn, &te, &target, out)) return;
   PeerQp* peer = target.peer;
   // Responder checks: the QP's access flags, alignment, then the rkey.
-  const uint32_t need = is_read     ? IBV_ACCESS_REMOTE_READ
-                        : is_atomic ? IBV_ACCESS_REMOTE_ATOMIC
-                                    : IBV_ACCESS_REMOTE_WRITE;
+  const uint32_t need = info.remote_access;
   auto responder_error = [&](ibv_wc_status status, VendorError why) {
     if (!rc) return;  // UC: the responder drops the message
     FailTarget(host, target);
@@ -340,7 +338,7 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   bool moved = true;
   if (is_atomic) {
     uint64_t old = 0;
-    moved = op == IBV_WR_ATOMIC_CMP_AND_SWP
+    moved = info.wire_only == IbtaOperation::kCompareSwap
                 ? AtomicCompareSwap(remote.piece[0], wr.compare_add, wr.swap, &old)
                 : AtomicFetchAdd(remote.piece[0], wr.compare_add, &old);
     PieceList result;
@@ -353,30 +351,13 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, Outcome* out) 
   }
   if (!moved) return responder_error(IBV_WC_REM_ACCESS_ERR, kVendorOwnerGone);
   if (with_imm) {
-    Completion recv = ReceiveCompletion(r, target, qp, wr);
-    recv.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    Completion recv = ReceiveCompletion(r, target, qp, wr, info);
     recv.byte_len = bytes;
     Complete(peer->recv_cq, peer->cq_event_fd, recv);
   }
 }
 
 }  // namespace
-
-ibv_wc_opcode SendCompletionOpcode(uint32_t wr_opcode) {
-  switch (wr_opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ:
-      return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-      return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      return IBV_WC_FETCH_ADD;
-    default:
-      return IBV_WC_SEND;
-  }
-}
 
 void Complete(CqRing& cq, int event_fd, const Completion& c) {
   if (!cq.valid()) return;
@@ -406,10 +387,11 @@ Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
   Completion& c = out.completion;
   c.wr_id = wr.wr_id;
   c.status = IBV_WC_SUCCESS;
-  c.opcode = SendCompletionOpcode(wr.opcode);
+  const WrOpcodeInfo& info = WrOpcode(wr.opcode);
+  c.opcode = info.send_wc;
   c.qp_num = qp.qpn;
-  if (wr.opcode != IBV_WR_SEND && wr.opcode != IBV_WR_SEND_WITH_IMM) {
-    ExecuteRdma(host, qp, wr, &out);
+  if (info.action != WrAction::kSend) {
+    ExecuteRdma(host, qp, wr, info, &out);
     return out;
   }
   const uint32_t bytes = WrBytes(wr);
@@ -428,13 +410,13 @@ Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
     if (wr.remote_qpn == 0xffffff) {
       std::vector<uint32_t> members;
       host.McastMembers(wr.dgid, &members);
-      for (uint32_t m : members) DeliverSend(host, qp, wr, src, bytes, m, &out);
+      for (uint32_t m : members) DeliverSend(host, qp, wr, info, src, bytes, m, &out);
       return out;
     }
-    DeliverSend(host, qp, wr, src, bytes, wr.remote_qpn, &out);
+    DeliverSend(host, qp, wr, info, src, bytes, wr.remote_qpn, &out);
     return out;
   }
-  DeliverSend(host, qp, wr, src, bytes, qp.dest_qpn, &out);
+  DeliverSend(host, qp, wr, info, src, bytes, qp.dest_qpn, &out);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "datapath/device_table.h"
 #include "datapath/layout.h"
 #include "datapath/memory.h"
+#include "datapath/opcodes.h"
 #include "datapath/recv_queue.h"
 
 namespace softverbs::datapath {
@@ -167,8 +168,5 @@ void Complete(CqRing& cq, int event_fd, const Completion& c);
 // Claims every WQE left in rq and completes it with IBV_WC_WR_FLUSH_ERR on
 // cq (a QP in the error state). Safe against concurrent claimers.
 void FlushRecvQueue(RecvQueue& rq, CqRing& cq, int event_fd, uint32_t qpn);
-
-// The ibv_wc_opcode of a local send completion.
-ibv_wc_opcode SendCompletionOpcode(uint32_t wr_opcode);
 
 }  // namespace softverbs::datapath

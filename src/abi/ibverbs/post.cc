@@ -29,22 +29,17 @@ int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) 
   out->opcode = in.opcode;
   out->send_flags = in.send_flags;
   out->imm_data = in.imm_data;
-  switch (in.opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-      out->remote_addr = in.wr.rdma.remote_addr;
-      out->rkey = in.wr.rdma.rkey;
-      break;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      out->remote_addr = in.wr.atomic.remote_addr;
-      out->rkey = in.wr.atomic.rkey;
-      out->compare_add = in.wr.atomic.compare_add;
-      out->swap = in.wr.atomic.swap;
-      break;
-    default:
-      break;
+  // Which member of the wr union holds the remote side: the headers the
+  // opcode's request carries (opcode table).
+  const uint8_t headers = dp::WrOpcode(in.opcode).headers;
+  if (headers & dp::kHeaderReth) {
+    out->remote_addr = in.wr.rdma.remote_addr;
+    out->rkey = in.wr.rdma.rkey;
+  } else if (headers & dp::kHeaderAtomicEth) {
+    out->remote_addr = in.wr.atomic.remote_addr;
+    out->rkey = in.wr.atomic.rkey;
+    out->compare_add = in.wr.atomic.compare_add;
+    out->swap = in.wr.atomic.swap;
   }
   if (DatapathQpType(qp->ibv.qp_base.qp_type) == IBV_QPT_XRC_SEND) {
     // The legacy wr.xrc_remote_srq_num sits at the same offset.

@@ -36,34 +36,15 @@ int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
                   "ibv_wr_complete: XRC_SEND QP 0x%x: WR 0x%llx without ibv_wr_set_xrc_srqn",
                   qp->ibv.qp_base.qp_num, static_cast<unsigned long long>(wr.wr_id));
   }
-  // XRC_SEND is an RC requester whose messages name an SRQ.
-  const bool rc = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
-  bool ok = false;
-  switch (wr.opcode) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-      ok = rc || type == IBV_QPT_UC || type == IBV_QPT_UD;
-      break;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      ok = rc || type == IBV_QPT_UC;
-      break;
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      ok = rc;
-      break;
-    default:
-      ok = false;
-  }
-  if (!ok) {
+  // The opcode table says which QP types may post it (XRC_SEND is an RC
+  // requester whose messages name an SRQ) and whether it may be inline.
+  const datapath::WrOpcodeInfo& info = datapath::WrOpcode(wr.opcode);
+  if (!datapath::WrOpcodeAllowed(info, type)) {
     return Reject(
         EINVAL, "ibv_post_send: WR 0x%llx: opcode %u is not supported on QP 0x%x of type %d",
         static_cast<unsigned long long>(wr.wr_id), wr.opcode, qp->ibv.qp_base.qp_num, type);
   }
-  if ((wr.send_flags & IBV_SEND_INLINE) &&
-      (wr.opcode == IBV_WR_RDMA_READ || wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-       wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD)) {
+  if ((wr.send_flags & IBV_SEND_INLINE) && !info.inline_allowed) {
     return Reject(EINVAL, "ibv_post_send: WR 0x%llx: IBV_SEND_INLINE on opcode %u (READ/atomic)",
                   static_cast<unsigned long long>(wr.wr_id), wr.opcode);
   }

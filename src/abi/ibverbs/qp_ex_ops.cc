@@ -22,9 +22,9 @@ Qp* QpOf(ibv_qp_ex* q) {
 // Each wr_<opcode> call opens a new WR in the batch; the wr_set_* calls
 // fill the last one. Errors are remembered and reported by wr_complete, as
 // rdma-core providers do.
-dp::SendWr* Open(ibv_qp_ex* q, uint32_t opcode, uint64_t ops_flag) {
+dp::SendWr* Open(ibv_qp_ex* q, ibv_wr_opcode opcode) {
   Qp* qp = QpOf(q);
-  if (!(qp->send_ops_flags & ops_flag)) {
+  if (!(qp->send_ops_flags & dp::WrOpcode(opcode).send_ops_flag)) {
     qp->batch_error =
         Reject(EINVAL, "ibv_wr_*: QP 0x%x: opcode %u was not in send_ops_flags at QP creation",
                q->qp_base.qp_num, opcode);
@@ -71,39 +71,39 @@ void WrAbort(ibv_qp_ex* q) {
 }
 
 void WrAtomicCmpSwp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
-  dp::SendWr* wr = Open(q, IBV_WR_ATOMIC_CMP_AND_SWP, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP);
+  dp::SendWr* wr = Open(q, IBV_WR_ATOMIC_CMP_AND_SWP);
   wr->rkey = rkey;
   wr->remote_addr = addr;
   wr->compare_add = compare;
   wr->swap = swap;
 }
 void WrAtomicFetchAdd(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
-  dp::SendWr* wr = Open(q, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD);
+  dp::SendWr* wr = Open(q, IBV_WR_ATOMIC_FETCH_AND_ADD);
   wr->rkey = rkey;
   wr->remote_addr = addr;
   wr->compare_add = add;
 }
 void WrRdmaRead(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
-  dp::SendWr* wr = Open(q, IBV_WR_RDMA_READ, IBV_QP_EX_WITH_RDMA_READ);
+  dp::SendWr* wr = Open(q, IBV_WR_RDMA_READ);
   wr->rkey = rkey;
   wr->remote_addr = addr;
 }
 void WrRdmaWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
-  dp::SendWr* wr = Open(q, IBV_WR_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE);
+  dp::SendWr* wr = Open(q, IBV_WR_RDMA_WRITE);
   wr->rkey = rkey;
   wr->remote_addr = addr;
 }
 void WrRdmaWriteImm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
-  dp::SendWr* wr = Open(q, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM);
+  dp::SendWr* wr = Open(q, IBV_WR_RDMA_WRITE_WITH_IMM);
   wr->rkey = rkey;
   wr->remote_addr = addr;
   wr->imm_data = imm;
 }
 void WrSend(ibv_qp_ex* q) {
-  Open(q, IBV_WR_SEND, IBV_QP_EX_WITH_SEND);
+  Open(q, IBV_WR_SEND);
 }
 void WrSendImm(ibv_qp_ex* q, __be32 imm) {
-  Open(q, IBV_WR_SEND_WITH_IMM, IBV_QP_EX_WITH_SEND_WITH_IMM)->imm_data = imm;
+  Open(q, IBV_WR_SEND_WITH_IMM)->imm_data = imm;
 }
 // Operations softverbs never advertises in send_ops_flags.
 void WrUnsupported(ibv_qp_ex* q, const char* verb) {
@@ -176,21 +176,7 @@ void WrSetSge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
 }  // namespace
 
 uint64_t SupportedSendOpsFlags(ibv_qp_type type) {
-  constexpr uint64_t kSend = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
-  constexpr uint64_t kWrite = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-  constexpr uint64_t kReadAtomic = IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
-  switch (type) {
-    case IBV_QPT_RC:
-    case IBV_QPT_XRC_SEND:
-      return kSend | kWrite | kReadAtomic;
-    case IBV_QPT_UC:
-      return kSend | kWrite;
-    case IBV_QPT_UD:
-      return kSend;
-    default:
-      return 0;
-  }
+  return dp::SendOpsFlagsOf(type);
 }
 
 void InstallQpExOps(ibv_qp_ex* q) {

@@ -42,7 +42,7 @@ void Flushed(Qp* qp, const dp::SendWr& wr) {
   dp::Completion c{};
   c.wr_id = wr.wr_id;
   c.status = IBV_WC_WR_FLUSH_ERR;
-  c.opcode = dp::SendCompletionOpcode(wr.opcode);
+  c.opcode = dp::WrOpcode(wr.opcode).send_wc;
   c.vendor_err = dp::kVendorFlushed;
   c.qp_num = qp->ibv.qp_base.qp_num;
   CompleteLocal(qp->ibv.qp_base.send_cq, c);
