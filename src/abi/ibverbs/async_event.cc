@@ -1,9 +1,13 @@
 // Asynchronous events. The daemon pushes one AsyncEventRecord per event on the
 // context's event connection, whose fd is ibv_context.async_fd: it works with
 // poll/epoll, and a blocking or O_NONBLOCK read behaves as on a uverbs fd.
+// Events that name a CQ, QP or SRQ follow the lifetime rule of
+// event_lifetime.h: counted as reported when handed out, dropped when their
+// object was destroyed before they were read.
 #include <errno.h>
 #include <sys/socket.h>
 
+#include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
@@ -12,77 +16,20 @@
 #include "softverbs/xrc_legacy.h"
 
 using namespace softverbs::provider;
+using softverbs::Log;
 namespace protocol = softverbs::protocol;
 
-SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  if (!context || !event) {
-    return RejectMinusOne(EINVAL, "ibv_get_async_event: %s is NULL",
-                          !context ? "context" : "event");
-  }
-  Context* ctx = Context::From(context);
-  protocol::AsyncEventRecord rec{};
-  ssize_t n;
-  do {
-    n = recv(context->async_fd, &rec, sizeof(rec), 0);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return -1;
-  if (n != sizeof(rec)) {
-    return RejectMinusOne(EIO, "ibv_get_async_event: a %zd-byte event record, expected %zu", n,
-                          sizeof(rec));
-  }
-  event->event_type = static_cast<ibv_event_type>(rec.event_type);
-  void* object = nullptr;
-  {
-    std::lock_guard lock(ctx->objects_mutex);
-    auto it = ctx->objects.find(rec.handle);
-    if (it != ctx->objects.end()) object = it->second;
-  }
-  switch (static_cast<protocol::EventElement>(rec.element)) {
-    case protocol::EventElement::kCq:
-      event->element.cq = static_cast<ibv_cq*>(object);
-      break;
-    case protocol::EventElement::kQp: {
-      auto* qp = static_cast<ibv_qp*>(object);
-      uint32_t qpn;
-      if (qp && LegacyXrcQpNumber(qp, &qpn)) {
-        // A legacy receive QP has no ibv_qp of its own in the OFED API: the
-        // event names it by number, flagged.
-        event->event_type = static_cast<ibv_event_type>(rec.event_type | IBV_XRC_QP_EVENT_FLAG);
-        *reinterpret_cast<uint32_t*>(&event->element) = qpn;
-      } else {
-        event->element.qp = qp;
-      }
-      break;
-    }
-    case protocol::EventElement::kSrq:
-      event->element.srq = static_cast<ibv_srq*>(object);
-      break;
-    case protocol::EventElement::kPort:
-      event->element.port_num = static_cast<int>(rec.number);
-      break;
-    default:
-      event->element.port_num = 0;
-      break;
-  }
-  return 0;
-}
-
+namespace softverbs::provider {
 namespace {
-template <typename T>
-void CountAck(T* obj, uint32_t T::*counter) {
-  pthread_mutex_lock(&obj->mutex);
-  ++(obj->*counter);
-  pthread_cond_signal(&obj->cond);
-  pthread_mutex_unlock(&obj->mutex);
-}
-}  // namespace
 
-SV_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
-  if (!event) return;
-  switch (event->event_type) {
+// Which object's counter an event's acknowledgement advances
+// (ibv_ack_async_event(3)); events of other types name no object.
+enum class AckedOn { kNothing, kCq, kQp, kSrq };
+
+AckedOn AckedOnOf(uint32_t event_type) {
+  switch (event_type) {
     case IBV_EVENT_CQ_ERR:
-      if (event->element.cq) CountAck(event->element.cq, &ibv_cq::async_events_completed);
-      break;
+      return AckedOn::kCq;
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR:
@@ -91,13 +38,176 @@ SV_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
     case IBV_EVENT_QP_LAST_WQE_REACHED:
-      if (event->element.qp) CountAck(event->element.qp, &ibv_qp::events_completed);
-      break;
+      return AckedOn::kQp;
     case IBV_EVENT_SRQ_ERR:
     case IBV_EVENT_SRQ_LIMIT_REACHED:
-      if (event->element.srq) CountAck(event->element.srq, &ibv_srq::events_completed);
+      return AckedOn::kSrq;
+    default:
+      return AckedOn::kNothing;
+  }
+}
+
+bool NamesAnObject(const protocol::AsyncEventRecord& rec) {
+  switch (static_cast<protocol::EventElement>(rec.element)) {
+    case protocol::EventElement::kCq:
+    case protocol::EventElement::kQp:
+    case protocol::EventElement::kSrq:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Under objects_mutex: whether the record names an object that is gone.
+bool OfDestroyedObject(const Context& ctx, const protocol::AsyncEventRecord& rec) {
+  return NamesAnObject(rec) && ctx.objects.find(rec.handle) == ctx.objects.end();
+}
+
+void CountUnderMutex(pthread_mutex_t* mutex, uint32_t* counter, pthread_cond_t* cond) {
+  pthread_mutex_lock(mutex);
+  ++*counter;
+  if (cond) pthread_cond_broadcast(cond);
+  pthread_mutex_unlock(mutex);
+}
+
+// Fills *event from rec and counts it as reported on its object. False when
+// the object was destroyed before the event was read: the event is dropped.
+bool Deliver(Context* ctx, const protocol::AsyncEventRecord& rec, ibv_async_event* event) {
+  // Held until the count is taken: a destroy that untracks the object after
+  // this finds the count final and waits for its acknowledgement.
+  std::lock_guard lock(ctx->objects_mutex);
+  void* object = nullptr;
+  if (NamesAnObject(rec)) {
+    auto it = ctx->objects.find(rec.handle);
+    if (it == ctx->objects.end()) return false;
+    object = it->second;
+  }
+  const AckedOn acked_on = AckedOnOf(rec.event_type);
+  event->event_type = static_cast<ibv_event_type>(rec.event_type);
+  switch (static_cast<protocol::EventElement>(rec.element)) {
+    case protocol::EventElement::kCq: {
+      auto* cq = static_cast<ibv_cq*>(object);
+      event->element.cq = cq;
+      if (acked_on == AckedOn::kCq) {
+        Cq* c = FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq));
+        CountUnderMutex(&cq->mutex, &c->async_events_reported, nullptr);
+      }
+      break;
+    }
+    case protocol::EventElement::kQp: {
+      auto* qp = static_cast<ibv_qp*>(object);
+      uint32_t qpn;
+      if (LegacyXrcQpNumber(qp, &qpn)) {
+        // A legacy receive QP has no ibv_qp of its own in the OFED API: the
+        // event names it by number, flagged (and its ack counts on nothing).
+        event->event_type = static_cast<ibv_event_type>(rec.event_type | IBV_XRC_QP_EVENT_FLAG);
+        *reinterpret_cast<uint32_t*>(&event->element) = qpn;
+      } else {
+        event->element.qp = qp;
+        if (acked_on == AckedOn::kQp) {
+          Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
+          CountUnderMutex(&qp->mutex, &q->events_reported, nullptr);
+        }
+      }
+      break;
+    }
+    case protocol::EventElement::kSrq: {
+      auto* srq = static_cast<ibv_srq*>(object);
+      event->element.srq = srq;
+      if (acked_on == AckedOn::kSrq) {
+        CountUnderMutex(&srq->mutex, &FromPublic<Srq>(srq)->events_reported, nullptr);
+      }
+      break;
+    }
+    case protocol::EventElement::kPort:
+      event->element.port_num = static_cast<int>(rec.number);
       break;
     default:
-      break;  // port and device events carry no object
+      event->element.port_num = 0;
+      break;
+  }
+  return true;
+}
+
+// Under event_read_mutex: consumes the records at the head of the event
+// connection that name destroyed objects, without blocking.
+void DropDeadHead(Context* ctx) {
+  for (;;) {
+    protocol::AsyncEventRecord rec{};
+    ssize_t n = recv(ctx->event_fd, &rec, sizeof(rec), MSG_PEEK | MSG_DONTWAIT);
+    if (n != static_cast<ssize_t>(sizeof(rec))) return;
+    {
+      std::lock_guard lock(ctx->objects_mutex);
+      if (!OfDestroyedObject(*ctx, rec)) return;
+    }
+    if (recv(ctx->event_fd, &rec, sizeof(rec), MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(rec))) {
+      return;
+    }
+    Log("ibv_get_async_event: dropped %s of handle %u: its object was destroyed before the event "
+        "was read",
+        ibv_event_type_str(static_cast<ibv_event_type>(rec.event_type)), rec.handle);
+  }
+}
+
+}  // namespace
+
+void DropUnreadEventsOfDestroyedObjects(Context* ctx) {
+  std::unique_lock reader(ctx->event_read_mutex, std::try_to_lock);
+  if (reader.owns_lock()) DropDeadHead(ctx);
+}
+
+}  // namespace softverbs::provider
+
+SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  if (!context || !event) {
+    return RejectMinusOne(EINVAL, "ibv_get_async_event: %s is NULL",
+                          !context ? "context" : "event");
+  }
+  Context* ctx = Context::From(context);
+  std::lock_guard reader(ctx->event_read_mutex);
+  for (;;) {
+    protocol::AsyncEventRecord rec{};
+    ssize_t n;
+    do {
+      n = recv(context->async_fd, &rec, sizeof(rec), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return -1;
+    if (n != sizeof(rec)) {
+      return RejectMinusOne(EIO, "ibv_get_async_event: a %zd-byte event record, expected %zu", n,
+                            sizeof(rec));
+    }
+    if (Deliver(ctx, rec, event)) {
+      DropDeadHead(ctx);  // so the fd is not left readable for dropped events
+      return 0;
+    }
+    Log("ibv_get_async_event: dropped %s of handle %u: its object was destroyed before the event "
+        "was read",
+        ibv_event_type_str(static_cast<ibv_event_type>(rec.event_type)), rec.handle);
+  }
+}
+
+SV_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
+  if (!event) return;
+  switch (AckedOnOf(event->event_type)) {
+    case AckedOn::kCq:
+      if (event->element.cq) {
+        CountUnderMutex(&event->element.cq->mutex, &event->element.cq->async_events_completed,
+                        &event->element.cq->cond);
+      }
+      break;
+    case AckedOn::kQp:
+      if (event->element.qp) {
+        CountUnderMutex(&event->element.qp->mutex, &event->element.qp->events_completed,
+                        &event->element.qp->cond);
+      }
+      break;
+    case AckedOn::kSrq:
+      if (event->element.srq) {
+        CountUnderMutex(&event->element.srq->mutex, &event->element.srq->events_completed,
+                        &event->element.srq->cond);
+      }
+      break;
+    case AckedOn::kNothing:
+      break;  // port and device events, and flagged legacy XRC events
   }
 }

@@ -10,6 +10,7 @@
 
 #include <new>
 
+#include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
@@ -269,13 +270,24 @@ SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   if (int err = ctx->channel.Call(protocol::Op::kDestroyCq, req)) {
     return err;
   }
+  // Untracked and off its channel's list, no further event can be handed
+  // out for the CQ (unread ones are dropped): wait until each one that was
+  // has been acknowledged, completion events and async events alike
+  // (event_lifetime.h).
   ctx->Untrack(c->handle);
+  DropUnreadEventsOfDestroyedObjects(ctx);
+  uint32_t comp_events_reported = 0;
   if (cq->channel) {
     auto* ch = FromPublic<CompChannel>(cq->channel);
     std::lock_guard lock(ch->mutex);
     std::erase(ch->cqs, c);
+    comp_events_reported = c->events_delivered;
     __atomic_sub_fetch(&cq->channel->refcnt, 1, __ATOMIC_SEQ_CST);
   }
+  WaitUnderMutex(&cq->mutex, &cq->cond, [&] {
+    return cq->comp_events_completed == comp_events_reported &&
+           cq->async_events_completed == c->async_events_reported;
+  });
   pthread_cond_destroy(&cq->cond);
   pthread_mutex_destroy(&cq->mutex);
   delete c;
@@ -334,6 +346,6 @@ SV_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
   if (!cq) return;
   pthread_mutex_lock(&cq->mutex);
   cq->comp_events_completed += nevents;
-  pthread_cond_signal(&cq->cond);
+  pthread_cond_broadcast(&cq->cond);
   pthread_mutex_unlock(&cq->mutex);
 }

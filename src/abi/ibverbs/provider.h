@@ -50,6 +50,9 @@ struct Context {
   GidTable gids{};
   std::mutex objects_mutex;                   // guards objects (async events look objects up)
   std::unordered_map<Handle, void*> objects;  // daemon handle -> ibv_cq/qp/srq
+  // Held by whoever reads the event connection (event_lifetime.h), so that
+  // dropping the records of destroyed objects never races with a reader.
+  std::mutex event_read_mutex;
 
   // The data path (docs/datapath.md).
   int table_fd = -1;
@@ -105,15 +108,18 @@ struct Cq {
   uint64_t wc_flags;
   datapath::SharedMapping ring_mapping;
   datapath::CqRing ring;
-  int event_fd = -1;               // the channel's eventfd (not owned), or -1
-  uint32_t events_delivered = 0;   // ring.header()->events_raised already handed out
-  std::mutex poll_mutex;           // one consumer at a time
-  datapath::Completion current{};  // the entry the ibv_cq_ex read_* calls read
+  int event_fd = -1;                   // the channel's eventfd (not owned), or -1
+  uint32_t events_delivered = 0;       // ring.header()->events_raised already handed out
+                                       // (under the channel's mutex): comp events reported
+  uint32_t async_events_reported = 0;  // async events handed out (under ibv.mutex)
+  std::mutex poll_mutex;               // one consumer at a time
+  datapath::Completion current{};      // the entry the ibv_cq_ex read_* calls read
 };
 
 struct Srq {
   ibv_srq ibv;  // first
   Handle handle;
+  uint32_t events_reported = 0;  // async events handed out (under ibv.mutex)
   uint32_t srqn;
   ibv_srq_type type;
   uint32_t max_sge = 0;
@@ -125,6 +131,7 @@ struct Srq {
 struct Qp {
   ibv_qp_ex ibv;  // first; its leading member is struct ibv_qp
   Handle handle;
+  uint32_t events_reported = 0;  // async events handed out (under ibv.qp_base.mutex)
   ibv_qp_cap cap;
   bool sq_sig_all = false;
   bool has_qp_ex = false;  // created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS

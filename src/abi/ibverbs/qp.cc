@@ -8,6 +8,7 @@
 
 #include <new>
 
+#include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/post_checks.h"
@@ -289,7 +290,11 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (int err = ctx->channel.Call(protocol::Op::kDestroyQp, req)) {
     return err;
   }
+  // Untracked, no further event can be handed out for the QP: wait until
+  // each one that was has been acknowledged (event_lifetime.h).
   ctx->Untrack(q->handle);
+  DropUnreadEventsOfDestroyedObjects(ctx);
+  WaitUnderMutex(&qp->mutex, &qp->cond, [&] { return qp->events_completed == q->events_reported; });
   ForgetQp(ctx, q);
   // The QP is unpublished: nothing completes on it any more.
   CleanQpCompletions(q);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
@@ -155,7 +156,12 @@ SV_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   if (int err = ctx->channel.Call(protocol::Op::kDestroySrq, req)) {
     return err;
   }
+  // Untracked, no further event can be handed out for the SRQ: wait until
+  // each one that was has been acknowledged (event_lifetime.h).
   ctx->Untrack(s->handle);
+  DropUnreadEventsOfDestroyedObjects(ctx);
+  WaitUnderMutex(&srq->mutex, &srq->cond,
+                 [&] { return srq->events_completed == s->events_reported; });
   pthread_cond_destroy(&srq->cond);
   pthread_mutex_destroy(&srq->mutex);
   delete s;
