@@ -41,11 +41,15 @@ void Device::AddClient(const ClientInfo& info) {
   clients_[info.id] = info;
 }
 
+void Device::CountDroppedEvent(ClientId client) {
+  if (auto it = clients_.find(client); it != clients_.end()) ++it->second.async_events_dropped;
+}
+
 void Device::PostEvent(ClientId c, ibv_event_type type, protocol::EventElement element, Handle h,
                        uint32_t number) {
   if (!event_sink_) return;
   protocol::AsyncEventRecord rec{static_cast<uint32_t>(type), static_cast<uint32_t>(element), h,
-                                 number};
+                                 number, 0};
   event_sink_(c, rec);
 }
 

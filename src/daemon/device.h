@@ -35,7 +35,8 @@ struct ClientInfo {
   ClientId id;
   pid_t pid;
   uid_t uid;
-  std::string command;  // /proc/<pid>/comm at connect time
+  std::string command;                // /proc/<pid>/comm at connect time
+  uint64_t async_events_dropped = 0;  // not read in time (src/daemon/outbox.h)
 };
 
 class Device {
@@ -53,6 +54,8 @@ class Device {
   // that exits or is killed.
   void RemoveClient(ClientId client);
   size_t client_count() const { return clients_.size(); }
+  // An async event of the client was dropped: its event queue was full.
+  void CountDroppedEvent(ClientId client);
 
   // Protection domains and memory regions.
   Verdict AllocPd(ClientId c, protocol::AllocPdReply* out);

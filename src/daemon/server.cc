@@ -1,6 +1,8 @@
 #include "daemon/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -28,7 +30,20 @@ Server::~Server() {
   for (auto& [fd, conn] : connections_) close(fd);
   if (listen_fd_ >= 0) close(listen_fd_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (reserve_fd_ >= 0) close(reserve_fd_);
 }
+
+namespace {
+
+// How long accepting pauses when a connection cannot even be refused (no
+// descriptor at all): the daemon must not spin on a failing accept4.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+
+int OpenReserveFd() {
+  return open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+}  // namespace
 
 int Server::Listen() {
   // The data path keeps a few fds per CQ, QP, SRQ and MR: take every fd the
@@ -41,6 +56,7 @@ int Server::Listen() {
   listen_fd_ = ListenSeqpacket(DaemonSocketPath(options_.runtime_dir));
   if (listen_fd_ < 0) return -listen_fd_;
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  reserve_fd_ = OpenReserveFd();
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = listen_fd_;
@@ -53,14 +69,22 @@ int Server::Run() {
   auto idle_since = Clock::now();
   while (!stopping_) {
     epoll_event events[32];
-    int n = epoll_wait(epoll_fd_, events, 32, 1000);
+    int timeout_ms = accept_paused_ ? static_cast<int>(kAcceptBackoff.count()) : 1000;
+    int n = epoll_wait(epoll_fd_, events, 32, timeout_ms);
     if (n < 0 && errno != EINTR) return 1;
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd == listen_fd_) {
         Accept();
       } else {
-        HandleReadable(events[i].data.fd);
+        HandleEvent(events[i].data.fd, events[i].events);
       }
+    }
+    if (accept_paused_ && Clock::now() >= accept_resume_) {
+      accept_paused_ = false;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = listen_fd_;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
     }
     if (!connections_.empty()) {
       idle_since = Clock::now();
@@ -74,9 +98,16 @@ int Server::Run() {
 }
 
 void Server::Accept() {
-  for (;;) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return;
+  // A bounded batch: a storm of connections must not starve the clients
+  // already served.
+  for (int i = 0; i < 64; ++i) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        RefuseForLackOfDescriptors();
+      }
+      return;
+    }
     PeerCredentials creds;
     // One user's processes never reach another user's device, whatever the
     // directory permissions say.
@@ -86,9 +117,8 @@ void Server::Accept() {
     }
     int sndbuf = 4 << 20;
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-    Connection conn;
-    conn.fd = fd;
-    connections_[fd] = conn;
+    auto [it, inserted] = connections_.try_emplace(fd);
+    it->second.fd = fd;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -96,23 +126,105 @@ void Server::Accept() {
   }
 }
 
+void Server::RefuseForLackOfDescriptors() {
+  rlimit nofile{};
+  getrlimit(RLIMIT_NOFILE, &nofile);
+  if (reserve_fd_ >= 0) {
+    close(reserve_fd_);
+    reserve_fd_ = -1;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      // The client's hello is usually waiting already: answer it by its
+      // sequence number. Either way the error goes out before the close, and
+      // the library reads it even if its hello then finds the socket closed.
+      uint8_t buf[sizeof(protocol::RequestHeader) + sizeof(protocol::HelloRequest)];
+      protocol::RequestHeader hdr{};
+      ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n >= static_cast<ssize_t>(sizeof(hdr))) memcpy(&hdr, buf, sizeof(hdr));
+      std::string why = "softverbsd has no file descriptor left (RLIMIT_NOFILE " +
+                        std::to_string(nofile.rlim_cur) +
+                        "): close contexts or objects of this user, or raise the hard limit";
+      protocol::ReplyHeader rh{hdr.seq, ENOMEM, 0, static_cast<uint16_t>(why.size()), 0};
+      SendMessage(fd, &rh, sizeof(rh), why.data(), why.size());
+      close(fd);
+      static bool logged = false;  // once: the log must not grow with every refusal
+      if (!logged) {
+        fprintf(stderr, "softverbsd: %s; refusing new clients until some are released\n",
+                why.c_str());
+        logged = true;
+      }
+    }
+    reserve_fd_ = OpenReserveFd();
+    if (reserve_fd_ >= 0) return;
+  }
+  // Nothing to refuse with: stop accepting for a moment rather than spin.
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  accept_paused_ = true;
+  accept_resume_ = std::chrono::steady_clock::now() + kAcceptBackoff;
+}
+
+void Server::HandleEvent(int fd, uint32_t events) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  if ((events & (EPOLLHUP | EPOLLERR)) && !it->second.reading) {
+    // Gone while a reply waited: nothing it sent still matters.
+    Close(fd);
+    return;
+  }
+  if (events & EPOLLOUT) HandleWritable(fd);
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) HandleReadable(fd);
+  // Closing releases objects, which may raise events and doom others.
+  while (!doomed_.empty()) {
+    int doomed = doomed_.back();
+    doomed_.pop_back();
+    Close(doomed);
+  }
+}
+
+void Server::HandleWritable(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& conn = it->second;
+  if (!conn.out.Flush(fd)) {
+    doomed_.push_back(fd);
+    return;
+  }
+  UpdateInterest(conn);
+}
+
+void Server::UpdateInterest(Connection& conn) {
+  // A reply waiting means the client is not reading: its next requests wait
+  // in its own socket until it does (it is the only one held back).
+  const bool writing = !conn.out.empty();
+  const bool reading = conn.role == protocol::Role::kEvents || !writing;
+  if (writing == conn.writing && reading == conn.reading) return;
+  conn.writing = writing;
+  conn.reading = reading;
+  epoll_event ev{};
+  ev.events = (reading ? EPOLLIN : 0u) | (writing ? EPOLLOUT : 0u);
+  ev.data.fd = conn.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, conn.fd, &ev);
+}
+
 void Server::Close(int fd) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
-  Connection conn = it->second;
+  const protocol::Role role = it->second.role;
+  const bool greeted = it->second.greeted;
+  const ClientId client = it->second.client;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
   connections_.erase(it);
-  if (conn.role == protocol::Role::kContext && conn.greeted) {
-    device_.RemoveClient(conn.client);
-    if (auto ev = event_fds_.find(conn.client); ev != event_fds_.end()) {
+  if (role == protocol::Role::kContext && greeted) {
+    device_.RemoveClient(client);
+    if (auto ev = event_fds_.find(client); ev != event_fds_.end()) {
       // The event connection belongs to the same context; it ends with it.
       int efd = ev->second;
       event_fds_.erase(ev);
       Close(efd);
     }
-  } else if (conn.role == protocol::Role::kEvents) {
-    if (auto ev = event_fds_.find(conn.client); ev != event_fds_.end() && ev->second == fd) {
+  } else if (role == protocol::Role::kEvents) {
+    if (auto ev = event_fds_.find(client); ev != event_fds_.end() && ev->second == fd) {
       event_fds_.erase(ev);
     }
   }
@@ -122,6 +234,7 @@ void Server::HandleReadable(int fd) {
   static thread_local std::vector<uint8_t> buf(protocol::kMaxMessageSize);
   std::vector<int> fds;
   ssize_t n = ReceiveMessage(fd, buf.data(), buf.size(), &fds);
+  if (n == -EAGAIN || n == -EWOULDBLOCK) return;  // nothing after all (a stale readiness)
   if (n <= 0) {
     for (int f : fds) close(f);
     Close(fd);
@@ -147,7 +260,7 @@ void Server::HandleReadable(int fd) {
   for (int f : fds) close(f);
 }
 
-void Server::Reply(const Connection& conn, uint32_t seq, const Verdict& v, const void* body,
+void Server::Reply(Connection& conn, uint32_t seq, const Verdict& v, const void* body,
                    size_t body_len, const std::vector<int>& fds) {
   std::vector<uint8_t> msg(sizeof(protocol::ReplyHeader) + body_len + v.why.size());
   protocol::ReplyHeader hdr{
@@ -157,14 +270,46 @@ void Server::Reply(const Connection& conn, uint32_t seq, const Verdict& v, const
   if (body_len) memcpy(msg.data() + sizeof(hdr), body, body_len);
   if (hdr.reason_len) memcpy(msg.data() + sizeof(hdr) + body_len, v.why.data(), hdr.reason_len);
   msg.resize(sizeof(hdr) + body_len + hdr.reason_len);
-  SendMessage(conn.fd, msg.data(), msg.size(), nullptr, 0, v.ok() ? fds.data() : nullptr,
-              v.ok() ? fds.size() : 0);
+  std::vector<int> valid_fds;
+  if (v.ok()) {
+    for (int fd : fds) {
+      if (fd >= 0) valid_fds.push_back(fd);
+    }
+  }
+  Outbox::Result r =
+      conn.out.Send(conn.fd, msg.data(), msg.size(), nullptr, 0,
+                    valid_fds.empty() ? nullptr : valid_fds.data(), valid_fds.size());
+  if (r == Outbox::Result::kBroken) {
+    doomed_.push_back(conn.fd);
+    return;
+  }
+  UpdateInterest(conn);
 }
 
 void Server::PushEvent(ClientId client, const protocol::AsyncEventRecord& rec) {
   auto it = event_fds_.find(client);
   if (it == event_fds_.end()) return;
-  SendMessage(it->second, &rec, sizeof(rec), nullptr, 0);
+  auto conn_it = connections_.find(it->second);
+  if (conn_it == connections_.end()) return;
+  Connection& conn = conn_it->second;
+  if (conn.out.size() >= kMaxQueuedEvents) {
+    // The client's event queue overflowed (it does not read its async fd):
+    // as a full hardware event queue, later events are lost. They are
+    // counted, shown by `softverbs status`, and the next event delivered
+    // says how many were lost before it (the library logs it).
+    ++conn.events_dropped;
+    device_.CountDroppedEvent(client);
+    return;
+  }
+  protocol::AsyncEventRecord out = rec;
+  out.dropped_before = conn.events_dropped;
+  conn.events_dropped = 0;
+  Outbox::Result r = conn.out.Send(conn.fd, &out, sizeof(out), nullptr, 0);
+  if (r == Outbox::Result::kBroken) {
+    doomed_.push_back(conn.fd);
+    return;
+  }
+  UpdateInterest(conn);
 }
 
 namespace {
@@ -213,6 +358,10 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       }
       if (!found) return reply_empty(Verdict::Fail(EINVAL, "unknown context token"));
       event_fds_[conn.client] = conn.fd;
+      // Events are small: a small socket buffer keeps the bound on unread
+      // events (kMaxQueuedEvents) what decides, whatever the host's wmem.
+      int sndbuf = 64 << 10;
+      setsockopt(conn.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
     } else if (conn.role != protocol::Role::kCli) {
       return reply_empty(Verdict::Fail(EPROTO, "unknown role"));
     }

@@ -2,7 +2,9 @@
 // answers control requests one at a time (single-threaded: the object tables
 // need no locks), pushes asynchronous events, and releases a client's objects
 // when its connection closes - which is also what happens when the process is
-// killed.
+// killed. It never waits for a client: sockets are non-blocking and what a
+// client does not read waits in its connection's Outbox, within bounds
+// (docs/architecture.md, "A client that does not read").
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "daemon/device.h"
+#include "daemon/outbox.h"
 #include "protocol/messages.h"
 
 namespace softverbs::daemon {
@@ -48,15 +51,27 @@ class Server {
     bool greeted = false;
     ClientId client = 0;
     uint64_t token = 0;
+    Outbox out;                   // what the client has not taken yet
+    bool broken = false;          // a send failed for good: closed after this event
+    bool reading = true;          // EPOLLIN armed (off while a reply waits in out)
+    bool writing = false;         // EPOLLOUT armed (on while out is not empty)
+    uint32_t events_dropped = 0;  // async events dropped since the last one queued
   };
 
   void Accept();
+  // Accepting failed for lack of descriptors: the client waiting in the
+  // backlog is answered with an explained error through the reserved fd.
+  void RefuseForLackOfDescriptors();
+  void HandleEvent(int fd, uint32_t events);
   void HandleReadable(int fd);
+  void HandleWritable(int fd);
+  // Arms EPOLLIN/EPOLLOUT as the connection's outbox requires.
+  void UpdateInterest(Connection& conn);
   void Close(int fd);
   void Dispatch(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
                 size_t len, std::vector<int>& fds);
-  void Reply(const Connection& conn, uint32_t seq, const Verdict& v, const void* body,
-             size_t body_len, const std::vector<int>& fds = {});
+  void Reply(Connection& conn, uint32_t seq, const Verdict& v, const void* body, size_t body_len,
+             const std::vector<int>& fds = {});
   // The data-path ops (server_datapath.cc): true if op was one of them.
   bool DispatchDatapath(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
                         size_t len, std::vector<int>& fds);
@@ -66,9 +81,16 @@ class Server {
   Device device_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
+  // Kept open to be given up when accept4 runs out of descriptors, so that a
+  // waiting client can still be told why (and not left hanging).
+  int reserve_fd_ = -1;
+  // While accepting is paused (no descriptor, none reserved): when to resume.
+  std::chrono::steady_clock::time_point accept_resume_{};
+  bool accept_paused_ = false;
   bool stopping_ = false;
   ClientId next_client_ = 1;
   std::map<int, Connection> connections_;
+  std::vector<int> doomed_;  // broken connections, closed once the current event is handled
   std::map<ClientId, int> event_fds_;  // client -> its event connection
 };
 

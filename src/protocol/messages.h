@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -306,8 +306,11 @@ struct AsyncEventRecord {
   uint32_t element;     // EventElement
   Handle handle;        // the object's handle in this context
   uint32_t number;      // port number, or QP number for XRC events
+  // Events of this context dropped just before this one because it had not
+  // read kMaxQueuedEvents (src/daemon/outbox.h) of them.
+  uint32_t dropped_before;
 };
-static_assert(sizeof(AsyncEventRecord) == 16);
+static_assert(sizeof(AsyncEventRecord) == 20);
 
 // ---- the shared-memory data path (docs/datapath.md) ------------------------
 // fds: kHello (context role) sends the client's /proc/self/mem and gets the

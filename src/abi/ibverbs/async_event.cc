@@ -176,6 +176,11 @@ SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) 
       return RejectMinusOne(EIO, "ibv_get_async_event: a %zd-byte event record, expected %zu", n,
                             sizeof(rec));
     }
+    if (rec.dropped_before) {
+      Log("ibv_get_async_event: %u async events were lost before this one: the context's event "
+          "queue was full (its async fd was not read)",
+          rec.dropped_before);
+    }
     if (Deliver(ctx, rec, event)) {
       DropDeadHead(ctx);  // so the fd is not left readable for dropped events
       return 0;
