@@ -1,7 +1,7 @@
 """Turning benchmark results into the Markdown report and the PNG plot.
 
 A result is a dict:
-    {"name": "ib_write_lat", "tool": "softverbs"|"ucx", "kind": "lat"|"bw",
+    {"name": "ib_write_lat", "tool": "softverbs"|"ucx"|"ucx-softverbs", "kind": "lat"|"bw",
      "size": 8, "row": {...parsed numbers...} or None, "error": str or None}
 Every number in the report comes from a parsed row; a missing row shows as
 "failed: <reason>" and any target that needs it as "not measured".
@@ -66,7 +66,7 @@ def results_table(results):
     ]
     for r in results:
         row = r.get("row") or {}
-        if r["tool"] == "ucx":
+        if r["tool"] in ("ucx", "ucx-softverbs"):
             typical, avg = row.get("p50_us"), row.get("lat_us")
             bw, rate = row.get("bw_mib_s"), row.get("msg_rate_mpps")
             if r["kind"] == "bw":
@@ -80,7 +80,8 @@ def results_table(results):
         else:
             typical, avg = row.get("t_typical_us"), row.get("t_avg_us")
             bw, rate = row.get("bw_avg_mib_s"), row.get("msg_rate_mpps")
-        label = r["name"] if r["tool"] == "softverbs" else "ucx " + r["name"] + " (posix)"
+        label = {"softverbs": r["name"], "ucx": "ucx " + r["name"] + " (posix)",
+                 "ucx-softverbs": "ucx " + r["name"] + " (softverbs0)"}[r["tool"]]
         lines.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
             label, _size(r["size"]), _fmt(typical), _fmt(avg), _fmt(bw),
             _fmt(rate, 3), row.get("iterations", ""), _status(r)))
@@ -148,8 +149,10 @@ def markdown(results, machine, settings):
     out.append("")
     out.append("## Measurements")
     out.append("")
-    out.append("softverbs rows are perftest on softverbs0 (RC, loopback); ucx rows are "
-               "ucx_perftest with UCX_TLS=posix. Latencies are one-way (half round trip) in "
+    out.append("softverbs rows are perftest on softverbs0 (RC, loopback); ucx (posix) rows are "
+               "ucx_perftest with UCX_TLS=posix; ucx (softverbs0) rows are ucx_perftest on "
+               "softverbs0 under `softverbs run` (uct_rc_*: -x rc_verbs; ucp_tag_lat: "
+               "UCX_TLS=rc_verbs,ud_verbs,self). Latencies are one-way (half round trip) in "
                "both tools; MiB = 2^20 bytes in both.")
     out.append("")
     out.append(results_table(results))

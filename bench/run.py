@@ -2,7 +2,8 @@
 """Benchmark softverbs with perftest against UCX's shared-memory baseline.
 
 Runs each perftest program as a server/client pair on 127.0.0.1 under
-`softverbs run`, and ucx_perftest (UCX_TLS=posix) the same way, parses what
+`softverbs run`, ucx_perftest (UCX_TLS=posix) the same way, and ucx_perftest
+on softverbs0 itself (rc_verbs, through the kernel view), parses what
 they print, and writes bench/results/latest.md (+ a timestamped copy) and
 bench/results/latest.png. See docs/benchmarks.md.
 
@@ -46,13 +47,28 @@ PLAN = [
     ("ib_write_bw", "softverbs", "bw", [8, 65536]),
     ("ib_read_bw", "softverbs", "bw", [8, 65536]),
     ("ib_atomic_bw", "softverbs", "bw", [8]),
+    ("uct_rc_put_lat", "ucx-softverbs", "lat", [8]),
+    ("uct_rc_put_bw", "ucx-softverbs", "bw", [65536]),
+    ("ucp_tag_lat", "ucx-softverbs", "lat", [8]),
 ]
+
+# UCX on softverbs0 (tool "ucx-softverbs"): ucx_perftest under `softverbs
+# run`, which shows it softverbs0 (docs/kernel_view.md). UCT rows name the
+# transport and device; the UCP row lets UCX choose among these transports.
+UCX_ON_SOFTVERBS = {
+    "uct_rc_put_lat": (["-t", "put_lat", "-d", DEVICE + ":1", "-x", "rc_verbs"], {}),
+    "uct_rc_put_bw": (["-t", "put_bw", "-D", "zcopy", "-d", DEVICE + ":1", "-x", "rc_verbs"], {}),
+    "ucp_tag_lat": (["-t", "tag_lat"], {"UCX_TLS": "rc_verbs,ud_verbs,self",
+                                        "UCX_NET_DEVICES": DEVICE + ":1"}),
+}
 
 # Iterations per run: (latency, bw 8 B, bw 64 KiB). UCX gets more because it
 # is fast enough that perftest-sized counts would finish in microseconds.
 ITERS = {
-    "full": {"softverbs": (100000, 200000, 20000), "ucx": (1000000, 2000000, 50000)},
-    "quick": {"softverbs": (2000, 5000, 1000), "ucx": (20000, 100000, 2000)},
+    "full": {"softverbs": (100000, 200000, 20000), "ucx": (1000000, 2000000, 50000),
+             "ucx-softverbs": (100000, 200000, 20000)},
+    "quick": {"softverbs": (2000, 5000, 1000), "ucx": (20000, 100000, 2000),
+              "ucx-softverbs": (2000, 5000, 1000)},
 }
 
 # Every process we start, so that nothing outlives us (atexit + signals).
@@ -184,6 +200,13 @@ def ucx_cmds(name, size, iters, port):
     return ["ucx_perftest"] + common, ["ucx_perftest", "127.0.0.1"] + common
 
 
+def ucx_softverbs_cmds(args, name, size, iters, port):
+    extra, env = UCX_ON_SOFTVERBS[name]
+    common = extra + ["-s", str(size), "-n", str(iters), "-p", str(port)]
+    wrap = [args.softverbs, "run", "--", "ucx_perftest"]
+    return wrap + common, wrap + ["127.0.0.1"] + common, env
+
+
 def iterations(mode, tool, kind, size):
     lat, bw_small, bw_large = ITERS[mode][tool]
     if kind == "lat":
@@ -194,11 +217,11 @@ def iterations(mode, tool, kind, size):
 def measure(args, name, tool, kind, size, gid, env, log_dir):
     """One benchmark: returns a report result dict, never raises."""
     result = {"name": name, "tool": tool, "kind": kind, "size": size, "row": None, "error": None}
-    program = "ucx_perftest" if tool == "ucx" else name
+    program = "ucx_perftest" if tool.startswith("ucx") else name
     if shutil.which(program) is None:
         result["error"] = program + " not installed"
         return result
-    if tool == "softverbs" and gid[0] is None:
+    if tool == "softverbs" and gid[0] is None:  # perftest needs -x; UCX finds its GID
         result["error"] = gid[1]
         return result
     n = iterations(args.mode, tool, kind, size)
@@ -206,6 +229,9 @@ def measure(args, name, tool, kind, size, gid, env, log_dir):
     if tool == "ucx":
         server, client = ucx_cmds(name, size, n, port)
         run_env = dict(env, UCX_TLS="posix")
+    elif tool == "ucx-softverbs":
+        server, client, extra_env = ucx_softverbs_cmds(args, name, size, n, port)
+        run_env = dict(env, **extra_env)
     else:
         server, client = perftest_cmds(args, name, size, n, port, gid[0])
         run_env = env
@@ -215,7 +241,7 @@ def measure(args, name, tool, kind, size, gid, env, log_dir):
     client_out, _server_out, error = run_pair(server, client, run_env, port, args.timeout, log_base)
     if error is None:
         try:
-            parse = ucx.parse_result if tool == "ucx" else perftest.parse_result
+            parse = ucx.parse_result if tool.startswith("ucx") else perftest.parse_result
             result["row"] = parse(client_out)
         except perftest.ParseError as e:
             error = str(e)
@@ -303,7 +329,7 @@ def parse_args(argv):
 def main(argv):
     args = parse_args(argv)
     plan = [p for p in PLAN if not args.only or p[0] in args.only]
-    need_softverbs = any(tool == "softverbs" for _, tool, _, _ in plan)
+    need_softverbs = any(tool in ("softverbs", "ucx-softverbs") for _, tool, _, _ in plan)
     if need_softverbs and not os.access(args.softverbs, os.X_OK):
         print("error: {} not found; build softverbs or pass --build-dir".format(args.softverbs),
               file=sys.stderr)
