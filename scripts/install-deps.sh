@@ -9,8 +9,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libseccomp-dev
   # real clients the tests and the demo run
   ibverbs-utils perftest rdmacm-utils python3 python3-pyverbs
-  # benchmark baseline and plots
-  ucx-utils python3-matplotlib
+  # benchmark baseline and plots; UCX and Open MPI on softverbs0 (kernel_view tests)
+  ucx-utils python3-matplotlib openmpi-bin libopenmpi-dev
+  # rdma-core's rdma_cm tests read the port's netdev addresses with `ip -j`
+  iproute2
   # tests run a client as an unprivileged user
   util-linux procps
   # third-party programs the tests run on softverbs (issue 9): libfabric's
