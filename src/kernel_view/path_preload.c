@@ -111,7 +111,7 @@ static int IsDeviceNode(const char* path) {
 }
 
 /* Writing to a sysfs attribute of the view fails as for a read-only kernel
- * attribute; the device node placeholder opens like the node. */
+ * attribute (EACCES). */
 static int RefusedWrite(const char* path, int flags) {
   return (flags & O_ACCMODE) != O_RDONLY && strncmp(path, "/sys/", 5) == 0;
 }
@@ -168,6 +168,12 @@ static int OpenAt(const char* fn, int dirfd, const char* path, int flags, mode_t
   if (m != path && RefusedWrite(path, flags)) {
     errno = EACCES;
     return -1;
+  }
+  if (m != path && IsDeviceNode(path)) {
+    /* The placeholder holds the node's MAJOR:MINOR: it is opened read-only,
+     * never created or truncated (a write to the descriptor fails with
+     * EBADF; nothing writes to it: the verbs go through libibverbs). */
+    flags = (flags & ~(O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | O_TMPFILE)) | O_RDONLY;
   }
   REAL(int (*)(int, const char*, int, ...), openat);
   (void)fn;
@@ -227,6 +233,7 @@ EXPORT FILE* fopen(const char* path, const char* mode) {
     errno = EACCES;
     return NULL;
   }
+  if (m != path && IsDeviceNode(path)) mode = "re"; /* as open() above */
   REAL(FILE * (*)(const char*, const char*), fopen);
   return real_fopen(m, mode);
 }

@@ -75,11 +75,19 @@ static void CheckDeviceNode(void) {
   }
   if (access(node, R_OK | W_OK) != 0) Fail("access uverbs0 R_OK|W_OK", strerror(errno));
   if (faccessat(AT_FDCWD, node, R_OK | W_OK, 0) != 0) Fail("faccessat uverbs0", strerror(errno));
-  int fd = open(node, O_RDWR | O_CLOEXEC);
-  if (fd < 0)
+  /* Opening it, even to write or truncate, leaves the node what it was. */
+  int fd = open(node, O_RDWR | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) {
     Fail("open uverbs0 O_RDWR", strerror(errno));
-  else
+  } else {
+    if (write(fd, "x", 1) >= 0) Fail("write uverbs0", "the placeholder took a write");
     close(fd);
+  }
+  FILE* f = fopen(node, "w");
+  if (f) fclose(f);
+  if (stat(node, &st) != 0 || !S_ISCHR(st.st_mode) || minor(st.st_rdev) != 192) {
+    Fail("stat uverbs0 after open O_TRUNC / fopen w", "no longer the character device 231:192");
+  }
 }
 
 static void CheckDirectories(const char* netdev) {
