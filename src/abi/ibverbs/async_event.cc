@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <sys/socket.h>
 
+#include "abi/ibverbs/device_fatal.h"
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
@@ -165,12 +166,23 @@ SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) 
   }
   Context* ctx = Context::From(context);
   std::lock_guard reader(ctx->event_read_mutex);
+  if (ctx->fatal_reported.load()) {
+    // As the kernel's read after IBV_EVENT_DEVICE_FATAL (device_fatal.h).
+    return RejectMinusOne(EIO,
+                          "ibv_get_async_event: the device is gone (IBV_EVENT_DEVICE_FATAL "
+                          "was reported); close the context and open the device again");
+  }
   for (;;) {
     protocol::AsyncEventRecord rec{};
     ssize_t n;
     do {
       n = recv(context->async_fd, &rec, sizeof(rec), 0);
     } while (n < 0 && errno == EINTR);
+    if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == ENOTCONN))) {
+      // The daemon's end closed: every event it sent has been read.
+      if (TakeFatalEvent(ctx, event)) return 0;
+      return RejectMinusOne(EIO, "ibv_get_async_event: the device is gone");
+    }
     if (n < 0) return -1;
     if (n != sizeof(rec)) {
       return RejectMinusOne(EIO, "ibv_get_async_event: a %zd-byte event record, expected %zu", n,

@@ -9,6 +9,7 @@
 
 #include <new>
 
+#include "abi/ibverbs/device_fatal.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/peers.h"
@@ -110,6 +111,7 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   if (!err) err = MapDeviceTable(ctx, fds);
   for (int fd : fds) close(fd);
   if (!err) err = OpenEventConnection(ctx, reply.context_token);
+  if (!err) err = StartDeviceWatch(ctx);
   if (err) {
     Log("ibv_open_device: cannot open %s: %s", device->name, strerror(err));
     delete ctx;
@@ -135,6 +137,7 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
   if (!context) return RejectMinusOne(EINVAL, "ibv_close_device: context is NULL");
   Context* ctx = Context::From(context);
   StopProgressThread(ctx);
+  StopDeviceWatch(ctx);
   // Closing the connections is what tells the daemon to release everything
   // the context still owned, exactly as when the process dies.
   if (ctx->event_fd >= 0) close(ctx->event_fd);

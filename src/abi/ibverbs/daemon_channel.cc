@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,6 +38,28 @@ std::string DaemonBinary() {
   return "softverbsd";  // from PATH
 }
 
+// The ops that release a resource. Once the device is gone they succeed:
+// the resource went with it (rdma-core's verbs_is_destroy_err treats the
+// kernel's EIO after a disassociation the same way).
+bool ReleasesAResource(protocol::Op op) {
+  switch (op) {
+    case protocol::Op::kDeallocPd:
+    case protocol::Op::kDeregMr:
+    case protocol::Op::kDestroyCq:
+    case protocol::Op::kDestroySrq:
+    case protocol::Op::kDestroyQp:
+    case protocol::Op::kDestroyAh:
+    case protocol::Op::kDetachMcast:
+    case protocol::Op::kCloseXrcd:
+    case protocol::Op::kDevxDestroy:
+    case protocol::Op::kDevxUmemDereg:
+    case protocol::Op::kFreeDm:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 DaemonChannel::~DaemonChannel() {
@@ -64,6 +87,7 @@ int DaemonChannel::Connect(protocol::Role role) {
     return -fd;
   }
   fd_ = fd;
+  gone_.store(false, std::memory_order_release);
   return 0;
 }
 
@@ -72,18 +96,30 @@ int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* 
                         std::vector<int>* fds_out) {
   std::lock_guard lock(mutex_);
   if (fd_ < 0) return ENODEV;
+  auto device_gone = [&] {
+    gone_.store(true, std::memory_order_release);
+    return ReleasesAResource(op) ? 0 : ENODEV;
+  };
+  if (gone()) return device_gone();
   protocol::RequestHeader hdr{protocol::kProtocolVersion, static_cast<uint16_t>(op), 0,
                               static_cast<uint32_t>(req_len), ++seq_};
-  if (int err = SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds)) {
-    Log("%s: the daemon connection failed: %s", protocol::OpName(op), strerror(err));
-    return err == EPIPE ? ENODEV : err;
-  }
   // Status replies can be large; everything else fits the default buffer.
   std::vector<uint8_t> buf(op == protocol::Op::kStatus ? (4 << 20) : protocol::kMaxMessageSize);
-  ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), fds_out);
+  ssize_t n;
+  if (int err = SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds)) {
+    if (err != EPIPE && err != ECONNRESET && err != ENOTCONN) {
+      Log("%s: the daemon connection failed: %s", protocol::OpName(op), strerror(err));
+      return err;
+    }
+    // The daemon closed the connection; it may have said why first (a
+    // daemon out of descriptors refuses new clients that way).
+    n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+  } else {
+    n = ReceiveMessage(fd_, buf.data(), buf.size(), fds_out);
+  }
   if (n < static_cast<ssize_t>(sizeof(protocol::ReplyHeader))) {
     Log("%s: the daemon went away", protocol::OpName(op));
-    return ENODEV;
+    return device_gone();
   }
   protocol::ReplyHeader rh;
   memcpy(&rh, buf.data(), sizeof(rh));

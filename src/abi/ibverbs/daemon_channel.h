@@ -3,6 +3,7 @@
 // which Call() prints on the log channel.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -26,9 +27,13 @@ class DaemonChannel {
   int Release();
   // Closes the connection (a later Connect opens a new one).
   void Disconnect();
+  // Whether the daemon's end has closed (seen by a call).
+  bool gone() const { return gone_.load(std::memory_order_acquire); }
 
   // Sends op with req (and fds) and waits for the reply. Returns the daemon's
-  // verdict (0 or positive errno); on success copies up to rep_len bytes of the
+  // verdict (0 or positive errno); ENODEV when the daemon is gone, except
+  // for the ops that release a resource, which then succeed (the resource
+  // went with the device, device_fatal.h); on success copies up to rep_len bytes of the
   // reply body into rep. *rep_body_len, if given, receives the body length.
   // fds the reply carries are appended to *fds_out (closed when it is null).
   int Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
@@ -49,6 +54,7 @@ class DaemonChannel {
  private:
   std::mutex mutex_;
   int fd_ = -1;
+  std::atomic<bool> gone_{false};
   uint32_t seq_ = 0;
 };
 

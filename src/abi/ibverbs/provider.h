@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "abi/ibverbs/daemon_channel.h"
@@ -67,6 +68,15 @@ struct Context {
   std::atomic<uint32_t> waiting_count{0};
   std::thread progress_thread;
   bool stopping = false;
+
+  // The device's death (device_fatal.h): the watcher thread that notices it,
+  // the QPs it puts in error (under objects_mutex), and whether
+  // IBV_EVENT_DEVICE_FATAL was handed out.
+  std::thread watch_thread;
+  int watch_stop_fd = -1;
+  std::atomic<bool> fatal{false};
+  std::atomic<bool> fatal_reported{false};
+  std::unordered_set<Qp*> qps;
 
   static Context* From(ibv_context* ctx) { return reinterpret_cast<Context*>(verbs_get_ctx(ctx)); }
   ibv_context* ibv() { return &vctx.context; }

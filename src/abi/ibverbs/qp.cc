@@ -144,6 +144,10 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   qp->ibv.comp_mask = 0;
   attr->cap = rep.cap;
   ctx->Track(rep.handle, &q);
+  {
+    std::lock_guard lock(ctx->objects_mutex);
+    ctx->qps.insert(qp);  // put in error if the device dies (device_fatal.h)
+  }
   return &q;
 }
 
@@ -293,6 +297,10 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   // Untracked, no further event can be handed out for the QP: wait until
   // each one that was has been acknowledged (event_lifetime.h).
   ctx->Untrack(q->handle);
+  {
+    std::lock_guard lock(ctx->objects_mutex);
+    ctx->qps.erase(q);
+  }
   DropUnreadEventsOfDestroyedObjects(ctx);
   WaitUnderMutex(&qp->mutex, &qp->cond, [&] { return qp->events_completed == q->events_reported; });
   ForgetQp(ctx, q);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "abi/ibverbs/device_fatal.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
@@ -89,7 +90,13 @@ int QueryPortOp(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, siz
   }
   if (int err = CheckPort(port_num, "ibv_query_port")) return err;
   ibv_port_attr full;
-  FillPortAttr(*Context::From(context), &full);
+  Context* ctx = Context::From(context);
+  FillPortAttr(*ctx, &full);
+  if (DeviceGone(ctx)) {
+    // The device is gone (device_fatal.h): its port with it.
+    full.state = IBV_PORT_DOWN;
+    full.phys_state = 3;  // Disabled (IBTA PortPhysicalState)
+  }
   memset(attr, 0, attr_len);
   memcpy(attr, &full, std::min(attr_len, sizeof(full)));
   return 0;

@@ -1,0 +1,118 @@
+#include "abi/ibverbs/device_fatal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/send_queue.h"
+#include "common/log.h"
+
+namespace softverbs::provider {
+
+namespace {
+
+bool Closed(short revents) {
+  return revents & (POLLHUP | POLLERR | POLLNVAL);
+}
+
+void WatchLoop(Context* ctx, int control_fd, int stop_fd) {
+  // events 0: only the hang-up of the control connection is of interest
+  // (its replies are read by DaemonChannel::Call, never here).
+  pollfd fds[2] = {{control_fd, 0, 0}, {stop_fd, POLLIN, 0}};
+  for (;;) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents) return;
+    if (Closed(fds[0].revents)) {
+      EnterFatalState(ctx);
+      return;
+    }
+  }
+}
+
+// After DEVICE_FATAL the async fd keeps its number (the application may
+// have it in a poll set) but refers to an eventfd that never becomes
+// readable. The kernel's fd reports POLLERR from then on, which makes a
+// loop that polls it spin unless it stops polling; this one lets it sleep.
+void QuietAsyncFd(Context* ctx) {
+  const int flags = fcntl(ctx->event_fd, F_GETFL);
+  int quiet = eventfd(0, EFD_CLOEXEC | (flags >= 0 && (flags & O_NONBLOCK) ? EFD_NONBLOCK : 0));
+  if (quiet < 0) return;
+  dup3(quiet, ctx->event_fd, O_CLOEXEC);
+  close(quiet);
+}
+
+}  // namespace
+
+int StartDeviceWatch(Context* ctx) {
+  ctx->watch_stop_fd = eventfd(0, EFD_CLOEXEC);
+  if (ctx->watch_stop_fd < 0) return errno;
+  // The watcher takes none of the application's signals.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int err = 0;
+  try {
+    ctx->watch_thread = std::thread(WatchLoop, ctx, ctx->channel.fd(), ctx->watch_stop_fd);
+  } catch (...) {
+    err = EAGAIN;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (err) {
+    close(ctx->watch_stop_fd);
+    ctx->watch_stop_fd = -1;
+  }
+  return err;
+}
+
+void StopDeviceWatch(Context* ctx) {
+  if (ctx->watch_stop_fd < 0) return;
+  uint64_t one = 1;
+  ssize_t n = write(ctx->watch_stop_fd, &one, sizeof(one));
+  (void)n;
+  if (ctx->watch_thread.joinable()) ctx->watch_thread.join();
+  close(ctx->watch_stop_fd);
+  ctx->watch_stop_fd = -1;
+}
+
+bool DeviceGone(Context* ctx) {
+  if (ctx->fatal.load(std::memory_order_acquire)) return true;
+  pollfd p{ctx->channel.fd(), 0, 0};
+  if (poll(&p, 1, 0) == 1 && Closed(p.revents)) {
+    EnterFatalState(ctx);
+    return true;
+  }
+  return false;
+}
+
+void EnterFatalState(Context* ctx) {
+  if (ctx->fatal.exchange(true)) return;
+  Log("softverbs0: the device is gone (softverbsd exited): IBV_EVENT_DEVICE_FATAL; ports are "
+      "down, QPs in error, work requests flushed");
+  std::lock_guard lock(ctx->objects_mutex);
+  for (Qp* qp : ctx->qps) {
+    // The device table outlives the daemon (it is mapped here): the state
+    // every post and every peer reads is set where the daemon would have.
+    if (qp->entry) qp->entry->state.store(IBV_QPS_ERR, std::memory_order_release);
+    qp->ibv.qp_base.state = IBV_QPS_ERR;
+    FlushQp(qp);
+  }
+}
+
+bool TakeFatalEvent(Context* ctx, ibv_async_event* event) {
+  EnterFatalState(ctx);
+  if (ctx->fatal_reported.exchange(true)) return false;
+  event->event_type = IBV_EVENT_DEVICE_FATAL;
+  event->element.port_num = 0;
+  QuietAsyncFd(ctx);
+  return true;
+}
+
+}  // namespace softverbs::provider
