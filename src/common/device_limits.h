@@ -50,6 +50,9 @@ inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kLocalCaAckDelay = 15;
 inline constexpr uint32_t kMaxInlineData = 256;
 inline constexpr int kNumCompVectors = 1;
+// The device clock (completion timestamps, ibv_query_rt_values_ex) ticks in
+// nanoseconds: 1 GHz (datapath::DeviceClockNs).
+inline constexpr uint64_t kHcaCoreClockKhz = 1000000;
 inline constexpr int kPhysPortCount = 1;
 
 // Port attributes that do not depend on the host (rxe's values).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "datapath/ring_word.h"
+#include "datapath/timers.h"
 
 namespace softverbs::datapath {
 
@@ -75,6 +76,9 @@ bool CqRing::Push(const Completion& completion) {
   CqEntry& slot = entries_[index & (Capacity() - 1)];
   // The completion, then seq with release: the consumer sees a whole entry.
   slot.completion = completion;
+  if (header_->flags.load(std::memory_order_relaxed) & kCqStampCompletions) {
+    slot.completion.timestamp = DeviceClockNs();
+  }
   slot.seq.store(static_cast<uint32_t>(index + 1), std::memory_order_release);
   return true;
 }

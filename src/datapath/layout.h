@@ -121,7 +121,11 @@ struct CqHeader {
   uint32_t capacity;        // entries, a power of two
   uint32_t entry_size;      // sizeof(CqEntry)
   uint32_t cqn;             // the CQ number
-  uint32_t reserved0[11];
+  // kCqStampCompletions: producers write the device clock into each
+  // completion (the owner asked for completion timestamps). Set by the owner
+  // before the CQ is used; on the line producers read for `capacity`.
+  std::atomic<uint32_t> flags;
+  uint32_t reserved0[10];
   alignas(64) std::atomic<uint64_t> tail;  // next slot a producer reserves
   uint8_t pad1[56];
   alignas(64) std::atomic<uint64_t> head;  // next slot the owner consumes
@@ -150,9 +154,14 @@ struct Completion {
   uint8_t dlid_path_bits;
   uint8_t solicited;  // the send carried IBV_SEND_SOLICITED
   uint8_t reserved0;
-  uint32_t reserved1[2];
+  // The device clock (DeviceClockNs) when the completion was written, on a
+  // CQ with kCqStampCompletions; 0 otherwise.
+  uint64_t timestamp;
 };
 static_assert(sizeof(Completion) == 56);
+static_assert(offsetof(Completion, timestamp) % 8 == 0);
+
+inline constexpr uint32_t kCqStampCompletions = 1u << 0;  // CqHeader::flags
 
 // One ring slot.
 struct CqEntry {

@@ -14,6 +14,13 @@ inline uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The device's free-running clock, in nanoseconds (hca_core_clock 1 GHz):
+// CLOCK_MONOTONIC, the same for every process of the host, so completions
+// stamped by different producers compare. ibv_query_rt_values_ex reads it too.
+inline uint64_t DeviceClockNs() {
+  return NowNs();
+}
+
 // min_rnr_timer code (IBTA table 45) -> nanoseconds. Code 0 is 655.36 ms,
 // codes 1..31 run from 0.01 ms to 491.52 ms.
 inline uint64_t RnrTimerNs(uint32_t code) {

@@ -43,6 +43,7 @@ void InstallContextOps(ibv_context* ctx) {
   v->alloc_dm = AllocDmOp;
   v->free_dm = FreeDmOp;
   v->reg_dm_mr = RegDmMrOp;
+  v->query_rt_values = QueryRtValuesOp;
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <new>
@@ -18,6 +19,7 @@
 #include "abi/ibverbs/send_queue.h"
 #include "common/device_limits.h"
 #include "common/log.h"
+#include "datapath/timers.h"
 
 namespace softverbs::provider {
 namespace {
@@ -25,7 +27,11 @@ namespace {
 // Work-completion fields softverbs fills (ibv_create_cq_wc_flags).
 constexpr uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
-    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS;
+    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS |
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+// The fields that make producers stamp each completion with the device clock.
+constexpr uint64_t kTimestampWcFlags =
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
 constexpr uint32_t kKnownCqComp = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
 constexpr uint32_t kKnownCqFlags =
@@ -107,6 +113,19 @@ uint8_t ReadSl(ibv_cq_ex* ex) {
 uint8_t ReadDlidPathBits(ibv_cq_ex* ex) {
   return CqOf(ex)->current.dlid_path_bits;
 }
+// The device clock counts nanoseconds (hca_core_clock 1 GHz).
+uint64_t ReadCompletionTs(ibv_cq_ex* ex) {
+  return CqOf(ex)->current.timestamp;
+}
+// Wall-clock nanoseconds: the device clock moved onto CLOCK_REALTIME by the
+// offset between the two clocks now, as libmlx5 converts its HCA clock.
+uint64_t ReadCompletionWallclockNs(ibv_cq_ex* ex) {
+  timespec real;
+  clock_gettime(CLOCK_REALTIME, &real);
+  const uint64_t real_ns =
+      static_cast<uint64_t>(real.tv_sec) * 1000000000ull + static_cast<uint64_t>(real.tv_nsec);
+  return CqOf(ex)->current.timestamp + (real_ns - datapath::DeviceClockNs());
+}
 
 ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_comp_channel* channel,
                     uint32_t comp_vector, uint64_t wc_flags) {
@@ -158,6 +177,12 @@ ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_co
   ex.read_slid = ReadSlid;
   ex.read_sl = ReadSl;
   ex.read_dlid_path_bits = ReadDlidPathBits;
+  ex.read_completion_ts = ReadCompletionTs;
+  ex.read_completion_wallclock_ns = ReadCompletionWallclockNs;
+  if (wc_flags & kTimestampWcFlags) {
+    // Before any QP can complete on it: producers stamp from now on.
+    cq->ring.header()->flags.fetch_or(datapath::kCqStampCompletions, std::memory_order_relaxed);
+  }
   if (channel) {
     __atomic_add_fetch(&channel->refcnt, 1, __ATOMIC_SEQ_CST);
     auto* ch = FromPublic<CompChannel>(channel);

@@ -13,6 +13,7 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
 
 // cq.cc
 int PollCqOp(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int QueryRtValuesOp(ibv_context* context, ibv_values_ex* values);  // query.cc
 // Device memory (dm.cc).
 ibv_dm* AllocDmOp(ibv_context* context, ibv_alloc_dm_attr* attr);
 int FreeDmOp(ibv_dm* dm);

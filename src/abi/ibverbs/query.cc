@@ -13,6 +13,7 @@
 #include "common/device_limits.h"
 #include "common/log.h"
 #include "common/port_facts.h"
+#include "datapath/timers.h"
 
 #undef ibv_query_port
 
@@ -121,8 +122,32 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
   full.phys_port_cnt_ex = lim::kPhysPortCount;
   full.max_dm_size = lim::kMaxDmSize;
+  // Completion timestamps count the device clock: nanoseconds, 64 bits.
+  full.completion_timestamp_mask = UINT64_MAX;
+  full.hca_core_clock = lim::kHcaCoreClockKhz;
   memset(attr, 0, attr_size);
   memcpy(attr, &full, std::min(attr_size, sizeof(full)));
+  return 0;
+}
+
+// ibv_query_rt_values_ex: the device clock's current value, as libmlx5
+// reports its HCA clock (cycles in raw_clock.tv_nsec, tv_sec 0); our cycles
+// are nanoseconds. comp_mask comes back with what was filled.
+int QueryRtValuesOp(ibv_context* context, ibv_values_ex* values) {
+  if (!context || !values) {
+    return Reject(EINVAL, "ibv_query_rt_values_ex: %s is NULL", !context ? "context" : "values");
+  }
+  if (values->comp_mask & ~static_cast<uint32_t>(IBV_VALUES_MASK_RAW_CLOCK)) {
+    return Reject(EINVAL, "ibv_query_rt_values_ex: comp_mask 0x%x has unknown bits",
+                  values->comp_mask);
+  }
+  uint32_t filled = 0;
+  if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+    values->raw_clock.tv_sec = 0;
+    values->raw_clock.tv_nsec = static_cast<long>(datapath::DeviceClockNs());
+    filled |= IBV_VALUES_MASK_RAW_CLOCK;
+  }
+  values->comp_mask = filled;
   return 0;
 }
 

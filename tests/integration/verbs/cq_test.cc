@@ -4,7 +4,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <vector>
 
 #include "test_env.h"
 
@@ -69,7 +72,7 @@ TEST_F(CqTest, CreateCqExRejectsUnsupportedWcFlagsAndCompMask) {
   size_t before = MyObjectCount("cq");
   ibv_cq_init_attr_ex attr{};
   attr.cqe = 32;
-  attr.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;  // no clock on softverbs
+  attr.wc_flags = IBV_WC_EX_WITH_TM_INFO;  // no tag matching on softverbs
   errno = 0;
   EXPECT_EQ(ibv_create_cq_ex(ctx_, &attr), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
@@ -84,6 +87,89 @@ TEST_F(CqTest, CreateCqExRejectsUnsupportedWcFlagsAndCompMask) {
   EXPECT_EQ(ibv_create_cq_ex(ctx_, &attr), nullptr);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(MyObjectCount("cq"), before);
+}
+
+// Completion timestamps count the device clock (hca_core_clock, 1 GHz), the
+// clock ibv_query_rt_values_ex reads; the wall-clock variant is near now.
+TEST_F(CqTest, CompletionTimestamps) {
+  ibv_device_attr_ex dev{};
+  ASSERT_EQ(ibv_query_device_ex(ctx_, nullptr, &dev), 0);
+  EXPECT_EQ(dev.hca_core_clock, 1000000u) << "kHz";
+  EXPECT_EQ(dev.completion_timestamp_mask, UINT64_MAX);
+  ibv_cq_init_attr_ex attr{};
+  attr.cqe = 8;
+  attr.wc_flags = static_cast<uint64_t>(IBV_WC_STANDARD_FLAGS) |
+                  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &attr);
+  ASSERT_NE(cq, nullptr) << strerror(errno);
+  ibv_qp_init_attr init{};
+  init.send_cq = ibv_cq_ex_to_cq(cq);
+  init.recv_cq = ibv_cq_ex_to_cq(cq);
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {4, 4, 1, 1, 64};
+  init.sq_sig_all = 1;
+  ibv_qp* qp = ibv_create_qp(pd_, &init);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_TRUE(ConnectRc(ctx_, qp, qp->qp_num)) << "an RC QP connected to itself";
+
+  ibv_values_ex before{IBV_VALUES_MASK_RAW_CLOCK, {}};
+  ASSERT_EQ(ibv_query_rt_values_ex(ctx_, &before), 0);
+  EXPECT_EQ(before.comp_mask, static_cast<uint32_t>(IBV_VALUES_MASK_RAW_CLOCK));
+  timespec wall_before;
+  clock_gettime(CLOCK_REALTIME, &wall_before);
+  uint64_t word = 42;
+  ibv_send_wr wr{};
+  ibv_sge sge{reinterpret_cast<uint64_t>(&word), sizeof(word), 0};
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_INLINE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  uint64_t sink = 0;
+  ibv_mr* mr = ibv_reg_mr(pd_, &sink, sizeof(sink), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_sge rsge{reinterpret_cast<uint64_t>(&sink), sizeof(sink), mr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
+  ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+
+  std::vector<uint64_t> stamps, walls;
+  ibv_poll_cq_attr pa{};
+  for (int spins = 0; stamps.size() < 2 && spins < 20000000; ++spins) {
+    if (ibv_start_poll(cq, &pa) != 0) continue;
+    do {
+      EXPECT_EQ(cq->status, IBV_WC_SUCCESS);
+      stamps.push_back(ibv_wc_read_completion_ts(cq));
+      walls.push_back(ibv_wc_read_completion_wallclock_ns(cq));
+    } while (ibv_next_poll(cq) == 0);
+    ibv_end_poll(cq);
+  }
+  ASSERT_EQ(stamps.size(), 2u) << "the send and the receive completion";
+  ibv_values_ex after{IBV_VALUES_MASK_RAW_CLOCK, {}};
+  ASSERT_EQ(ibv_query_rt_values_ex(ctx_, &after), 0);
+  const auto clock_of = [](const ibv_values_ex& v) {
+    return static_cast<uint64_t>(v.raw_clock.tv_sec) * 1000000000ull +
+           static_cast<uint64_t>(v.raw_clock.tv_nsec);
+  };
+  const uint64_t wall_start = static_cast<uint64_t>(wall_before.tv_sec) * 1000000000ull +
+                              static_cast<uint64_t>(wall_before.tv_nsec);
+  for (size_t i = 0; i < stamps.size(); ++i) {
+    EXPECT_GE(stamps[i], clock_of(before)) << i;
+    EXPECT_LE(stamps[i], clock_of(after)) << i;
+    // Within a minute of the wall clock before the send (a loaded CI host).
+    EXPECT_GE(walls[i] + 1000000, wall_start) << i;
+    EXPECT_LT(walls[i], wall_start + 60000000000ull) << i;
+  }
+  ibv_values_ex bad_mask{1u << 7, {}};
+  EXPECT_EQ(ibv_query_rt_values_ex(ctx_, &bad_mask), EINVAL);
+
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
 }
 
 TEST_F(CqTest, ResizeWithinLimitsOnly) {

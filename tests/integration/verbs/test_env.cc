@@ -79,6 +79,43 @@ ibv_ah_attr LoopbackAh(ibv_context* ctx) {
   return ah;
 }
 
+bool ConnectRc(ibv_context* ctx, ibv_qp* qp, uint32_t dest_qpn) {
+  ibv_qp_attr s{};
+  s.qp_state = IBV_QPS_INIT;
+  s.port_num = 1;
+  s.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  if (ibv_modify_qp(qp, &s, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+    return false;
+  }
+  s.qp_state = IBV_QPS_RTR;
+  s.ah_attr = LoopbackAh(ctx);
+  s.path_mtu = IBV_MTU_1024;
+  s.dest_qp_num = dest_qpn;
+  s.max_dest_rd_atomic = 1;
+  s.min_rnr_timer = 12;
+  if (ibv_modify_qp(qp, &s,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+    return false;
+  }
+  s.qp_state = IBV_QPS_RTS;
+  s.timeout = 14;
+  s.retry_cnt = 7;
+  s.rnr_retry = 7;
+  s.max_rd_atomic = 1;
+  return ibv_modify_qp(qp, &s,
+                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+}
+
+int PollOne(ibv_cq* cq, ibv_wc* wc) {
+  for (int spins = 0; spins < 20000000; ++spins) {
+    int n = ibv_poll_cq(cq, 1, wc);
+    if (n != 0) return n;
+  }
+  return 0;
+}
+
 void ContextTest::SetUp() {
   ctx_ = OpenDevice();
   ASSERT_NE(ctx_, nullptr);

@@ -29,6 +29,13 @@ int RoceV2GidIndex(ibv_context* ctx);
 // A valid RoCE address vector (GRH to our own RoCE v2 GID).
 ibv_ah_attr LoopbackAh(ibv_context* ctx);
 
+// Takes an RC QP of ctx from RESET to RTS, connected to dest_qpn on this
+// device (remote read/write allowed); returns false on the first failing step.
+bool ConnectRc(ibv_context* ctx, ibv_qp* qp, uint32_t dest_qpn);
+
+// Polls cq until one completion arrives (bounded); returns how many (0 or 1).
+int PollOne(ibv_cq* cq, ibv_wc* wc);
+
 // Runs `cmd` through the shell; returns its stdout (exit status in *status).
 std::string RunCommand(const std::string& cmd, int* status = nullptr);
 
