@@ -120,7 +120,10 @@ std::vector<std::pair<std::string, std::string>> RunEnvironment(const char* who,
       return {};
     }
     std::string preload = libdir + "/" + kKernelViewPreload;
-    if (const char* old = getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+    // Nested runs (softverbs run inside softverbs run) keep one copy.
+    if (const char* old = getenv("LD_PRELOAD"); old && *old) {
+      preload = std::string(old).find(preload) == std::string::npos ? preload + ":" + old : old;
+    }
     env.emplace_back("LD_PRELOAD", preload);
   }
   env.emplace_back("SOFTVERBSD", getenv("SOFTVERBSD") ? getenv("SOFTVERBSD") : DaemonBinary());
