@@ -83,7 +83,19 @@ bool CqRing::Push(const Completion& completion) {
   return true;
 }
 
+// The arm and the completions form a Dekker hand-off (cq_ring.h): the
+// owner writes armed then reads the ring, a producer writes its slot then
+// reads armed. A release store followed by a load of another word may be
+// reordered (x86's store buffer does it), so each side fences between its
+// write and its read; otherwise both can miss the other, and the completion
+// sits in an armed CQ that never raises its event.
+void CqRing::Arm(bool solicited_only) {
+  header_->armed.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 bool CqRing::TakeArm(bool solicited_or_error) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the slot published by Push first
   uint32_t armed = header_->armed.load(std::memory_order_seq_cst);
   while (armed == 1 || (armed == 2 && solicited_or_error)) {
     if (header_->armed.compare_exchange_weak(armed, 0, std::memory_order_seq_cst)) {

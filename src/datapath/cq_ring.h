@@ -39,8 +39,14 @@ class CqRing {
   // Appends one completion. Returns false when the
   // ring is full (a CQ overrun, counted in header->overruns).
   bool Push(const Completion& completion);
+  // Owner (ibv_req_notify_cq): arms the CQ for the next completion, or the
+  // next solicited or error one. The owner polls after arming.
+  void Arm(bool solicited_only);
   // Whether the completion just pushed must raise a completion event:
   // disarms the CQ if it was armed for this kind of completion.
+  // Arm-then-poll against Push-then-TakeArm is a Dekker hand-off: both sides
+  // put a full fence between their write and their read, so at least one of
+  // them sees the other (the owner the completion, or the producer the arm).
   bool TakeArm(bool solicited_or_error);
   // Copies out the oldest published completion. Owner only.
   bool Peek(Completion* out) const;

@@ -212,7 +212,7 @@ int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 
 int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {
   Cq* cq = CqOf(reinterpret_cast<ibv_cq_ex*>(ibcq));
-  cq->ring.header()->armed.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
+  cq->ring.Arm(solicited_only != 0);
   return 0;
 }
 

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <set>
 #include <thread>
 #include <vector>
@@ -88,6 +90,60 @@ TEST(CqRing, ArmFiresOnce) {
   EXPECT_TRUE(ring.TakeArm(true));
   EXPECT_FALSE(ring.TakeArm(true));
   EXPECT_EQ(ring.header()->events_raised.load(), 1u);
+  close(fd);
+}
+
+// The arm/complete hand-off is a Dekker pattern: the owner arms, then polls;
+// a producer publishes its completion, then looks at the arm. At least one
+// of them must see the other's write, or the completion is in the ring, the
+// CQ stays armed, no event is raised and an application blocked in
+// ibv_get_cq_event waits forever (issue 9: ibv_uc_pingpong -e hung once in a
+// sweep). Without a StoreLoad fence on both sides x86's store buffer allows
+// exactly that. Rounds in lockstep, each checking the outcome.
+TEST(CqRing, ArmAndPushNeverBothMiss) {
+  int fd = CreateSharedFile("t", CqFileSize(4));
+  SharedMapping m;
+  ASSERT_EQ(m.Map(fd), 0);
+  InitCqFile(m.base(), 4, 1);
+  CqRing owner(m.base());
+  CqRing producer(m.base());
+  constexpr int kRounds = 50000;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::atomic<int> go{0}, done{0};
+  std::atomic<bool> stop{false};
+  bool fired = false;
+  std::thread t([&] {
+    for (int r = 1; !stop.load(std::memory_order_relaxed); ++r) {
+      while (go.load(std::memory_order_acquire) < r) {
+        if (stop.load(std::memory_order_relaxed)) return;
+      }
+      producer.Push(Completion{});
+      fired = producer.TakeArm(false);
+      done.store(r, std::memory_order_release);
+    }
+  });
+  int rounds = 0, missed = 0;
+  for (int r = 1; r <= kRounds && std::chrono::steady_clock::now() < deadline; ++r) {
+    go.store(r, std::memory_order_release);
+    owner.Arm(false);
+    Completion c;
+    const bool seen = owner.Peek(&c);
+    while (done.load(std::memory_order_acquire) < r) {
+    }
+    if (!seen && !fired) ++missed;
+    // Back to empty and disarmed for the next round.
+    ASSERT_TRUE(owner.Peek(&c));
+    owner.Pop();
+    owner.header()->armed.store(0);
+    ++rounds;
+  }
+  stop = true;
+  t.join();
+  std::printf("%d rounds, %d lost the event\n", rounds, missed);
+  EXPECT_EQ(missed, 0)
+      << missed << " of " << rounds
+      << " rounds lost the completion event (armed, pushed, neither saw the other)";
+  EXPECT_GT(rounds, 1000);
   close(fd);
 }
 
