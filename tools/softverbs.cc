@@ -81,9 +81,10 @@ std::string Ask(int fd, protocol::Op op) {
   return std::string(body, rh.body_size);
 }
 
-int Connect(bool start) {
+int Connect(bool start, std::string* why_out = nullptr) {
   std::string why;
   int fd = softverbs::ConnectToDaemon(start ? DaemonBinary() : std::string(), &why);
+  if (why_out) *why_out = why;
   if (fd < 0) return fd;
   Ask(fd, protocol::Op::kHello);
   return fd;
@@ -228,6 +229,9 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   if (!runtime_dir.empty()) setenv(softverbs::kRuntimeDirEnv, runtime_dir.c_str(), 1);
+  std::string dir_warning;
+  softverbs::RuntimeDirPath(&dir_warning);
+  if (!dir_warning.empty()) fmt::print(stderr, "softverbs: warning: {}\n", dir_warning);
 
   try {
     if (*run) {
@@ -242,7 +246,14 @@ int main(int argc, char** argv) {
     }
     if (*env) return Env(!no_kernel_view);
     if (*status) {
-      int fd = Connect(false);
+      std::string why;
+      int fd = Connect(false, &why);
+      if (fd < 0 && fd != -ENOENT && fd != -ECONNREFUSED) {
+        // Not "no daemon": the device cannot be reached (a runtime
+        // directory of another user, a full daemon...).
+        fmt::print(stderr, "softverbs status: {}: {}\n", why, strerror(-fd));
+        return 1;
+      }
       if (fd < 0) {
         if (json) {
           fmt::print(

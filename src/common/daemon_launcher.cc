@@ -7,6 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+
+#include "common/log.h"
 #include "common/runtime_dir.h"
 #include "common/unix_socket.h"
 
@@ -41,7 +44,12 @@ int SpawnDaemon(const std::string& binary, const std::string& dir) {
 }  // namespace
 
 int ConnectToDaemon(const std::string& daemon_binary, std::string* why) {
-  std::string dir = RuntimeDirPath();
+  std::string warning;
+  std::string dir = RuntimeDirPath(&warning);
+  if (!warning.empty()) {
+    static std::atomic<bool> said{false};  // once per process
+    if (!said.exchange(true)) Log("softverbs runtime directory: %s", warning.c_str());
+  }
   if (int err = EnsureRuntimeDir(dir, why)) return -err;
   std::string path = DaemonSocketPath(dir);
   int fd = ConnectSeqpacket(path);

@@ -11,8 +11,13 @@ namespace softverbs {
 inline constexpr const char* kRuntimeDirEnv = "SOFTVERBS_RUNTIME_DIR";
 
 // $SOFTVERBS_RUNTIME_DIR, else $XDG_RUNTIME_DIR/softverbs, else
-// /tmp/softverbs-<uid>.
-std::string RuntimeDirPath();
+// /tmp/softverbs-<uid> - unless that exists and is not a usable private
+// directory of this user (another user can create it first in /tmp): then
+// the private fallback, <home>/.cache/softverbs/run-<hostname> (home from the
+// password database, else $HOME), which every process of the user finds the
+// same way. *warning (if given) then says what was wrong and where the
+// device lives instead; it stays empty otherwise.
+std::string RuntimeDirPath(std::string* warning = nullptr);
 
 // Creates the directory if missing and checks that it is a directory owned by
 // the calling user with no access for group or others. Returns 0 or an errno

@@ -38,7 +38,8 @@ bool TakeDaemonLock(int lock_fd, const std::string& runtime_dir) {
 
 int main(int argc, char** argv) {
   CLI::App app{"softverbsd - the softverbs device daemon"};
-  std::string runtime_dir = softverbs::RuntimeDirPath();
+  std::string dir_warning;
+  std::string runtime_dir = softverbs::RuntimeDirPath(&dir_warning);
   // The environment sets the default so that tests can shorten it for the
   // daemons the libraries start on their own.
   int idle_timeout = 30;
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
                  "exit after this many seconds without clients (0: never)");
   CLI11_PARSE(app, argc, argv);
 
+  if (!dir_warning.empty() && !app.get_option("--runtime-dir")->count()) {
+    fprintf(stderr, "softverbsd: %s\n", dir_warning.c_str());
+  }
   std::string why;
   if (int err = softverbs::EnsureRuntimeDir(runtime_dir, &why)) {
     fprintf(stderr, "softverbsd: %s: %s\n", why.c_str(), strerror(err));
