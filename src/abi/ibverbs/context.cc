@@ -12,6 +12,7 @@
 #include "abi/ibverbs/device_fatal.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
@@ -44,6 +45,9 @@ void InstallContextOps(ibv_context* ctx) {
   v->free_dm = FreeDmOp;
   v->reg_dm_mr = RegDmMrOp;
   v->query_rt_values = QueryRtValuesOp;
+  v->alloc_td = AllocTdOp;
+  v->dealloc_td = DeallocTdOp;
+  v->alloc_parent_domain = AllocParentDomainOp;
 }
 
 namespace {

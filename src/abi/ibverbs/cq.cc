@@ -14,6 +14,7 @@
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
@@ -228,17 +229,21 @@ ibv_cq_ex* CreateCqExOp(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     Log("ibv_create_cq_ex: flags 0x%x are not supported", attr->flags);
     return FailNull<ibv_cq_ex>(EOPNOTSUPP);
   }
-  if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
-    Log("ibv_create_cq_ex: parent domains are not supported");
-    return FailNull<ibv_cq_ex>(EOPNOTSUPP);
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && !IsParentDomain(attr->parent_domain)) {
+    return RejectNull(EINVAL, "ibv_create_cq_ex: IBV_CQ_INIT_ATTR_MASK_PD needs a parent domain");
   }
   if (attr->wc_flags & ~kSupportedWcFlags) {
     Log("ibv_create_cq_ex: wc_flags 0x%llx ask for fields softverbs does not report",
         static_cast<unsigned long long>(attr->wc_flags & ~kSupportedWcFlags));
     return FailNull<ibv_cq_ex>(EOPNOTSUPP);
   }
-  return CreateCq(context, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector,
-                  attr->wc_flags);
+  ibv_cq_ex* cq = CreateCq(context, attr->cqe, attr->cq_context, attr->channel, attr->comp_vector,
+                           attr->wc_flags);
+  if (cq && (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)) {
+    CqOf(cq)->parent_domain = attr->parent_domain;
+    UseParentDomain(attr->parent_domain);
+  }
+  return cq;
 }
 
 }  // namespace softverbs::provider
@@ -313,6 +318,7 @@ SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     return cq->comp_events_completed == comp_events_reported &&
            cq->async_events_completed == c->async_events_reported;
   });
+  UnuseParentDomain(c->parent_domain);
   pthread_cond_destroy(&cq->cond);
   pthread_mutex_destroy(&cq->mutex);
   delete c;

@@ -37,9 +37,9 @@ namespace lim = softverbs::limits;
 struct Dm {
   ibv_dm ibv;  // first
   Handle handle;
-  uint8_t* bytes;           // the allocation's pages in this process
-  uint64_t length;          // what the application asked for
-  size_t mapped;            // bytes mapped (whole pages)
+  uint8_t* bytes;   // the allocation's pages in this process
+  uint64_t length;  // what the application asked for
+  size_t mapped;    // bytes mapped (whole pages)
 };
 
 Dm* FromDm(ibv_dm* dm) {

@@ -8,6 +8,7 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mr_backing.h"
+#include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/register_mr.h"
@@ -146,6 +147,10 @@ SV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
 SV_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   if (!pd) return Reject(EINVAL, "ibv_dealloc_pd: pd is NULL");
   Pd* p = FromPublic<Pd>(pd);
+  if (p->protection_domain) return DeallocParentDomain(p);
+  if (int n = p->users.load()) {
+    return Reject(EBUSY, "ibv_dealloc_pd: %d parent domain(s) are still built on this PD", n);
+  }
   protocol::HandleRequest req{p->handle, 0};
   if (int err = Context::From(pd->context)->channel.Call(protocol::Op::kDeallocPd, req)) {
     return err;

@@ -90,10 +90,18 @@ struct Context {
   }
 };
 
+struct Td;  // parent_domain.h
+
 struct Pd {
   ibv_pd ibv;  // first
   Handle handle;
   uint32_t pdn = 0;  // for mlx5dv_init_obj
+  // A parent domain (ibv_alloc_parent_domain) is a Pd too: handle and pdn
+  // are its protection domain's, so every verb that takes a PD takes it.
+  Pd* protection_domain = nullptr;  // set: this is a parent domain over it
+  Td* td = nullptr;                 // a parent domain's thread domain, if any
+  void* pd_context = nullptr;       // a parent domain's pd_context
+  std::atomic<int> users{0};  // PD: parent domains over it; parent domain: QPs, CQs, SRQs on it
 };
 
 struct Mr {
@@ -114,6 +122,7 @@ struct CompChannel {
 struct Cq {
   ibv_cq_ex ibv;  // first; its leading members are struct ibv_cq
   Handle handle;
+  ibv_pd* parent_domain = nullptr;  // IBV_CQ_INIT_ATTR_MASK_PD
   uint32_t cqn;
   uint64_t wc_flags;
   datapath::SharedMapping ring_mapping;

@@ -11,6 +11,7 @@
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/qp_ex_ops.h"
@@ -138,6 +139,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   qp->rq.Attach(qp->rq_mapping.base());
   qp->entry = ctx->table.valid() ? ctx->table.QpSlot(rep.qpn) : nullptr;
   qp->pdn = q.pd ? FromPublic<Pd>(q.pd)->pdn : 0;
+  UseParentDomain(q.pd);
   qp->send_ops_flags = send_ops;
   qp->sq_sig_all = attr->sq_sig_all != 0;
   qp->has_qp_ex = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
@@ -306,6 +308,7 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   ForgetQp(ctx, q);
   // The QP is unpublished: nothing completes on it any more.
   CleanQpCompletions(q);
+  UnuseParentDomain(qp->pd);
   pthread_cond_destroy(&qp->cond);
   pthread_mutex_destroy(&qp->mutex);
   delete q;

@@ -6,6 +6,7 @@
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
@@ -48,6 +49,7 @@ ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd
   srq->ibv.context = context;
   srq->ibv.srq_context = srq_context;
   srq->ibv.pd = pd;
+  UseParentDomain(pd);
   srq->ibv.handle = rep.handle;
   pthread_mutex_init(&srq->ibv.mutex, nullptr);
   pthread_cond_init(&srq->ibv.cond, nullptr);
@@ -162,6 +164,7 @@ SV_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   DropUnreadEventsOfDestroyedObjects(ctx);
   WaitUnderMutex(&srq->mutex, &srq->cond,
                  [&] { return srq->events_completed == s->events_reported; });
+  UnuseParentDomain(srq->pd);
   pthread_cond_destroy(&srq->cond);
   pthread_mutex_destroy(&srq->mutex);
   delete s;

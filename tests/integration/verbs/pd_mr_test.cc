@@ -316,3 +316,70 @@ TEST_F(PdMrTest, LargeUntouchedRegistrationIsCheap) {
 
 }  // namespace
 }  // namespace softverbs::it
+
+namespace softverbs::it {
+namespace {
+
+// Thread and parent domains: a parent domain stands for its PD (a QP and an
+// MR on it work) and holds its PD and thread domain; objects on it hold it.
+TEST_F(PdMrTest, ParentDomainRules) {
+  ibv_td_init_attr td_attr{};
+  td_attr.comp_mask = 1;
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_td(ctx_, &td_attr), nullptr);
+  EXPECT_EQ(errno, EINVAL) << "unknown comp_mask";
+  td_attr.comp_mask = 0;
+  ibv_td* td = ibv_alloc_td(ctx_, &td_attr);
+  ASSERT_NE(td, nullptr) << strerror(errno);
+
+  ibv_parent_domain_init_attr pa{};
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_parent_domain(ctx_, &pa), nullptr);
+  EXPECT_EQ(errno, EINVAL) << "no PD";
+  pa.pd = pd_;
+  pa.td = td;
+  pa.comp_mask = 1u << 5;
+  errno = 0;
+  EXPECT_EQ(ibv_alloc_parent_domain(ctx_, &pa), nullptr);
+  EXPECT_EQ(errno, EINVAL) << "unknown comp_mask";
+  pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  ibv_pd* parent = ibv_alloc_parent_domain(ctx_, &pa);
+  ASSERT_NE(parent, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_dealloc_td(td), EBUSY) << "the parent domain holds it";
+
+  // A CQ on the parent domain; a plain PD is refused there.
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 8;
+  ca.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
+  ca.parent_domain = pd_;
+  errno = 0;
+  EXPECT_EQ(ibv_create_cq_ex(ctx_, &ca), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ca.parent_domain = parent;
+  ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &ca);
+  ASSERT_NE(cq, nullptr) << strerror(errno);
+  // A QP and an MR on it, as on its PD.
+  ibv_qp_init_attr qa{};
+  qa.send_cq = ibv_cq_ex_to_cq(cq);
+  qa.recv_cq = ibv_cq_ex_to_cq(cq);
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap = {4, 4, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(parent, &qa);
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  EXPECT_EQ(qp->pd, parent);
+  char buf[64];
+  ibv_mr* mr = ibv_reg_mr(parent, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+
+  EXPECT_EQ(ibv_dealloc_pd(pd_), EBUSY) << "a parent domain is built on it";
+  EXPECT_EQ(ibv_dealloc_pd(parent), EBUSY) << "a QP and a CQ are on it";
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_dealloc_pd(parent), EBUSY) << "the CQ is still on it";
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+  EXPECT_EQ(ibv_dealloc_pd(parent), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_td(td), 0);
+}
+
+}  // namespace
+}  // namespace softverbs::it
