@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -60,14 +62,40 @@ bool ReleasesAResource(protocol::Op op) {
   }
 }
 
+// A stale reply is skipped at most this often per call: each comes from a
+// process that died inside a call, and a lost reply must not loop forever.
+constexpr int kMaxStaleReplies = 64;
+
 }  // namespace
+
+struct DaemonChannel::SharedCallState {
+  pthread_mutex_t mutex;  // PTHREAD_PROCESS_SHARED, PTHREAD_MUTEX_ROBUST
+  uint32_t seq;           // the last request's seq, for every process
+};
+
+class DaemonChannel::CallLock {
+ public:
+  explicit CallLock(SharedCallState* s) : s_(s) {
+    if (s_ && pthread_mutex_lock(&s_->mutex) == EOWNERDEAD) {
+      // Its owner died inside a call; its reply, if any, is skipped by seq.
+      pthread_mutex_consistent(&s_->mutex);
+    }
+  }
+  ~CallLock() {
+    if (s_) pthread_mutex_unlock(&s_->mutex);
+  }
+
+ private:
+  SharedCallState* s_;
+};
 
 DaemonChannel::~DaemonChannel() {
   if (fd_ >= 0) close(fd_);
+  if (shared_) munmap(shared_, sizeof(SharedCallState));
 }
 
 void DaemonChannel::Disconnect() {
-  std::lock_guard lock(mutex_);
+  CallLock lock(shared_);
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }
@@ -86,6 +114,23 @@ int DaemonChannel::Connect(protocol::Role role) {
     Log("cannot reach the softverbs daemon: %s: %s", why.c_str(), strerror(-fd));
     return -fd;
   }
+  if (!shared_) {
+    void* page = mmap(nullptr, sizeof(SharedCallState), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) {
+      close(fd);
+      return errno;
+    }
+    auto* s = static_cast<SharedCallState*>(page);
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&s->mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+    s->seq = 0;
+    shared_ = s;
+  }
   fd_ = fd;
   gone_.store(false, std::memory_order_release);
   return 0;
@@ -94,7 +139,7 @@ int DaemonChannel::Connect(protocol::Role role) {
 int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
                         const int* fds, size_t nfds, size_t* rep_body_len,
                         std::vector<int>* fds_out) {
-  std::lock_guard lock(mutex_);
+  CallLock lock(shared_);
   if (fd_ < 0) return ENODEV;
   auto device_gone = [&] {
     gone_.store(true, std::memory_order_release);
@@ -102,7 +147,7 @@ int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* 
   };
   if (gone()) return device_gone();
   protocol::RequestHeader hdr{protocol::kProtocolVersion, static_cast<uint16_t>(op), 0,
-                              static_cast<uint32_t>(req_len), ++seq_};
+                              static_cast<uint32_t>(req_len), ++shared_->seq};
   // Status replies can be large; everything else fits the default buffer.
   std::vector<uint8_t> buf(op == protocol::Op::kStatus ? (4 << 20) : protocol::kMaxMessageSize);
   ssize_t n;
@@ -115,7 +160,7 @@ int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* 
     // daemon out of descriptors refuses new clients that way).
     n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
   } else {
-    n = ReceiveMessage(fd_, buf.data(), buf.size(), fds_out);
+    n = ReceiveReply(hdr.seq, buf, fds_out);
   }
   if (n < static_cast<ssize_t>(sizeof(protocol::ReplyHeader))) {
     Log("%s: the daemon went away", protocol::OpName(op));
@@ -132,6 +177,29 @@ int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* 
   if (rep && rep_len) memcpy(rep, body, std::min<size_t>(rep_len, rh.body_size));
   if (rep_body_len) *rep_body_len = rh.body_size;
   return 0;
+}
+
+ssize_t DaemonChannel::ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf,
+                                    std::vector<int>* fds_out) {
+  for (int stale = 0; stale <= kMaxStaleReplies; ++stale) {
+    std::vector<int> fds;
+    ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), &fds);
+    protocol::ReplyHeader rh{};
+    if (n >= static_cast<ssize_t>(sizeof(rh))) memcpy(&rh, buf.data(), sizeof(rh));
+    if (n < static_cast<ssize_t>(sizeof(rh)) || rh.seq == seq) {
+      for (int fd : fds) {
+        if (fds_out) {
+          fds_out->push_back(fd);
+        } else {
+          close(fd);
+        }
+      }
+      return n;
+    }
+    for (int fd : fds) close(fd);  // the reply of a call whose caller died
+  }
+  Log("the daemon's replies do not match this call (seq %u)", seq);
+  return -1;
 }
 
 }  // namespace softverbs::provider

@@ -1,10 +1,17 @@
-// A context's connection to softverbsd: synchronous request/reply calls,
-// serialised by a mutex. Rejections come back with the rule that was broken,
-// which Call() prints on the log channel.
+// A context's connection to softverbsd: synchronous request/reply calls.
+// Rejections come back with the rule that was broken, which Call() prints on
+// the log channel.
+//
+// A process forked from the context's owner inherits the connection, as a
+// child inherits the uverbs fd, and may call through it too (rdma-core's
+// tests allocate from children). So the call lock and the sequence counter
+// live in a MAP_SHARED page the child inherits: a robust process-shared mutex
+// serialises every process's request/reply pair, and a reply whose seq is not
+// the caller's (left by a process that died between its request and its
+// reply) is skipped.
 #pragma once
 
 #include <atomic>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,10 +59,13 @@ class DaemonChannel {
   }
 
  private:
-  std::mutex mutex_;
+  struct SharedCallState;  // daemon_channel.cc
+  class CallLock;
+  // Receives the reply to request `seq`, skipping stale ones.
+  ssize_t ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf, std::vector<int>* fds_out);
+  SharedCallState* shared_ = nullptr;  // mapped at Connect, shared with forked children
   int fd_ = -1;
   std::atomic<bool> gone_{false};
-  uint32_t seq_ = 0;
 };
 
 }  // namespace softverbs::provider
