@@ -323,6 +323,38 @@ def run_tests(cli, env, workdir, gid, ids, timeout_s):
     return outcome
 
 
+NR_HUGEPAGES = '/proc/sys/vm/nr_hugepages'
+HUGEPAGES_FOR_RUN = 8  # 16 MiB of 2 MiB pages: rdma-core's huge-page tests map one
+
+
+def reserve_huge_pages():
+    """Reserves a few huge pages for the run when none are and we may (root):
+    rdma-core's huge-page tests skip without them. Returns the count to put
+    back afterwards, or None when nothing was changed."""
+    try:
+        with open(NR_HUGEPAGES) as f:
+            before = int(f.read())
+        if before > 0 or os.geteuid() != 0:
+            return None
+        with open(NR_HUGEPAGES, 'w') as f:
+            f.write(str(HUGEPAGES_FOR_RUN))
+        log(f'reserved {HUGEPAGES_FOR_RUN} huge pages for the run')
+        return before
+    except (OSError, ValueError) as e:
+        log(f'huge pages not reserved ({e}): the huge-page tests skip')
+        return None
+
+
+def restore_huge_pages(before):
+    if before is None:
+        return
+    try:
+        with open(NR_HUGEPAGES, 'w') as f:
+            f.write(str(before))
+    except OSError as e:
+        log(f'could not give the huge pages back ({e})')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
@@ -365,6 +397,7 @@ def main():
     env.setdefault('SOFTVERBS_IDLE_TIMEOUT', '5')
     env['PYTHONDONTWRITEBYTECODE'] = '1'
     t0 = time.time()
+    huge_pages_before = reserve_huge_pages()
     try:
         copy_tests(args.tests, workdir)
         gid = roce_v2_gid_index(args.cli, env)
@@ -374,6 +407,7 @@ def main():
             f'{env["SOFTVERBS_RUNTIME_DIR"]}')
         outcome = run_tests(args.cli, env, workdir, gid, ids, args.timeout)
     finally:
+        restore_huge_pages(huge_pages_before)
         if own_rt:
             subprocess.run([args.cli, 'daemon', 'stop'], env=env,
                            capture_output=True)
