@@ -65,6 +65,7 @@ int StartDeviceWatch(Context* ctx) {
     err = EAGAIN;
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ctx->watch_pid = getpid();
   if (err) {
     close(ctx->watch_stop_fd);
     ctx->watch_stop_fd = -1;
@@ -74,10 +75,16 @@ int StartDeviceWatch(Context* ctx) {
 
 void StopDeviceWatch(Context* ctx) {
   if (ctx->watch_stop_fd < 0) return;
-  uint64_t one = 1;
-  ssize_t n = write(ctx->watch_stop_fd, &one, sizeof(one));
-  (void)n;
-  if (ctx->watch_thread.joinable()) ctx->watch_thread.join();
+  if (getpid() == ctx->watch_pid) {
+    uint64_t one = 1;
+    ssize_t n = write(ctx->watch_stop_fd, &one, sizeof(one));
+    (void)n;
+    if (ctx->watch_thread.joinable()) ctx->watch_thread.join();
+  } else if (ctx->watch_thread.joinable()) {
+    // A fork child has the thread object but not the thread, and shares
+    // the stop eventfd with the parent, whose watcher must keep running.
+    ctx->watch_thread.detach();
+  }
   close(ctx->watch_stop_fd);
   ctx->watch_stop_fd = -1;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -74,6 +75,7 @@ struct Context {
   // IBV_EVENT_DEVICE_FATAL was handed out.
   std::thread watch_thread;
   int watch_stop_fd = -1;
+  pid_t watch_pid = 0;  // the process the watcher runs in (not a fork child)
   std::atomic<bool> fatal{false};
   std::atomic<bool> fatal_reported{false};
   std::unordered_set<Qp*> qps;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -135,6 +136,14 @@ int main() {
   for (int i = 0; i < kRecvs; ++i) {
     if (PostRecv(b, mr, buf + 8192, 100 + i)) Die("post_recv");
   }
+
+  // A fork child that closes its copy of the context leaves the parent's
+  // watcher running (the parent must still see the death below).
+  pid_t child = fork();
+  if (child == 0) _exit(ibv_close_device(ctx) == 0 ? 0 : 1);
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  EXPECT_EQ(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0, 1);
 
   // Traffic: RDMA writes a -> b, one at a time, until one fails.
   std::atomic<bool> stop{false};
