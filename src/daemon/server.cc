@@ -135,7 +135,8 @@ void Server::RefuseForLackOfDescriptors() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
       // The client's hello is usually waiting already: answer it by its
-      // sequence number. Either way the error goes out before the close, and
+      // sequence number (else seq 0, which the library takes as a refusal of
+      // the connection). Either way the error goes out before the close, and
       // the library reads it even if its hello then finds the socket closed.
       uint8_t buf[sizeof(protocol::RequestHeader) + sizeof(protocol::HelloRequest)];
       protocol::RequestHeader hdr{};

@@ -186,7 +186,10 @@ ssize_t DaemonChannel::ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf,
     ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), &fds);
     protocol::ReplyHeader rh{};
     if (n >= static_cast<ssize_t>(sizeof(rh))) memcpy(&rh, buf.data(), sizeof(rh));
-    if (n < static_cast<ssize_t>(sizeof(rh)) || rh.seq == seq) {
+    // seq 0 with an error: the daemon refused the connection before it read
+    // any request (out of descriptors), and says why.
+    const bool refusal = rh.seq == 0 && rh.err != 0;
+    if (n < static_cast<ssize_t>(sizeof(rh)) || rh.seq == seq || refusal) {
       for (int fd : fds) {
         if (fds_out) {
           fds_out->push_back(fd);
