@@ -24,6 +24,7 @@ using protocol::Op;
 Server::Server(ServerOptions options) : options_(std::move(options)) {
   device_.set_event_sink(
       [this](ClientId c, const protocol::AsyncEventRecord& rec) { PushEvent(c, rec); });
+  cm_.set_event_sink([this](int fd, const protocol::CmEventRecord& rec) { PushCmEvent(fd, rec); });
 }
 
 Server::~Server() {
@@ -70,6 +71,7 @@ int Server::Run() {
   while (!stopping_) {
     epoll_event events[32];
     int timeout_ms = accept_paused_ ? static_cast<int>(kAcceptBackoff.count()) : 1000;
+    if (int cm_ms = cm_.MsUntilNextTimer(); cm_ms >= 0 && cm_ms < timeout_ms) timeout_ms = cm_ms;
     int n = epoll_wait(epoll_fd_, events, 32, timeout_ms);
     if (n < 0 && errno != EINTR) return 1;
     for (int i = 0; i < n; ++i) {
@@ -86,6 +88,7 @@ int Server::Run() {
       ev.data.fd = listen_fd_;
       epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
     }
+    cm_.RunTimers();
     if (!connections_.empty()) {
       idle_since = Clock::now();
     } else if (options_.idle_timeout.count() > 0 &&
@@ -218,12 +221,16 @@ void Server::Close(int fd) {
   connections_.erase(it);
   if (role == protocol::Role::kContext && greeted) {
     device_.RemoveClient(client);
+    // Its rdma_cm ids end as if destroyed, and its event channels close.
+    for (int channel_fd : cm_.RemoveClient(client)) Close(channel_fd);
     if (auto ev = event_fds_.find(client); ev != event_fds_.end()) {
       // The event connection belongs to the same context; it ends with it.
       int efd = ev->second;
       event_fds_.erase(ev);
       Close(efd);
     }
+  } else if (role == protocol::Role::kCmEvents) {
+    cm_.RemoveChannel(fd);
   } else if (role == protocol::Role::kEvents) {
     if (auto ev = event_fds_.find(client); ev != event_fds_.end() && ev->second == fd) {
       event_fds_.erase(ev);
@@ -281,6 +288,19 @@ void Server::Reply(Connection& conn, uint32_t seq, const Verdict& v, const void*
       conn.out.Send(conn.fd, msg.data(), msg.size(), nullptr, 0,
                     valid_fds.empty() ? nullptr : valid_fds.data(), valid_fds.size());
   if (r == Outbox::Result::kBroken) {
+    doomed_.push_back(conn.fd);
+    return;
+  }
+  UpdateInterest(conn);
+}
+
+// rdma_cm events are never dropped (an application waits for each one); a
+// channel that does not read them is bounded by what its ids can cause.
+void Server::PushCmEvent(int fd, const protocol::CmEventRecord& rec) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& conn = it->second;
+  if (conn.out.Send(conn.fd, &rec, sizeof(rec), nullptr, 0) == Outbox::Result::kBroken) {
     doomed_.push_back(conn.fd);
     return;
   }
@@ -363,6 +383,18 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       // events (kMaxQueuedEvents) what decides, whatever the host's wmem.
       int sndbuf = 64 << 10;
       setsockopt(conn.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    } else if (conn.role == protocol::Role::kCmEvents) {
+      // A librdmacm event channel of the context whose client id it names.
+      bool found = false;
+      for (auto& [fd, other] : connections_) {
+        if (other.role == protocol::Role::kContext && other.greeted &&
+            other.client == req.context_token) {
+          found = true;
+        }
+      }
+      if (!found) return reply_empty(Verdict::Fail(EINVAL, "unknown context for an event channel"));
+      conn.client = static_cast<ClientId>(req.context_token);
+      conn.token = cm_.AddChannel(conn.client, conn.fd);
     } else if (conn.role != protocol::Role::kCli) {
       return reply_empty(Verdict::Fail(EPROTO, "unknown role"));
     }
@@ -396,6 +428,11 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
   }
   const ClientId c = conn.client;
   if (DispatchDatapath(conn, hdr, body, len, fds)) return;
+  if (op >= Op::kCmCreateId && op <= Op::kCmLeaveMcast) {
+    SV_BODY(protocol::CmRequest, req);
+    protocol::CmReply out{};
+    return reply(cm_.Handle(c, op, req, &out), out);
+  }
   switch (op) {
     case Op::kAllocPd: {
       protocol::AllocPdReply out{};

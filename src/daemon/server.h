@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/cm_service.h"
 #include "daemon/device.h"
 #include "daemon/outbox.h"
 #include "protocol/messages.h"
@@ -76,9 +77,11 @@ class Server {
   bool DispatchDatapath(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
                         size_t len, std::vector<int>& fds);
   void PushEvent(ClientId client, const protocol::AsyncEventRecord& rec);
+  void PushCmEvent(int fd, const protocol::CmEventRecord& rec);
 
   ServerOptions options_;
   Device device_;
+  CmService cm_{device_.gids(), device_.active_mtu()};  // librdmacm's connection manager
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   // Kept open to be given up when accept4 runs out of descriptors, so that a

@@ -64,6 +64,22 @@ enum class Op : uint16_t {
   kAllocDm,  // device memory: bodies at the end of this file
   kFreeDm,
   kRegDmMr,
+  kCmCreateId,  // the connection manager (librdmacm): bodies in protocol/cm_messages.h
+  kCmDestroyId,
+  kCmBindAddr,
+  kCmResolveAddr,
+  kCmResolveRoute,
+  kCmListen,
+  kCmConnect,
+  kCmAccept,
+  kCmReject,
+  kCmEstablish,
+  kCmDisconnect,
+  kCmInitQpAttr,
+  kCmMigrateId,
+  kCmNotify,
+  kCmJoinMcast,
+  kCmLeaveMcast,
   kCount
 };
 
@@ -90,7 +106,10 @@ static_assert(sizeof(ReplyHeader) == 16);
 // Object handles are daemon-wide, never reused while the daemon lives, never 0.
 using Handle = uint32_t;
 
-enum class Role : uint32_t { kContext = 1, kEvents = 2, kCli = 3 };
+// kCmEvents: a librdmacm event channel (protocol/cm_messages.h); its hello
+// names the context (HelloRequest::context_token = that context's client_id)
+// and gets the channel's number back in HelloReply::context_token.
+enum class Role : uint32_t { kContext = 1, kEvents = 2, kCli = 3, kCmEvents = 4 };
 
 struct HelloRequest {
   uint32_t role;           // Role

@@ -45,7 +45,23 @@ const char* OpName(Op op) {
                                            "qp_event",
                                            "alloc_dm",
                                            "free_dm",
-                                           "reg_dm_mr"};
+                                           "reg_dm_mr",
+                                           "cm_create_id",
+                                           "cm_destroy_id",
+                                           "cm_bind_addr",
+                                           "cm_resolve_addr",
+                                           "cm_resolve_route",
+                                           "cm_listen",
+                                           "cm_connect",
+                                           "cm_accept",
+                                           "cm_reject",
+                                           "cm_establish",
+                                           "cm_disconnect",
+                                           "cm_init_qp_attr",
+                                           "cm_migrate_id",
+                                           "cm_notify",
+                                           "cm_join_mcast",
+                                           "cm_leave_mcast"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -1,0 +1,188 @@
+// The connection manager of softverbs0 (what the kernel's rdma_cm and ib_cm
+// are for a RoCE device), docs/rdmacm.md.
+//
+// It holds the rdma_cm ids of every process (state, bound address, port
+// space and port, the connection's parameters), the port table, the event
+// channels, and the CM state machine. Connection establishment is a dialogue
+// of IBTA CM messages (REQ, REP, RTU, REJ, DREQ, DREP, SIDR REQ/REP) between
+// two ids, each message a CmMessage handed to a carrier. Today the only
+// carrier is local: both ids live in this daemon and the message is queued
+// and delivered to the other id after the current request. A wire carrier
+// (CM MADs on QP1 over RoCEv2, the rdma_cm IP header in the REQ's private
+// data) plugs in at the same place: Send() for an id whose peer is remote,
+// and the On* handlers for a MAD that arrives.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/gid_table.h"
+#include "daemon/cm_addresses.h"
+#include "daemon/objects.h"
+#include "daemon/verdict.h"
+#include "protocol/cm_messages.h"
+#include "protocol/messages.h"
+
+namespace softverbs::daemon {
+
+// IBTA 12.6 message kinds (the MADs' attribute ids on the wire).
+enum class CmMsgKind : uint8_t { kReq, kRep, kRtu, kRej, kDreq, kDrep, kSidrReq, kSidrRep };
+
+// One CM message, with the fields of its MAD that rdma_cm uses.
+struct CmMessage {
+  CmMsgKind kind;
+  uint32_t local_comm_id;   // the sender's id
+  uint32_t remote_comm_id;  // the receiver's id (0 in REQ / SIDR REQ)
+  uint32_t port_space;      // REQ, SIDR REQ: service id = port space << 16 | port
+  CmAddr src;               // rdma_cm IP header: the sender's IP and port
+  CmAddr dst;               // ... and the IP and port it asks for
+  uint8_t sgid[16];         // the sender's GID (the GRH's SGID on the wire)
+  uint32_t starting_psn;    // REQ, REP
+  uint32_t status;          // REJ reason, SIDR REP status
+  protocol::CmConnParam conn;
+};
+
+// The state of an id: rdma_cm's states up to ROUTE_RESOLVED and LISTEN, then
+// ib_cm's for the connection.
+enum class CmState : uint8_t {
+  kIdle,
+  kAddrBound,
+  kAddrQuery,
+  kAddrResolved,
+  kRouteResolved,
+  kListen,
+  kReqSent,
+  kReqRcvd,
+  kRepSent,
+  kRepRcvd,
+  kEstablished,
+  kDreqSent,
+  kDreqRcvd,
+  kDisconnected,
+  kRejected,
+  kSidrReqSent,
+  kSidrReqRcvd,
+  kSidrDone,
+};
+const char* CmStateName(CmState s);
+
+class CmService {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Delivers one event on an event channel connection (the server's outbox).
+  using EventSink = std::function<void(int fd, const protocol::CmEventRecord&)>;
+
+  CmService(const GidTable& gids, ibv_mtu active_mtu) : gids_(gids), active_mtu_(active_mtu) {}
+  void set_event_sink(EventSink sink) { event_sink_ = std::move(sink); }
+
+  // Event channels: the connection fd the server accepted (the server closes
+  // it). Returns the channel's number.
+  uint32_t AddChannel(ClientId owner, int fd);
+  void RemoveChannel(int fd);
+  // Every id of a client that went away is destroyed as rdma_destroy_id
+  // would (its peers see DISCONNECTED or REJECTED); its channels' fds are
+  // returned for the server to close.
+  std::vector<int> RemoveClient(ClientId c);
+
+  // One request (op is one of Op::kCm*).
+  Verdict Handle(ClientId c, protocol::Op op, const protocol::CmRequest& req,
+                 protocol::CmReply* out);
+
+  // Timers: resolution timeouts, DREQ timeouts. Milliseconds until the next
+  // one (-1: none), and run those that are due.
+  int MsUntilNextTimer() const;
+  void RunTimers();
+
+ private:
+  struct Id {
+    uint32_t handle = 0;
+    ClientId owner = 0;
+    uint32_t channel = 0;
+    uint32_t port_space = 0;
+    uint32_t qp_type = 0;
+    CmState state = CmState::kIdle;
+    protocol::CmRoute route{};
+    bool holds_port = false;
+    uint32_t flags = 0;     // kCmReuseAddr, kCmAfOnly
+    int backlog = 0;        // listener: pending requests allowed
+    int pending = 0;        // listener: requests not yet accepted or rejected
+    uint32_t listener = 0;  // a request's id: its listener while pending
+    uint32_t peer = 0;      // the remote comm id
+    bool active = false;    // this side sent the REQ
+    protocol::CmConnParam local{};
+    protocol::CmConnParam remote{};
+    uint32_t local_psn = 0;
+    uint32_t remote_psn = 0;
+    uint8_t responder_resources = 0;  // what this side's QP answers (RTR)
+    uint8_t initiator_depth = 0;      // what this side's QP issues (RTS)
+    uint8_t remote_gid[16] = {};
+    bool timer = false;
+    Clock::time_point deadline{};
+    std::vector<CmAddr> groups;  // joined multicast groups
+  };
+  struct Channel {
+    ClientId owner;
+    int fd;
+  };
+
+  // The ops (cm_service.cc).
+  Verdict CreateId(ClientId c, const protocol::CmRequest& req, protocol::CmReply* out);
+  Verdict DestroyId(Id& id);
+  Verdict BindAddr(Id& id, const CmAddr& addr, uint32_t flags);
+  Verdict ResolveAddr(Id& id, const protocol::CmRequest& req);
+  Verdict ResolveRoute(Id& id);
+  Verdict Listen(Id& id, int backlog);
+  Verdict Connect(Id& id, const protocol::CmConnParam& conn);
+  Verdict Accept(Id& id, const protocol::CmConnParam& conn);
+  Verdict Reject(Id& id, const protocol::CmConnParam& conn);
+  Verdict Establish(Id& id);
+  Verdict Disconnect(Id& id);
+  Verdict Notify(Id& id, uint32_t event);
+  Verdict JoinMcast(Id& id, const CmAddr& group, uint64_t token);
+  Verdict LeaveMcast(Id& id, const CmAddr& group);
+  // cm_qp_attr.cc
+  Verdict InitQpAttr(const Id& id, uint32_t qp_state, protocol::CmReply* out) const;
+
+  // The port table (cm_ports.cc).
+  Verdict ReservePort(Id& id, CmAddr addr, uint32_t flags);
+  bool Overlaps(const Id& a, const Id& b) const;
+  Id* FindListener(uint32_t port_space, const CmAddr& dst);
+
+  // The state machine's receiving half (cm_messages.cc): one handler per kind.
+  void Send(CmMessage msg);
+  void Pump();
+  void Deliver(const CmMessage& msg);
+  void OnReq(const CmMessage& msg);
+  void OnSidrReq(const CmMessage& msg);
+  void OnRep(Id& id, const CmMessage& msg);
+  void OnRtu(Id& id);
+  void OnRej(Id& id, const CmMessage& msg);
+  void OnDreq(Id& id, const CmMessage& msg);
+  void OnDrep(Id& id);
+  void OnSidrRep(Id& id, const CmMessage& msg);
+  CmMessage MessageFrom(const Id& id, CmMsgKind kind) const;
+  void SendRejectTo(const CmMessage& req, uint32_t reason);
+  void LeaveConnection(Id& id);
+  void ReleaseRequest(Id& id);
+
+  void PushEvent(const Id& id, protocol::CmEventRecord rec);
+  protocol::CmEventRecord EventFor(const Id& id, uint32_t event, int32_t status) const;
+  void SetRouteFromAddrs(Id& id);
+  Id* Find(uint32_t handle);
+
+  const GidTable& gids_;
+  ibv_mtu active_mtu_;
+  EventSink event_sink_;
+  uint32_t next_handle_ = 1;
+  uint32_t next_channel_ = 1;
+  std::map<uint32_t, Id> ids_;
+  std::map<uint32_t, Channel> channels_;
+  std::deque<CmMessage> in_flight_;  // the local carrier
+};
+
+}  // namespace softverbs::daemon

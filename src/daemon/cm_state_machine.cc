@@ -1,0 +1,290 @@
+// The receiving half of the CM state machine: what an id does with each CM
+// message (IBTA 12.6, as ib_cm and rdma_cm act on it), and the local
+// carrier that delivers messages between ids of this daemon.
+#include <errno.h>
+#include <rdma/rdma_cma.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "daemon/cm_service.h"
+
+namespace softverbs::daemon {
+
+using protocol::CmEventRecord;
+
+namespace {
+
+// IBTA 12.6.7 REJ reasons and 16.7 SIDR REP statuses rdma_cm reports.
+constexpr uint32_t kRejTimeout = 1;
+constexpr uint32_t kRejInvalidServiceId = 8;
+constexpr uint32_t kRejConsumerDefined = 28;
+constexpr uint32_t kSidrUnsupported = 1;
+
+}  // namespace
+
+CmMessage CmService::MessageFrom(const Id& id, CmMsgKind kind) const {
+  CmMessage msg{};
+  msg.kind = kind;
+  msg.local_comm_id = id.handle;
+  msg.remote_comm_id = id.peer;
+  msg.src = id.route.src;
+  msg.dst = id.route.dst;
+  memcpy(msg.sgid, id.route.sgid, 16);
+  msg.starting_psn = id.local_psn;
+  msg.conn = id.local;
+  msg.conn.private_data_len = 0;
+  return msg;
+}
+
+// The local carrier: a message is delivered after the request that sent it
+// has been answered, as a message on the wire would be.
+void CmService::Send(CmMessage msg) { in_flight_.push_back(msg); }
+
+void CmService::Pump() {
+  // Every delivery may send more (a REQ without a listener answers a REJ);
+  // bounded, since no handler answers a REJ, DREP, RTU or SIDR REP.
+  for (int budget = 4096; !in_flight_.empty() && budget > 0; --budget) {
+    CmMessage msg = in_flight_.front();
+    in_flight_.pop_front();
+    Deliver(msg);
+  }
+}
+
+void CmService::Deliver(const CmMessage& msg) {
+  if (msg.kind == CmMsgKind::kReq) return OnReq(msg);
+  if (msg.kind == CmMsgKind::kSidrReq) return OnSidrReq(msg);
+  Id* id = Find(msg.remote_comm_id);
+  // A message for an id that is gone is dropped (on the wire: a stale
+  // connection, answered by nobody).
+  if (!id) return;
+  if (id->peer && id->peer != msg.local_comm_id) return;
+  switch (msg.kind) {
+    case CmMsgKind::kRep:
+      return OnRep(*id, msg);
+    case CmMsgKind::kRtu:
+      return OnRtu(*id);
+    case CmMsgKind::kRej:
+      return OnRej(*id, msg);
+    case CmMsgKind::kDreq:
+      return OnDreq(*id, msg);
+    case CmMsgKind::kDrep:
+      return OnDrep(*id);
+    case CmMsgKind::kSidrRep:
+      return OnSidrRep(*id, msg);
+    default:
+      return;
+  }
+}
+
+void CmService::SendRejectTo(const CmMessage& req, uint32_t reason) {
+  CmMessage rej{};
+  rej.kind = req.kind == CmMsgKind::kSidrReq ? CmMsgKind::kSidrRep : CmMsgKind::kRej;
+  rej.remote_comm_id = req.local_comm_id;
+  rej.src = req.dst;
+  rej.dst = req.src;
+  rej.status = rej.kind == CmMsgKind::kSidrRep ? kSidrUnsupported : reason;
+  rej.conn.private_data_len = rej.kind == CmMsgKind::kSidrRep ? 136 : 148;
+  Send(rej);
+}
+
+void CmService::OnReq(const CmMessage& msg) {
+  Id* listener = FindListener(msg.port_space, msg.dst);
+  if (!listener || listener->qp_type == IBV_QPT_UD) {
+    return SendRejectTo(msg, kRejInvalidServiceId);
+  }
+  if (listener->pending >= listener->backlog) return SendRejectTo(msg, kRejConsumerDefined);
+  Id child;
+  child.handle = next_handle_++;
+  child.owner = listener->owner;
+  child.channel = listener->channel;
+  child.port_space = listener->port_space;
+  child.qp_type = listener->qp_type;
+  child.state = CmState::kReqRcvd;
+  child.flags = listener->flags;
+  child.route.pkey = 0xffff;
+  child.route.path_mtu = active_mtu_;
+  child.route.src = msg.dst;
+  child.route.dst = msg.src;
+  child.listener = listener->handle;
+  child.peer = msg.local_comm_id;
+  child.remote = msg.conn;
+  child.remote_psn = msg.starting_psn;
+  // What the REQ offers seen from this side: its initiator depth is what
+  // this QP must answer, its responder resources what this QP may issue.
+  child.responder_resources = msg.conn.initiator_depth;
+  child.initiator_depth = msg.conn.responder_resources;
+  memcpy(child.remote_gid, msg.sgid, 16);
+  SetRouteFromAddrs(child);
+  memcpy(child.route.dgid, msg.sgid, 16);
+  listener->pending++;
+  const uint32_t listen_handle = listener->handle;
+  ids_[child.handle] = child;
+  CmEventRecord rec = EventFor(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+  rec.listen_id = listen_handle;
+  rec.conn = msg.conn;
+  PushEvent(child, rec);
+}
+
+void CmService::OnSidrReq(const CmMessage& msg) {
+  Id* listener = FindListener(msg.port_space, msg.dst);
+  if (!listener || listener->qp_type != IBV_QPT_UD) return SendRejectTo(msg, 0);
+  if (listener->pending >= listener->backlog) return SendRejectTo(msg, 0);
+  Id child;
+  child.handle = next_handle_++;
+  child.owner = listener->owner;
+  child.channel = listener->channel;
+  child.port_space = listener->port_space;
+  child.qp_type = IBV_QPT_UD;
+  child.state = CmState::kSidrReqRcvd;
+  child.route.pkey = 0xffff;
+  child.route.path_mtu = active_mtu_;
+  child.route.src = msg.dst;
+  child.route.dst = msg.src;
+  child.listener = listener->handle;
+  child.peer = msg.local_comm_id;
+  SetRouteFromAddrs(child);
+  memcpy(child.route.dgid, msg.sgid, 16);
+  listener->pending++;
+  const uint32_t listen_handle = listener->handle;
+  ids_[child.handle] = child;
+  CmEventRecord rec = EventFor(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+  rec.listen_id = listen_handle;
+  rec.conn = msg.conn;
+  memcpy(rec.ah_dgid, msg.sgid, 16);
+  rec.ah_sgid_index = child.route.sgid_index;
+  PushEvent(child, rec);
+}
+
+void CmService::OnRep(Id& id, const CmMessage& msg) {
+  if (id.state != CmState::kReqSent) return;
+  id.peer = msg.local_comm_id;
+  id.remote = msg.conn;
+  id.remote_psn = msg.starting_psn;
+  memcpy(id.remote_gid, msg.sgid, 16);
+  // The REP's answer bounds what this side asked for.
+  id.responder_resources = std::min(id.responder_resources, msg.conn.initiator_depth);
+  id.initiator_depth = std::min(id.initiator_depth, msg.conn.responder_resources);
+  id.state = CmState::kRepRcvd;
+  CmEventRecord rec = EventFor(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+  rec.conn = msg.conn;
+  PushEvent(id, rec);
+}
+
+void CmService::OnRtu(Id& id) {
+  if (id.state != CmState::kRepSent) return;
+  id.state = CmState::kEstablished;
+  PushEvent(id, EventFor(id, RDMA_CM_EVENT_ESTABLISHED, 0));
+}
+
+void CmService::OnRej(Id& id, const CmMessage& msg) {
+  switch (id.state) {
+    case CmState::kReqSent:
+    case CmState::kReqRcvd:
+    case CmState::kRepSent:
+    case CmState::kRepRcvd:
+      break;
+    default:
+      return;
+  }
+  ReleaseRequest(id);
+  id.state = CmState::kRejected;
+  CmEventRecord rec = EventFor(id, RDMA_CM_EVENT_REJECTED, static_cast<int32_t>(msg.status));
+  rec.conn = msg.conn;
+  PushEvent(id, rec);
+}
+
+void CmService::OnDreq(Id& id, const CmMessage& msg) {
+  (void)msg;
+  switch (id.state) {
+    case CmState::kEstablished:
+    case CmState::kRepSent:
+    case CmState::kRepRcvd:
+      id.state = CmState::kDreqRcvd;
+      PushEvent(id, EventFor(id, RDMA_CM_EVENT_DISCONNECTED, 0));
+      return;
+    case CmState::kDreqSent:
+      // Both sides disconnected at once: answer, and wait for the peer's DREP.
+      Send(MessageFrom(id, CmMsgKind::kDrep));
+      return;
+    case CmState::kDisconnected:
+      Send(MessageFrom(id, CmMsgKind::kDrep));
+      return;
+    default:
+      return;
+  }
+}
+
+void CmService::OnDrep(Id& id) {
+  if (id.state != CmState::kDreqSent) return;
+  id.timer = false;
+  id.state = CmState::kDisconnected;
+  PushEvent(id, EventFor(id, RDMA_CM_EVENT_DISCONNECTED, 0));
+}
+
+void CmService::OnSidrRep(Id& id, const CmMessage& msg) {
+  if (id.state != CmState::kSidrReqSent) return;
+  if (msg.status != 0) {
+    id.state = CmState::kRejected;
+    CmEventRecord rec = EventFor(id, RDMA_CM_EVENT_UNREACHABLE, static_cast<int32_t>(msg.status));
+    rec.conn = msg.conn;
+    PushEvent(id, rec);
+    return;
+  }
+  id.peer = msg.local_comm_id;
+  id.state = CmState::kSidrDone;
+  memcpy(id.remote_gid, msg.sgid, 16);
+  memcpy(id.route.dgid, msg.sgid, 16);
+  CmEventRecord rec = EventFor(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  rec.conn = msg.conn;
+  memcpy(rec.ah_dgid, msg.sgid, 16);
+  rec.ah_sgid_index = id.route.sgid_index;
+  PushEvent(id, rec);
+}
+
+// A request leaves its listener's backlog (accepted, rejected or gone).
+void CmService::ReleaseRequest(Id& id) {
+  if (!id.listener) return;
+  if (Id* l = Find(id.listener); l && l->pending > 0) l->pending--;
+  id.listener = 0;
+}
+
+// What destroying an id (or its process dying) tells the other side.
+void CmService::LeaveConnection(Id& id) {
+  switch (id.state) {
+    case CmState::kReqSent: {
+      CmMessage rej = MessageFrom(id, CmMsgKind::kRej);
+      rej.status = kRejTimeout;
+      rej.conn.private_data_len = 148;
+      if (id.peer) Send(rej);
+      // Not yet answered: the REQ may still be with a listener. Tell the
+      // request's id there, found by our comm id.
+      for (auto& [h, other] : ids_) {
+        if (other.peer == id.handle && other.state == CmState::kReqRcvd) {
+          rej.remote_comm_id = h;
+          Send(rej);
+        }
+      }
+      break;
+    }
+    case CmState::kReqRcvd:
+    case CmState::kRepSent:
+    case CmState::kRepRcvd: {
+      CmMessage rej = MessageFrom(id, CmMsgKind::kRej);
+      rej.status = id.state == CmState::kReqRcvd ? kRejConsumerDefined : kRejTimeout;
+      rej.conn.private_data_len = 148;
+      Send(rej);
+      break;
+    }
+    case CmState::kEstablished:
+      Send(MessageFrom(id, CmMsgKind::kDreq));
+      break;
+    case CmState::kDreqRcvd:
+      Send(MessageFrom(id, CmMsgKind::kDrep));
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace softverbs::daemon
