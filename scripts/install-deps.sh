@@ -8,7 +8,7 @@ packages=(
   libibverbs-dev librdmacm-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libseccomp-dev
   # real clients the tests and the demo run
-  ibverbs-utils perftest rdmacm-utils python3 python3-pyverbs
+  ibverbs-utils perftest rdmacm-utils qperf python3 python3-pyverbs
   # benchmark baseline and plots; UCX and Open MPI on softverbs0 (kernel_view tests)
   ucx-utils python3-matplotlib openmpi-bin libopenmpi-dev
   # rdma-core's rdma_cm tests read the port's netdev addresses with `ip -j`

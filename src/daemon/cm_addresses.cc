@@ -10,7 +10,9 @@ namespace softverbs::daemon {
 
 namespace {
 
-const in_addr& V4(const CmAddr& a) { return reinterpret_cast<const sockaddr_in&>(a).sin_addr; }
+const in_addr& V4(const CmAddr& a) {
+  return reinterpret_cast<const sockaddr_in&>(a).sin_addr;
+}
 
 }  // namespace
 
@@ -19,7 +21,9 @@ uint16_t PortOf(const CmAddr& a) {
   return ntohs(a.sin6_port);
 }
 
-void SetPort(CmAddr* a, uint16_t port) { a->sin6_port = htons(port); }
+void SetPort(CmAddr* a, uint16_t port) {
+  a->sin6_port = htons(port);
+}
 
 bool IsWildcard(const CmAddr& a) {
   if (a.sin6_family == AF_INET) return V4(a).s_addr == htonl(INADDR_ANY);

@@ -17,7 +17,9 @@ namespace softverbs::daemon {
 // sockaddr_in / sockaddr_in6 held in a sockaddr_in6.
 using CmAddr = sockaddr_in6;
 
-inline int FamilyOf(const CmAddr& a) { return a.sin6_family; }
+inline int FamilyOf(const CmAddr& a) {
+  return a.sin6_family;
+}
 uint16_t PortOf(const CmAddr& a);  // host order
 void SetPort(CmAddr* a, uint16_t port);
 bool IsWildcard(const CmAddr& a);

@@ -42,8 +42,7 @@ Verdict CmService::ReservePort(Id& id, CmAddr addr, uint32_t flags) {
       if (h == id.handle || !other.holds_port || !Overlaps(probe, other)) continue;
       // SO_REUSEADDR semantics of rdma_cm: both ask for it and neither listens.
       const bool reuse = (flags & protocol::kCmReuseAddr) &&
-                         (other.flags & protocol::kCmReuseAddr) &&
-                         other.state != CmState::kListen;
+                         (other.flags & protocol::kCmReuseAddr) && other.state != CmState::kListen;
       if (!reuse) return &other;
     }
     return nullptr;
@@ -62,8 +61,8 @@ Verdict CmService::ReservePort(Id& id, CmAddr addr, uint32_t flags) {
       }
     }
     if (!found) {
-      return Verdict::Fail(EADDRINUSE, "no ephemeral port is free in port space " +
-                                           std::to_string(id.port_space));
+      return Verdict::Fail(
+          EADDRINUSE, "no ephemeral port is free in port space " + std::to_string(id.port_space));
     }
   } else if (const Id* other = conflict(port)) {
     return Verdict::Fail(EADDRINUSE, FormatAddr(addr) + " is in use (id " +

@@ -37,8 +37,8 @@ Verdict CmService::InitQpAttr(const Id& id, uint32_t qp_state, protocol::CmReply
   switch (qp_state) {
     case IBV_QPS_INIT:
       if (!id.route.on_device) {
-        return Verdict::Fail(EINVAL, "id " + std::to_string(id.handle) +
-                                         " is not bound to the device yet");
+        return Verdict::Fail(EINVAL,
+                             "id " + std::to_string(id.handle) + " is not bound to the device yet");
       }
       a.pkey_index = 0;
       a.port_num = 1;

@@ -418,6 +418,17 @@ Verdict CmService::Disconnect(Id& id) {
       id.state = CmState::kDisconnected;
       Send(MessageFrom(id, CmMsgKind::kDrep));
       return Verdict::Ok();
+    case CmState::kReqSent:
+    case CmState::kReqRcvd:
+    case CmState::kDreqSent:
+    case CmState::kDisconnected:
+    case CmState::kRejected:
+    case CmState::kSidrReqSent:
+    case CmState::kSidrReqRcvd:
+    case CmState::kSidrDone:
+      // A connection exists or existed: nothing to send, as rdma_cm answers
+      // when neither a DREQ nor a DREP can go out.
+      return Verdict::Ok();
     default:
       return Verdict::Fail(
           EINVAL, IdName(id.handle) + " is not connected (state " + CmStateName(id.state) + ")");

@@ -93,6 +93,9 @@ class CmService {
   Verdict Handle(ClientId c, protocol::Op op, const protocol::CmRequest& req,
                  protocol::CmReply* out);
 
+  // The ids as a JSON array, for `softverbs status` (cm_status.cc).
+  std::string StatusJson() const;
+
   // Timers: resolution timeouts, DREQ timeouts. Milliseconds until the next
   // one (-1: none), and run those that are due.
   int MsUntilNextTimer() const;

@@ -39,7 +39,9 @@ CmMessage CmService::MessageFrom(const Id& id, CmMsgKind kind) const {
 
 // The local carrier: a message is delivered after the request that sent it
 // has been answered, as a message on the wire would be.
-void CmService::Send(CmMessage msg) { in_flight_.push_back(msg); }
+void CmService::Send(CmMessage msg) {
+  in_flight_.push_back(msg);
+}
 
 void CmService::Pump() {
   // Every delivery may send more (a REQ without a listener answers a REJ);

@@ -415,6 +415,11 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
   if (conn.role == protocol::Role::kCli) {
     if (op == Op::kStatus) {
       std::string json = device_.StatusJson();
+      // The connection manager's ids join the device's report.
+      if (json.size() > 1 && json.back() == '}') {
+        json.pop_back();
+        json += ",\"cm_ids\":" + cm_.StatusJson() + "}";
+      }
       return Reply(conn, hdr.seq, Verdict::Ok(), json.data(), json.size());
     }
     if (op == Op::kShutdown) {

@@ -77,14 +77,15 @@ SV_EXPORT void rdma_freeaddrinfo(rdma_addrinfo* res) {
   }
 }
 
-SV_EXPORT int rdma_getaddrinfo(const char* node, const char* service,
-                               const rdma_addrinfo* hints, rdma_addrinfo** res) {
+SV_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
+                               rdma_addrinfo** res) {
   if (!node && !service && !hints) {
     return RejectMinusOne(EINVAL, "rdma_getaddrinfo: node, service and hints are all NULL");
   }
   if (!res) return RejectMinusOne(EINVAL, "rdma_getaddrinfo: res is NULL");
   if (hints && hints->ai_family == AF_IB) {
-    return RejectMinusOne(EAFNOSUPPORT, "rdma_getaddrinfo: AF_IB addresses are not supported by "
+    return RejectMinusOne(EAFNOSUPPORT,
+                          "rdma_getaddrinfo: AF_IB addresses are not supported by "
                           "softverbs (RoCE: use AF_INET or AF_INET6)");
   }
   if (InitDevice()) return -1;
@@ -109,8 +110,8 @@ SV_EXPORT int rdma_getaddrinfo(const char* node, const char* service,
     rai->ai_family = h.ai_family;
     rai->ai_qp_type = h.ai_qp_type;
     rai->ai_port_space = h.ai_port_space;
-    if (h.ai_dst_len && !CopyAddr(&rai->ai_dst_addr, &rai->ai_dst_len, h.ai_dst_addr,
-                                  h.ai_dst_len)) {
+    if (h.ai_dst_len &&
+        !CopyAddr(&rai->ai_dst_addr, &rai->ai_dst_len, h.ai_dst_addr, h.ai_dst_len)) {
       ret = ENOMEM;
     }
   }

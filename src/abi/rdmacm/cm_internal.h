@@ -34,7 +34,9 @@ struct Channel {
   rdma_event_channel pub;
   uint32_t number;
 };
-inline Channel* ChannelOf(rdma_event_channel* ch) { return reinterpret_cast<Channel*>(ch); }
+inline Channel* ChannelOf(rdma_event_channel* ch) {
+  return reinterpret_cast<Channel*>(ch);
+}
 
 struct Multicast {
   sockaddr_storage addr{};
@@ -54,7 +56,7 @@ struct Id {
   bool sync = false;  // created without a channel: calls wait for their event
   std::mutex mut;
   std::condition_variable cond;
-  int events_reported = 0;  // events handed to the user
+  int events_reported = 0;   // events handed to the user
   int events_completed = 0;  // ... and acknowledged
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
@@ -66,13 +68,15 @@ struct Id {
   ibv_sa_path_rec path{};
   std::list<Multicast*> groups;
 };
-inline Id* IdOf(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
+inline Id* IdOf(rdma_cm_id* id) {
+  return reinterpret_cast<Id*>(id);
+}
 
 // An event as rdma_get_cm_event hands it out.
 struct Event {
   rdma_cm_event pub{};
-  Id* owner = nullptr;       // the id whose event count it belongs to
-  Multicast* mc = nullptr;   // MULTICAST_JOIN / ERROR
+  Id* owner = nullptr;      // the id whose event count it belongs to
+  Multicast* mc = nullptr;  // MULTICAST_JOIN / ERROR
   uint8_t private_data[protocol::kCmMaxPrivateData];
 };
 

@@ -22,7 +22,9 @@ constexpr uint8_t kSidrReqPrivateData = 180;
 constexpr uint8_t kRepPrivateData = 196;
 constexpr uint8_t kRejPrivateData = 148;
 
-bool IsUd(const Id* id) { return id->id.qp_type == IBV_QPT_UD; }
+bool IsUd(const Id* id) {
+  return id->id.qp_type == IBV_QPT_UD;
+}
 
 // librdmacm's ucma_valid_param.
 int ValidParam(const char* verb, Id* id, const rdma_conn_param* param) {
@@ -123,9 +125,10 @@ SV_EXPORT int rdma_connect(rdma_cm_id* id, rdma_conn_param* conn_param) {
   CmRequest req = RequestFor(priv);
   const uint8_t limit = IsUd(priv) ? kSidrReqPrivateData : kReqPrivateData;
   if (!FillConn(priv, conn_param, qp_num, srq, limit, &req.conn)) {
-    return RejectMinusOne(EINVAL, "rdma_connect: private data of %u bytes is above the %u a %s "
-                          "carries", conn_param->private_data_len, limit,
-                          IsUd(priv) ? "SIDR REQ" : "REQ");
+    return RejectMinusOne(EINVAL,
+                          "rdma_connect: private data of %u bytes is above the %u a %s "
+                          "carries",
+                          conn_param->private_data_len, limit, IsUd(priv) ? "SIDR REQ" : "REQ");
   }
   if (Call(Op::kCmConnect, req, nullptr)) return -1;
   priv->connect_data.clear();
@@ -158,8 +161,10 @@ SV_EXPORT int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
   }
   CmRequest req = RequestFor(priv);
   if (!FillConn(priv, conn_param, qp_num, srq, kRepPrivateData, &req.conn)) {
-    return RejectMinusOne(EINVAL, "rdma_accept: private data of %u bytes is above the %u a REP "
-                          "carries", conn_param->private_data_len, kRepPrivateData);
+    return RejectMinusOne(EINVAL,
+                          "rdma_accept: private data of %u bytes is above the %u a REP "
+                          "carries",
+                          conn_param->private_data_len, kRepPrivateData);
   }
   if (IsUd(priv)) req.conn.qkey = RDMA_UDP_QKEY;
   if (Call(Op::kCmAccept, req, nullptr)) {
@@ -181,8 +186,10 @@ SV_EXPORT int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
 SV_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
   if (!id) return RejectMinusOne(EINVAL, "rdma_reject: id is NULL");
   if (private_data_len > kRejPrivateData) {
-    return RejectMinusOne(EINVAL, "rdma_reject: private data of %u bytes is above the %u a REJ "
-                          "carries", private_data_len, kRejPrivateData);
+    return RejectMinusOne(EINVAL,
+                          "rdma_reject: private data of %u bytes is above the %u a REJ "
+                          "carries",
+                          private_data_len, kRejPrivateData);
   }
   CmRequest req = RequestFor(IdOf(id));
   if (private_data && private_data_len) {
@@ -199,7 +206,8 @@ SV_EXPORT int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t 
 SV_EXPORT int rdma_establish(rdma_cm_id* id) {
   if (!id) return RejectMinusOne(EINVAL, "rdma_establish: id is NULL");
   if (id->qp) {
-    return RejectMinusOne(EINVAL, "rdma_establish: the id has a QP (librdmacm establishes it "
+    return RejectMinusOne(EINVAL,
+                          "rdma_establish: the id has a QP (librdmacm establishes it "
                           "itself)");
   }
   return ProcessConnectResponse(IdOf(id));
@@ -218,7 +226,8 @@ SV_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) {
   if (!listen || !id) return RejectMinusOne(EINVAL, "rdma_get_request: listen or id is NULL");
   Id* priv = IdOf(listen);
   if (!priv->sync) {
-    return RejectMinusOne(EINVAL, "rdma_get_request: the listening id is not synchronous "
+    return RejectMinusOne(EINVAL,
+                          "rdma_get_request: the listening id is not synchronous "
                           "(it has an event channel: use rdma_get_cm_event)");
   }
   if (listen->event) {

@@ -20,11 +20,15 @@ std::map<uint32_t, Id*> g_ids;
 
 // RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH are 0xff: what the device reports
 // must stay below.
-uint8_t Clamp8(int v) { return static_cast<uint8_t>(v > 0xfe ? 0xfe : (v < 0 ? 0 : v)); }
+uint8_t Clamp8(int v) {
+  return static_cast<uint8_t>(v > 0xfe ? 0xfe : (v < 0 ? 0 : v));
+}
 
 }  // namespace
 
-Device& TheDevice() { return g_device; }
+Device& TheDevice() {
+  return g_device;
+}
 
 int InitDevice() {
   std::lock_guard lock(g_mutex);
@@ -143,6 +147,8 @@ __attribute__((visibility("default"))) ibv_context** rdma_get_devices(int* num_d
   return list;
 }
 
-__attribute__((visibility("default"))) void rdma_free_devices(ibv_context** list) { free(list); }
+__attribute__((visibility("default"))) void rdma_free_devices(ibv_context** list) {
+  free(list);
+}
 
 }  // extern "C"

@@ -1,18 +1,16 @@
 // Endpoints: rdma_create_ep and rdma_destroy_ep (a synchronous id, its
 // address and route resolved or its source bound, and optionally a QP).
 #include <errno.h>
+#include <rdma/rdma_verbs.h>
 #include <string.h>
 
 #include <new>
-
-#include <rdma/rdma_verbs.h>
 
 #include "abi/rdmacm/cm_internal.h"
 
 using namespace softverbs::rdmacm;
 
 #define SV_EXPORT extern "C" __attribute__((visibility("default")))
-
 
 SV_EXPORT int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
                              ibv_qp_init_attr* qp_init_attr) {
@@ -41,7 +39,8 @@ SV_EXPORT int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
   } else {
     ret = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
     if (!ret && res->ai_route_len) {
-      ret = RejectMinusOne(EOPNOTSUPP, "rdma_create_ep: ai_route (a path record) is not "
+      ret = RejectMinusOne(EOPNOTSUPP,
+                           "rdma_create_ep: ai_route (a path record) is not "
                            "supported by softverbs");
     }
     if (!ret) ret = rdma_resolve_route(cm_id, 2000);

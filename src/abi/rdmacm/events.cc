@@ -61,7 +61,9 @@ void CopyUd(Event* evt, const CmEventRecord& rec) {
   dst.qkey = rec.conn.qkey;
 }
 
-bool IsUd(const Id* id) { return id->id.qp_type == IBV_QPT_UD; }
+bool IsUd(const Id* id) {
+  return id->id.qp_type == IBV_QPT_UD;
+}
 
 void CompleteEvent(Id* id) {
   std::lock_guard lock(id->mut);
@@ -71,8 +73,8 @@ void CompleteEvent(Id* id) {
 
 // A request's new id (librdmacm's ucma_process_conn_req).
 Id* NewRequestId(Id* listener, const CmEventRecord& rec) {
-  Id* child = AllocId(listener->id.channel, listener->id.context, listener->id.ps,
-                      listener->id.qp_type);
+  Id* child =
+      AllocId(listener->id.channel, listener->id.context, listener->id.ps, listener->id.qp_type);
   if (!child) return nullptr;
   child->handle = rec.id;
   InsertId(child);
@@ -132,8 +134,8 @@ int Complete(Id* id) {
   if (rdma_get_cm_event(id->id.channel, &id->id.event)) return -1;
   rdma_cm_event* e = id->id.event;
   if (!e->status) return 0;
-  int err = e->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED
-                                                : (e->status < 0 ? -e->status : e->status);
+  int err =
+      e->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED : (e->status < 0 ? -e->status : e->status);
   errno = err;
   return -1;
 }
@@ -154,8 +156,8 @@ __attribute__((visibility("default"))) rdma_event_channel* rdma_create_event_cha
   hello.pid = static_cast<uint32_t>(getpid());
   hello.context_token = softverbs_client_id(TheDevice().verbs);
   softverbs::protocol::RequestHeader hdr{softverbs::protocol::kProtocolVersion,
-                                         static_cast<uint16_t>(softverbs::protocol::Op::kHello),
-                                         0, sizeof(hello), 1};
+                                         static_cast<uint16_t>(softverbs::protocol::Op::kHello), 0,
+                                         sizeof(hello), 1};
   std::vector<uint8_t> buf(softverbs::protocol::kMaxMessageSize);
   softverbs::protocol::ReplyHeader rh{};
   ssize_t n = -EPROTO;

@@ -109,8 +109,7 @@ SV_EXPORT int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
   return 0;
 }
 
-SV_EXPORT int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval,
-                              size_t optlen) {
+SV_EXPORT int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
   if (!id) return RejectMinusOne(EINVAL, "rdma_set_option: id is NULL");
   if (!optval) return RejectMinusOne(EINVAL, "rdma_set_option: optval is NULL");
   Id* priv = IdOf(id);
@@ -147,8 +146,7 @@ SV_EXPORT int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optv
                           "rdma_set_option: RDMA_OPTION_IB_PATH is not supported by softverbs "
                           "(routes come from rdma_resolve_route)");
   }
-  return RejectMinusOne(ENOSYS, "rdma_set_option: unknown option level %d name %d", level,
-                        optname);
+  return RejectMinusOne(ENOSYS, "rdma_set_option: unknown option level %d name %d", level, optname);
 }
 
 SV_EXPORT int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {

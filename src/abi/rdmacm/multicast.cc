@@ -56,8 +56,7 @@ SV_EXPORT int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context)
   return Join("rdma_join_multicast", id, addr, RDMA_MC_JOIN_FLAG_FULLMEMBER, context);
 }
 
-SV_EXPORT int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr,
-                                     void* context) {
+SV_EXPORT int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* context) {
   if (!id || !attr) return RejectMinusOne(EINVAL, "rdma_join_multicast_ex: id or attr is NULL");
   if (attr->comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED) {
     return RejectMinusOne(ENOTSUP, "rdma_join_multicast_ex: comp_mask 0x%x has unknown bits",

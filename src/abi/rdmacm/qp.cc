@@ -2,9 +2,8 @@
 // rdma_create_srq(_ex), rdma_destroy_srq, rdma_init_qp_attr, and the QP
 // transitions librdmacm makes for the user.
 #include <errno.h>
-#include <string.h>
-
 #include <rdma/rdma_verbs.h>
+#include <string.h>
 
 #include "abi/rdmacm/cm_internal.h"
 
@@ -153,7 +152,8 @@ SV_EXPORT int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
   if (!id || !attr) return RejectMinusOne(EINVAL, "rdma_create_qp_ex: id or attr is NULL");
   if (id->qp) return RejectMinusOne(EINVAL, "rdma_create_qp_ex: the id has a QP already");
   if (!id->verbs) {
-    return RejectMinusOne(EINVAL, "rdma_create_qp_ex: the id is not bound to a device (resolve "
+    return RejectMinusOne(EINVAL,
+                          "rdma_create_qp_ex: the id is not bound to a device (resolve "
                           "or bind an address first)");
   }
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
@@ -225,7 +225,8 @@ SV_EXPORT int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
   }
   if (attr->srq_type == IBV_SRQT_XRC) {
-    return RejectMinusOne(EOPNOTSUPP, "rdma_create_srq_ex: XRC SRQs on rdma_cm ids "
+    return RejectMinusOne(EOPNOTSUPP,
+                          "rdma_create_srq_ex: XRC SRQs on rdma_cm ids "
                           "(RDMA_PS_IB with IBV_QPT_XRC_RECV) are not supported by softverbs");
   }
   ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);

@@ -1,0 +1,60 @@
+#!/bin/bash
+# Runs one of Debian's unmodified rdma_cm programs as a server/client pair on
+# softverbs, each under `softverbs run`, in a private runtime directory (so
+# rdma_cm ports are private too). The client starts once the daemon shows the
+# server listening (or joined to a multicast group). Passes when both exit 0
+# and the client's output matches EXPECT_REGEX.
+#
+# usage: run_cm_pair.sh SOFTVERBS_CLI EXPECT_REGEX -- SERVER ARGS... -- CLIENT ARGS...
+# Optional environment:
+#   READY_TCP_PORT=N  the server is ready when a TCP socket listens on N (qperf's
+#                     control port) rather than when an rdma_cm id listens
+#   SERVER_RUNS_ON=1  the server does not exit by itself (cmtime, qperf): it is
+#                     stopped once the client is done, and only the client's
+#                     exit status counts.
+set -u
+cli=$1 expect=$2
+shift 2
+[ "$1" = "--" ] && shift
+server_cmd=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do server_cmd+=("$1"); shift; done
+shift
+client_cmd=("$@")
+
+runtime=$(mktemp -d /tmp/softverbs-cm-XXXXXX)
+trap 'kill $server 2>/dev/null; "$cli" daemon stop >/dev/null 2>&1; rm -rf "$runtime"' EXIT
+export SOFTVERBS_RUNTIME_DIR=$runtime
+export SOFTVERBS_IDLE_TIMEOUT=5
+
+ready() {  # an id listens, or has joined a group
+  if [ -n "${READY_TCP_PORT:-}" ]; then
+    grep -qE "^ *[0-9]+: [0-9A-F]+:$(printf '%04X' "$READY_TCP_PORT") [0-9A-F]+:0000 0A" \
+      /proc/net/tcp /proc/net/tcp6 2>/dev/null
+    return
+  fi
+  "$cli" status --json 2>/dev/null | python3 -c '
+import json, sys
+ids = json.load(sys.stdin).get("cm_ids", [])
+sys.exit(0 if any(i["state"] == "LISTEN" or i["groups"] > 0 for i in ids) else 1)'
+}
+
+timeout 60 "$cli" run -- "${server_cmd[@]}" >"$runtime/server.log" 2>&1 &
+server=$!
+for _ in $(seq 200); do
+  ready && break
+  sleep 0.05
+done
+timeout 60 "$cli" run -- "${client_cmd[@]}" >"$runtime/client.log" 2>&1
+client_rc=$?
+if [ "${SERVER_RUNS_ON:-0}" = 1 ]; then
+  sleep 0.5
+  kill $server 2>/dev/null
+  wait $server
+  server_rc=0
+else
+  wait $server
+  server_rc=$?
+fi
+echo "--- server (rc=$server_rc): ${server_cmd[*]}"; cat "$runtime/server.log"
+echo "--- client (rc=$client_rc): ${client_cmd[*]}"; cat "$runtime/client.log"
+[ $server_rc -eq 0 ] && [ $client_rc -eq 0 ] && grep -qE "$expect" "$runtime/client.log"
