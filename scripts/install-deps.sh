@@ -19,6 +19,9 @@ packages=(
   # fi_info, Open MPI's openib BTL (mpirun, mpicc for the MPI_Init probe),
   # UCX's ucx_perftest / ucx_info (ucx-utils, above)
   libfabric-bin openmpi-bin libopenmpi-dev
+  # RoCE v2 tests: two hosts as network namespaces (ip netns, veth), captures
+  # decoded by an independent dissector and ICRC checker
+  iproute2 tshark python3-scapy
 )
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -28,6 +31,8 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "Installing: ${missing[*]}"
+  # tshark asks whether non-root users may capture: answer no, without asking.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi

@@ -115,6 +115,13 @@ GidTable BuildGidTable() {
   return t;
 }
 
+bool GidTableHas(const GidTable& table, const uint8_t gid[16]) {
+  for (int i = 0; i < table.count && i < kMaxGids; ++i) {
+    if (memcmp(table.gids[i].raw, gid, 16) == 0) return true;
+  }
+  return false;
+}
+
 std::string FormatGid(const uint8_t raw[16]) {
   char buf[48];
   snprintf(buf, sizeof(buf),

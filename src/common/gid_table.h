@@ -37,4 +37,13 @@ uint64_t GuidFromMac(const uint8_t mac[6]);
 
 std::string FormatGid(const uint8_t raw[16]);
 
+// Whether gid is one of the table's entries (of any type): an address of
+// this host (network namespace).
+bool GidTableHas(const GidTable& table, const uint8_t gid[16]);
+
+// A multicast GID (ff00::/8).
+inline bool IsMulticastGid(const uint8_t gid[16]) {
+  return gid[0] == 0xff;
+}
+
 }  // namespace softverbs

@@ -7,6 +7,7 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
+#include "abi/ibverbs/route.h"
 #include "common/log.h"
 
 using namespace softverbs::provider;
@@ -25,6 +26,7 @@ SV_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   auto* ah = new Ah{};
   ah->handle = rep.handle;
   ah->attr = *attr;
+  ah->leaves_host = PathLeavesHost(Context::From(pd->context)->gids, *attr);
   ah->ibv.context = pd->context;
   ah->ibv.pd = pd;
   ah->ibv.handle = rep.handle;

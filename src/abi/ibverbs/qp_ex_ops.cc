@@ -8,6 +8,7 @@
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
+#include "abi/ibverbs/route.h"
 #include "abi/ibverbs/send_queue.h"
 
 namespace softverbs::provider {
@@ -205,6 +206,7 @@ void InstallQpExOps(ibv_qp_ex* q) {
 void RememberRequesterAttributes(Qp* qp, const ibv_qp_attr& attr, int mask) {
   if ((mask & IBV_QP_STATE) && attr.qp_state == IBV_QPS_RESET) {
     qp->dest_qpn = qp->qkey = 0;
+    qp->path_leaves_host = false;
     qp->timeout = qp->retry_cnt = qp->rnr_retry = qp->sl = 0;
   }
   if (mask & IBV_QP_DEST_QPN) qp->dest_qpn = attr.dest_qp_num;
@@ -213,7 +215,11 @@ void RememberRequesterAttributes(Qp* qp, const ibv_qp_attr& attr, int mask) {
   if (mask & IBV_QP_RETRY_CNT) qp->retry_cnt = attr.retry_cnt;
   if (mask & IBV_QP_RNR_RETRY) qp->rnr_retry = attr.rnr_retry;
   if (mask & IBV_QP_PATH_MTU) qp->path_mtu = attr.path_mtu;
-  if (mask & IBV_QP_AV) qp->sl = attr.ah_attr.sl;
+  if (mask & IBV_QP_AV) {
+    qp->sl = attr.ah_attr.sl;
+    qp->path_leaves_host =
+        PathLeavesHost(Context::From(qp->ibv.qp_base.context)->gids, attr.ah_attr);
+  }
 }
 
 void OnQpStateChanged(Qp* qp, ibv_qp_state state) {

@@ -5,6 +5,7 @@
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/reject.h"
+#include "abi/ibverbs/route.h"
 #include "datapath/timers.h"
 
 namespace softverbs::provider {
@@ -20,7 +21,7 @@ uint32_t MtuBytes(ibv_mtu mtu) {
 dp::LocalQp LocalView(Context* ctx, Qp* qp) {
   const ibv_qp& q = qp->ibv.qp_base;
   return {q.qp_num, static_cast<uint32_t>(DatapathQpType(q.qp_type)),
-          qp->pdn,  qp->dest_qpn,
+          qp->pdn,  qp->path_leaves_host ? kUnroutedQpn : qp->dest_qpn,
           qp->qkey, MtuBytes(q.qp_type == IBV_QPT_UD ? ctx->active_mtu : qp->path_mtu),
           qp->sl,   &qp->peer_cache};
 }
