@@ -71,6 +71,9 @@ inline constexpr uint32_t kFirstQpn = 0x000011;
 inline constexpr uint32_t kFirstCqn = 0x000001;
 inline constexpr uint32_t kFirstSrqn = 0x000001;
 inline constexpr uint32_t kMaxQpn = 0xffffff;
+// MR keys: bits 8..30 an index (1..kMaxMrIndex), bit 31 set in rkeys only,
+// the low byte a generation.
+inline constexpr uint32_t kMaxMrIndex = 0x7fffff;
 
 // QP numbers 0xffffff is the multicast QPN of IB.
 inline constexpr uint32_t kMulticastQpn = 0xffffff;

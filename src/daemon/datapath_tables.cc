@@ -17,12 +17,6 @@ namespace softverbs::daemon {
 
 namespace dp = softverbs::datapath;
 
-// The device table's slot counts and QP numbering (src/datapath, which does
-// not see the device limits) are the limits the daemon enforces.
-static_assert(dp::kMrSlots == static_cast<uint32_t>(limits::kMaxMr));
-static_assert(dp::kQpSlots == static_cast<uint32_t>(limits::kMaxQp));
-static_assert(dp::kFirstQpn == limits::kFirstQpn);
-
 namespace {
 
 // Runs fn on a temporary mapping of a ring file.
@@ -88,6 +82,14 @@ bool Device::QpSlotFree(uint32_t qpn) const {
 
 bool Device::MrSlotFree(uint32_t index) const {
   return !table_.valid() || table_.MrSlot(index << 8)->lkey.load() == 0;
+}
+
+uint32_t Device::AllocateQpn() {
+  return qpns_.Allocate([&](uint32_t qpn) { return qps_.count(qpn) || !QpSlotFree(qpn); });
+}
+
+uint32_t Device::AllocateMrIndex() {
+  return mr_indexes_.Allocate([&](uint32_t index) { return !MrSlotFree(index); });
 }
 
 int Device::MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_wr) {

@@ -32,8 +32,7 @@ Device::Device()
     : gids_(BuildGidTable()),
       active_mtu_(MtuForInterface(gids_.mtu)),
       next_cqn_(lim::kFirstCqn),
-      next_srqn_(lim::kFirstSrqn),
-      next_qpn_(lim::kFirstQpn) {
+      next_srqn_(lim::kFirstSrqn) {
   CreateDeviceTable();
 }
 
@@ -91,9 +90,8 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
   }
   // Keys: bits 8..30 the MR index, bit 31 set in the rkey only, low byte a
   // generation. lkey and rkey are distinct so a local key never works remotely.
-  uint32_t index = next_mr_index_++ & 0x7fffff;
-  // The data path's key table has one slot per index (modulo its size).
-  while (index == 0 || !MrSlotFree(index)) index = next_mr_index_++ & 0x7fffff;
+  const uint32_t index = AllocateMrIndex();
+  if (index == 0) return Verdict::Fail(ENOMEM, "reg_mr: no MR key index left");
   uint32_t key = (index << 8) | (index & 0xff);
   Mr mr{NextHandle(), c,          req.pd, req.addr,         req.length,
         req.iova,     req.access, key,    key | 0x80000000u};

@@ -12,7 +12,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/device_limits.h"
 #include "common/gid_table.h"
+#include "daemon/number_space.h"
 #include "daemon/objects.h"
 #include "daemon/verdict.h"
 #include "datapath/device_table.h"
@@ -145,6 +147,12 @@ class Device {
   void CreateDeviceTable();
   bool QpSlotFree(uint32_t qpn) const;
   bool MrSlotFree(uint32_t index) const;
+  // The number spaces verbs and DEVX objects share: the next QP number
+  // (never 0/1, never the multicast QPN) and the next MR key index (never
+  // 0), skipping numbers in use and numbers whose device-table slot is
+  // still held. 0 when none is left.
+  uint32_t AllocateQpn();
+  uint32_t AllocateMrIndex();
   // room_wr: the most WQEs the queue may ever hold (an SRQ grows in place).
   int MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_wr = 0);
   int MakeCqFile(uint32_t cqe, uint32_t cqn);
@@ -168,10 +176,10 @@ class Device {
   ibv_mtu active_mtu_;
   Handle next_handle_ = 1;
   uint32_t next_pdn_ = 1;
-  uint32_t next_mr_index_ = 1;
+  NumberSpace mr_indexes_{1, limits::kMaxMrIndex};
   uint32_t next_cqn_;
   uint32_t next_srqn_;
-  uint32_t next_qpn_;
+  NumberSpace qpns_{limits::kFirstQpn, limits::kMaxQpn - 1};
 
   std::map<ClientId, ClientInfo> clients_;
   std::map<Handle, Pd> pds_;

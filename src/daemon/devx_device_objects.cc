@@ -81,17 +81,10 @@ uint32_t DevxDeviceObjects::AllocNumber(ResourceKind kind) {
       return device_.next_pdn_++;
     case ResourceKind::kCq:
       return device_.next_cqn_++;
-    case ResourceKind::kQp: {
-      // The verbs allocator's rule: unique, never 0/1 or the multicast QPN.
-      uint32_t qpn = device_.next_qpn_;
-      while (device_.qps_.count(qpn) || qpn < lim::kFirstQpn || qpn >= lim::kMaxQpn) {
-        qpn = (qpn + 1 >= lim::kMaxQpn) ? lim::kFirstQpn : qpn + 1;
-      }
-      device_.next_qpn_ = qpn + 1;
-      return qpn;
-    }
+    case ResourceKind::kQp:
+      return device_.AllocateQpn();
     case ResourceKind::kMkey:
-      return device_.next_mr_index_++ & 0x7fffff;
+      return device_.AllocateMrIndex();
     case ResourceKind::kUmem:
       return 0;  // UMEMs are registered, never allocated by the firmware
   }

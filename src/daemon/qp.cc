@@ -107,11 +107,8 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
     cap.max_recv_wr = std::bit_ceil(cap.max_recv_wr);
   }
   // Apply: a QP number unique on the device, never 0 or 1.
-  uint32_t qpn = next_qpn_;
-  while (qps_.count(qpn) || qpn < lim::kFirstQpn || qpn >= lim::kMaxQpn || !QpSlotFree(qpn)) {
-    qpn = (qpn + 1 >= lim::kMaxQpn) ? lim::kFirstQpn : qpn + 1;
-  }
-  next_qpn_ = qpn + 1;
+  const uint32_t qpn = AllocateQpn();
+  if (qpn == 0) return Verdict::Fail(ENOMEM, "create_qp: no QP number left");
   Qp qp{};
   qp.qpn = qpn;
   qp.creator = c;

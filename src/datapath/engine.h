@@ -21,8 +21,12 @@
 
 namespace softverbs::datapath {
 
-inline constexpr uint32_t kMaxSendSge = 32;
-inline constexpr uint32_t kMaxInline = 256;
+// A work request's bounds are the device's (common/device_limits.h): what
+// ibv_query_device advertises is what a SendWr holds.
+inline constexpr uint32_t kMaxSendSge = static_cast<uint32_t>(limits::kMaxSge);
+inline constexpr uint32_t kMaxInline = limits::kMaxInlineData;
+// Receive WQEs are copied into arrays of kMaxSendSge entries.
+static_assert(limits::kMaxSrqSge <= limits::kMaxSge && limits::kMaxSgeRd <= limits::kMaxSge);
 inline constexpr uint32_t kGrhBytes = 40;
 
 // Why an error completion happened, in ibv_wc.vendor_err (docs/datapath.md).

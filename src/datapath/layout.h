@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/device_limits.h"
+
 namespace softverbs::datapath {
 
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
@@ -28,12 +30,14 @@ inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
 inline constexpr uint32_t kRecvQueueMagic = 0x51525653;    // "SVRQ"
 
-// Slot counts equal the device limits max_mr and max_qp: a key or a QP
+// Slot counts are the device limits max_mr and max_qp: a key or a QP
 // number maps to exactly one slot, and the daemon never hands out a number
-// whose slot is taken.
-inline constexpr uint32_t kMrSlots = 65536;
-inline constexpr uint32_t kQpSlots = 16384;
-inline constexpr uint32_t kFirstQpn = 0x11;  // == limits::kFirstQpn (static_assert in the daemon)
+// whose slot is taken (daemon/number_space.h).
+inline constexpr uint32_t kMrSlots = static_cast<uint32_t>(limits::kMaxMr);
+inline constexpr uint32_t kQpSlots = static_cast<uint32_t>(limits::kMaxQp);
+inline constexpr uint32_t kFirstQpn = limits::kFirstQpn;
+// Every live MR / QP can have a slot of its own.
+static_assert(kMrSlots <= limits::kMaxMrIndex && kQpSlots <= limits::kMaxQpn - kFirstQpn);
 
 // QpEntry::state when the QP no longer exists (destroyed, or its owner died).
 inline constexpr uint32_t kQpGone = 0xff;
@@ -221,7 +225,7 @@ inline uint32_t QpSlotOf(uint32_t qpn) {
   return (qpn - kFirstQpn) % kQpSlots;
 }
 inline uint32_t MrSlotOf(uint32_t key) {
-  return ((key >> 8) & 0x7fffff) % kMrSlots;
+  return ((key >> 8) & limits::kMaxMrIndex) % kMrSlots;
 }
 inline uint32_t RoundUpPow2(uint32_t v) {
   uint32_t p = 1;
