@@ -1,9 +1,13 @@
 #include "abi/ibverbs/mr_backing.h"
 
+#include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,8 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "abi/ibverbs/self_maps.h"
 #include "common/log.h"
-#include "datapath/shm.h"
 
 namespace softverbs::provider {
 
@@ -22,79 +26,97 @@ extern std::atomic<bool> g_fork_initialized;  // fork.cc
 
 namespace {
 
+// A backing: [begin, end) of this process maps `fd` from offset 0. It stays
+// in the registry after its last MR is gone (refs 0, "idle"), so that
+// registering the range again, as MPI and UCX do for every large message,
+// finds it converted: no copy and no new memfd. Before any reuse the
+// mapping is checked (SelfMaps: still this memfd at the same offsets, read
+// and write), so memory the application unmapped and mapped anew is never
+// mistaken for the backing.
 struct Backing {
   uint64_t id;
   uint64_t begin;
   uint64_t end;
   int fd;
-  int refs;
+  int refs;        // MRs using it; 0: idle, kept for the next registration
+  bool detached;   // its range maps something else now: only its MRs know it
+  uint64_t inode;  // of the memfd, to recognise its mapping
+  uint32_t dev_major;
+  uint32_t dev_minor;
+  uint64_t last_used;  // registry clock, for dropping the least recently used idle ones
 };
 
 std::mutex g_mutex;
 std::vector<Backing> g_backings;
 uint64_t g_next_id = 1;
+uint64_t g_clock = 0;
 
-// One line of /proc/self/maps.
-struct MapRange {
-  uint64_t start;
-  uint64_t end;
-  bool readable;
-  bool writable;
-  bool anonymous;  // private anonymous memory: a page never touched reads as zeros
-};
+// What idle backings may hold. An idle backing's memfd keeps its pages even
+// if the application unmapped the range (its mapping is what the application
+// sees; the descriptor is what keeps them), so the cache is bounded, and a
+// few idle entries are re-checked at every release (stale ones dropped).
+constexpr size_t kMaxIdleBackings = 256;
+constexpr uint64_t kMaxIdleBytes = 256ull << 20;
+constexpr int kIdleChecksPerRelease = 2;
 
-std::vector<MapRange> ReadSelfMaps() {
-  std::vector<MapRange> out;
-  FILE* f = fopen("/proc/self/maps", "re");
-  if (!f) return out;
-  char line[512];
-  while (fgets(line, sizeof(line), f)) {
-    unsigned long long start = 0, end = 0, inode = 0;
-    char perms[8] = {};
-    char path[256] = {};
-    if (sscanf(line, "%llx-%llx %7s %*s %*s %llu %255s", &start, &end, perms, &inode, path) < 4) {
-      continue;
-    }
-    const bool anonymous = inode == 0 && perms[3] == 'p' && (path[0] == 0 || path[0] == '[');
-    out.push_back({start, end, perms[0] == 'r', perms[1] == 'w', anonymous});
-    // A line longer than the buffer: skip its remainder.
-    while (!strchr(line, '\n') && fgets(line, sizeof(line), f)) {
-    }
-  }
-  fclose(f);
-  return out;
+uint64_t PageSize() {
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return page;
 }
 
-// Whether [begin, end) lies in mappings that all satisfy pred.
-template <typename Pred>
-bool RangeCovered(const std::vector<MapRange>& maps, uint64_t begin, uint64_t end, Pred pred) {
-  uint64_t at = begin;
-  for (const MapRange& m : maps) {  // sorted by address
-    if (m.end <= at) continue;
-    if (m.start > at || !pred(m)) return false;
-    at = m.end;
-    if (at >= end) return true;
+// The backing's own calls to mmap, munmap and madvise go straight to the
+// kernel: an application that hooks those libc functions to track its
+// memory (UCX's ucm, for its registration cache) must not take the remap of
+// a range onto its backing, which keeps every byte where it was, for an
+// unmap of the application's memory.
+void* RawMmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  const long r = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  if (r < 0 && r > -4096) {
+    errno = static_cast<int>(-r);
+    return MAP_FAILED;
   }
-  return at >= end;
+  return reinterpret_cast<void*>(r);
+}
+
+int RawMadvise(void* addr, size_t len, int advice) {
+  return static_cast<int>(syscall(SYS_madvise, addr, len, advice));
+}
+
+// /proc/self/pagemap, opened once (reopened in a forked child, whose pages
+// it must describe).
+std::atomic<int> g_pagemap_fd{-1};
+
+void ForgetPagemapInChild() {
+  const int fd = g_pagemap_fd.exchange(-1);
+  if (fd >= 0) close(fd);
+}
+
+int PagemapFd() {  // under g_mutex
+  int fd = g_pagemap_fd.load();
+  if (fd >= 0) return fd;
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ForgetPagemapInChild); });
+  fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) g_pagemap_fd.store(fd);
+  return fd;
 }
 
 // Pages of [begin, end) that hold data, as runs of page indexes [first, last).
 // /proc/self/pagemap: bit 63 present, bit 62 swapped. Only for anonymous
 // memory; nullopt when pagemap cannot be read.
 std::optional<std::vector<std::pair<uint64_t, uint64_t>>> PagesWithData(uint64_t begin,
-                                                                        uint64_t end,
-                                                                        uint64_t page) {
-  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+                                                                        uint64_t end) {
+  const uint64_t page = PageSize();
+  const int fd = PagemapFd();
   if (fd < 0) return std::nullopt;
   std::vector<std::pair<uint64_t, uint64_t>> runs;
-  std::vector<uint64_t> entries(4096);
+  std::vector<uint64_t> entries(std::min<uint64_t>(4096, (end - begin) / page));
   const uint64_t pages = (end - begin) / page;
   for (uint64_t i = 0; i < pages; i += entries.size()) {
     const uint64_t n = std::min<uint64_t>(entries.size(), pages - i);
     const off_t at = static_cast<off_t>((begin / page + i) * sizeof(uint64_t));
     if (pread(fd, entries.data(), n * sizeof(uint64_t), at) !=
         static_cast<ssize_t>(n * sizeof(uint64_t))) {
-      close(fd);
       return std::nullopt;
     }
     for (uint64_t j = 0; j < n; ++j) {
@@ -106,110 +128,213 @@ std::optional<std::vector<std::pair<uint64_t, uint64_t>>> PagesWithData(uint64_t
       }
     }
   }
-  close(fd);
   return runs;
+}
+
+// Writes [from, from+bytes) of this process into the memfd at offset `at`.
+bool CopyIntoFile(int fd, const char* from, size_t bytes, off_t at) {
+  while (bytes > 0) {
+    const ssize_t n = pwrite(fd, from, bytes, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    from += n;
+    at += n;
+    bytes -= static_cast<size_t>(n);
+  }
+  return true;
 }
 
 // Copies [begin, end) into a new memfd and maps it over the same addresses.
 // Only pages that hold data are copied (and allocated in the memfd): a
-// large buffer that was never touched costs neither time nor memory.
+// large buffer that was never touched costs neither time nor memory. The
+// copy is a pwrite from the range itself (one pass, no second mapping to
+// fault in and tear down); the pages that hold data are then mapped at once
+// (MADV_POPULATE_WRITE): the application touched them before, and without it
+// its next touch of each page would fault again (about 3 us a page here).
 int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
   const size_t size = end - begin;
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t page = PageSize();
   int fd = memfd_create("softverbs-mr", MFD_CLOEXEC);
   if (fd < 0) return -1;
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
     close(fd);
     return -1;
   }
-  void* scratch = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (scratch == MAP_FAILED) {
-    close(fd);
-    return -1;
-  }
   std::vector<std::pair<uint64_t, uint64_t>> runs{{0, size / page}};
   if (anonymous) {
-    if (auto with_data = PagesWithData(begin, end, page)) runs = std::move(*with_data);
+    if (auto with_data = PagesWithData(begin, end)) runs = std::move(*with_data);
   }
   for (auto [first, last] : runs) {
-    char* dst = static_cast<char*>(scratch) + first * page;
-    const size_t bytes = (last - first) * page;
-#ifdef MADV_POPULATE_WRITE
-    madvise(dst, bytes, MADV_POPULATE_WRITE);  // much faster than first-touch faults
-#endif
-    memcpy(dst, reinterpret_cast<void*>(begin + first * page), bytes);
+    if (!CopyIntoFile(fd, reinterpret_cast<const char*>(begin + first * page),
+                      (last - first) * page, static_cast<off_t>(first * page))) {
+      close(fd);
+      return -1;
+    }
   }
-  void* placed = mmap(reinterpret_cast<void*>(begin), size, PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_FIXED, fd, 0);
-  munmap(scratch, size);
+  void* placed = RawMmap(reinterpret_cast<void*>(begin), size, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_FIXED, fd, 0);
   if (placed == MAP_FAILED) {
     close(fd);
     return -1;
   }
-  if (g_fork_initialized) madvise(placed, size, MADV_DONTFORK);
+#ifdef MADV_POPULATE_WRITE
+  for (auto [first, last] : runs) {
+    RawMadvise(reinterpret_cast<void*>(begin + first * page), (last - first) * page,
+               MADV_POPULATE_WRITE);
+  }
+#endif
+  if (g_fork_initialized) RawMadvise(placed, size, MADV_DONTFORK);
   return fd;
+}
+
+// Whether [begin, end) still maps b's memfd at b's offsets, readable and
+// writable.
+bool StillMapped(SelfMaps& maps, const Backing& b, uint64_t begin, uint64_t end) {
+  return maps.Covered(begin, end, [&](const Vma& v) {
+    return v.shared && v.readable && v.writable && v.inode == b.inode &&
+           v.dev_major == b.dev_major && v.dev_minor == b.dev_minor &&
+           v.start - v.offset == b.begin;
+  });
+}
+
+// Forgets entry i (under g_mutex). Its mapping, if any, stays: the
+// application's memory.
+void Drop(size_t i) {
+  close(g_backings[i].fd);
+  g_backings.erase(g_backings.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+// An entry whose range no longer maps it: idle ones are dropped, used ones
+// stay for their MRs but are no longer found by address.
+void Detach(size_t i) {
+  if (g_backings[i].refs == 0) {
+    Drop(i);
+  } else {
+    g_backings[i].detached = true;
+  }
+}
+
+// Keeps the idle entries within bounds, least recently used out first.
+void TrimIdle() {
+  for (;;) {
+    size_t idle = 0, oldest = g_backings.size();
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < g_backings.size(); ++i) {
+      const Backing& b = g_backings[i];
+      if (b.refs != 0) continue;
+      ++idle;
+      bytes += b.end - b.begin;
+      if (oldest == g_backings.size() || b.last_used < g_backings[oldest].last_used) oldest = i;
+    }
+    if (idle <= kMaxIdleBackings && bytes <= kMaxIdleBytes) return;
+    Drop(oldest);
+  }
 }
 
 }  // namespace
 
 MrBacking AcquireMrBacking(void* addr, size_t length) {
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t page = PageSize();
   const uint64_t start = reinterpret_cast<uint64_t>(addr);
   const uint64_t begin = (start + page - 1) & ~(page - 1);
   const uint64_t end = (start + length) & ~(page - 1);
   if (end <= begin) return {};
   std::lock_guard lock(g_mutex);
-  for (Backing& b : g_backings) {
+  SelfMaps maps;
+  for (size_t i = 0; i < g_backings.size();) {
+    Backing& b = g_backings[i];
+    if (b.detached || b.end <= begin || end <= b.begin) {
+      ++i;
+      continue;
+    }
+    if (!StillMapped(maps, b, std::max(b.begin, begin), std::min(b.end, end))) {
+      Detach(i);  // the application remapped (part of) it
+      continue;
+    }
     if (b.begin <= begin && end <= b.end) {
       b.refs++;
+      b.last_used = ++g_clock;
       return {b.id, b.fd, begin, end, begin - b.begin};
     }
-    if (begin < b.end && b.begin < end) {
-      Log("ibv_reg_mr: [%#llx, %#llx) overlaps another registration's pages without covering "
-          "them; peers reach it through /proc/self/mem (slower)",
-          static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
-      return {};
+    if (b.refs == 0) {
+      // An idle backing in the way: forget it (its pages stay mapped and
+      // are copied into the new backing like any others).
+      Drop(i);
+      continue;
     }
+    Log("ibv_reg_mr: [%#llx, %#llx) overlaps another registration's pages without covering "
+        "them; peers reach it through /proc/self/mem (slower)",
+        static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
+    return {};
   }
   // Only read-write memory is backed: remapping would make read-only pages
   // writable. The rest is reached through /proc/self/mem.
-  const std::vector<MapRange> maps = ReadSelfMaps();
-  if (!RangeCovered(maps, begin, end, [](const MapRange& m) { return m.readable && m.writable; })) {
+  if (!maps.Covered(begin, end, [](const Vma& v) { return v.readable && v.writable; })) {
     return {};
   }
-  const bool anonymous =
-      RangeCovered(maps, begin, end, [](const MapRange& m) { return m.anonymous; });
+  const bool anonymous = maps.Covered(begin, end, [](const Vma& v) { return v.anonymous(); });
   int fd = CreateBacking(begin, end, anonymous);
+  struct stat st {};
+  if (fd >= 0 && fstat(fd, &st) != 0) {
+    close(fd);
+    fd = -1;
+  }
   if (fd < 0) {
     Log("ibv_reg_mr: cannot back [%#llx, %#llx) with shared memory: %s",
         static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end),
         strerror(errno));
     return {};
   }
-  Backing b{g_next_id++, begin, end, fd, 1};
+  Backing b{g_next_id++,
+            begin,
+            end,
+            fd,
+            1,
+            false,
+            static_cast<uint64_t>(st.st_ino),
+            major(st.st_dev),
+            minor(st.st_dev),
+            ++g_clock};
   g_backings.push_back(b);
+  TrimIdle();
   return {b.id, fd, begin, end, 0};
 }
 
 bool MemoryIsAccessible(uintptr_t addr, size_t length, bool need_write) {
   if (addr + length < addr) return false;
-  return RangeCovered(ReadSelfMaps(), addr, addr + length,
-                      [&](const MapRange& m) { return m.readable && (m.writable || !need_write); });
+  SelfMaps maps;
+  return maps.Covered(addr, addr + length,
+                      [&](const Vma& v) { return v.readable && (v.writable || !need_write); });
 }
 
 void ReleaseMrBacking(uint64_t id) {
   if (id == 0) return;
   std::lock_guard lock(g_mutex);
-  for (auto it = g_backings.begin(); it != g_backings.end(); ++it) {
-    if (it->id != id) continue;
-    if (--it->refs == 0) {
-      // The pages stay mapped (the application still owns its memory); only
-      // the registry forgets them.
-      close(it->fd);
-      g_backings.erase(it);
+  for (size_t i = 0; i < g_backings.size(); ++i) {
+    Backing& b = g_backings[i];
+    if (b.id != id) continue;
+    if (--b.refs == 0) {
+      if (b.detached) {
+        Drop(i);
+      } else {
+        b.last_used = ++g_clock;
+      }
     }
-    return;
+    break;
   }
+  // A few idle entries checked again, so that the pages of ranges the
+  // application unmapped are not held for long (at every 16th release only
+  // when each check reads the whole text of /proc/self/maps).
+  static size_t next_check = 0;
+  static unsigned releases = 0;
+  const bool check = SelfMaps::Cheap() || ++releases % 16 == 0;
+  SelfMaps maps;
+  for (int n = 0; check && n < kIdleChecksPerRelease && !g_backings.empty(); ++n) {
+    const size_t i = next_check++ % g_backings.size();
+    const Backing& b = g_backings[i];
+    if (b.refs == 0 && !StillMapped(maps, b, b.begin, b.end)) Drop(i);
+  }
+  TrimIdle();
 }
 
 }  // namespace softverbs::provider

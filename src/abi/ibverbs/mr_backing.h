@@ -7,7 +7,9 @@
 // peers reach them through the owner's /proc/self/mem.
 //
 // Backings are process-wide (memory is): a range registered twice, by the
-// same or another context, reuses the backing that covers it.
+// same or another context, reuses the backing that covers it, and a backing
+// outlives its last MR (bounded, checked against the process's mappings
+// before reuse), so registering a range again costs no copy.
 #pragma once
 
 #include <cstddef>

@@ -2,6 +2,7 @@
 // rules, keys, unmapped memory, length limits, rereg. Every rejection is
 // checked for its errno and for leaving the daemon's objects as they were.
 #include <errno.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -311,6 +312,90 @@ TEST_F(PdMrTest, LargeUntouchedRegistrationIsCheap) {
   EXPECT_EQ(static_cast<char*>(p)[12345], 42);
   EXPECT_EQ(static_cast<char*>(p)[len - 1], 0);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  munmap(p, len);
+}
+
+// Registration keeps converted ranges converted (docs/datapath.md,
+// "Registered memory"): registering a range again reuses its backing, but a
+// range the application unmapped and mapped anew is new memory and must be
+// converted anew. A peer's RDMA write (from a second context, which reaches
+// the MR through the backing, not through the owner's address) must land in
+// the memory the application sees, every time.
+TEST_F(PdMrTest, ReregistrationReachesTheApplicationsCurrentMemory) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t len = 4 * page;
+  ibv_context* peer = OpenDevice();
+  ASSERT_NE(peer, nullptr);
+  ibv_pd* peer_pd = ibv_alloc_pd(peer);
+  ibv_cq* peer_cq = ibv_create_cq(peer, 4, nullptr, nullptr, 0);
+  ASSERT_TRUE(peer_pd && peer_cq);
+  ibv_qp_init_attr init{};
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {4, 4, 1, 1, 0};
+  init.send_cq = init.recv_cq = cq_;
+  ibv_qp* target = ibv_create_qp(pd_, &init);
+  init.send_cq = init.recv_cq = peer_cq;
+  ibv_qp* initiator = ibv_create_qp(peer_pd, &init);
+  ASSERT_TRUE(target && initiator);
+  ASSERT_TRUE(ConnectRc(ctx_, target, initiator->qp_num));
+  ASSERT_TRUE(ConnectRc(peer, initiator, target->qp_num));
+  std::vector<char> src(len);
+  ibv_mr* src_mr = ibv_reg_mr(peer_pd, src.data(), len, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(src_mr, nullptr);
+
+  char* p = static_cast<char*>(
+      mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  // Registers [p + offset, +length), writes `c` into all of it from the
+  // peer, checks the application sees it, deregisters.
+  auto write_through_new_mr = [&](size_t offset, size_t length, char c) {
+    SCOPED_TRACE(std::string("round '") + c + "'");
+    ibv_mr* mr = ibv_reg_mr(pd_, p + offset, length, access);
+    ASSERT_NE(mr, nullptr) << strerror(errno);
+    memset(src.data(), c, length);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(src.data()), static_cast<uint32_t>(length),
+                src_mr->lkey};
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(p + offset);
+    wr.wr.rdma.rkey = mr->rkey;
+    ASSERT_EQ(ibv_post_send(initiator, &wr, &bad), 0);
+    ibv_wc wc{};
+    ASSERT_EQ(PollOne(peer_cq, &wc), 1);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(p[offset], c);
+    EXPECT_EQ(p[offset + length - 1], c);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  };
+  memset(p, 'a', len);
+  write_through_new_mr(0, len, 'b');          // converted
+  write_through_new_mr(0, len, 'c');          // the idle backing, reused
+  write_through_new_mr(page, 2 * page, 'd');  // inside it
+  EXPECT_EQ(p[0], 'c');
+  // The application replaces the memory at the same addresses.
+  ASSERT_EQ(mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            p);
+  memset(p, 'e', len);
+  write_through_new_mr(0, len, 'f');
+  // Part of it replaced again, then a larger range over the rest.
+  ASSERT_EQ(
+      mmap(p + page, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+      p + page);
+  memset(p + page, 'g', page);
+  write_through_new_mr(0, 3 * page, 'h');
+  EXPECT_EQ(p[3 * page], 'f');  // not in that MR: untouched
+
+  EXPECT_EQ(ibv_dereg_mr(src_mr), 0);
+  EXPECT_EQ(ibv_destroy_qp(initiator), 0);
+  EXPECT_EQ(ibv_destroy_qp(target), 0);
+  EXPECT_EQ(ibv_destroy_cq(peer_cq), 0);
+  EXPECT_EQ(ibv_dealloc_pd(peer_pd), 0);
+  EXPECT_EQ(ibv_close_device(peer), 0);
   munmap(p, len);
 }
 

@@ -1,0 +1,146 @@
+#include "abi/ibverbs/self_maps.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+
+namespace softverbs::provider {
+namespace {
+
+// PROCMAP_QUERY (include/uapi/linux/fs.h since Linux 6.11; Debian 12's
+// headers predate it). The caller fills size, query_flags and query_addr;
+// the kernel fills the vma_* fields, inode and device. Names and build ids
+// are not asked for (their sizes stay 0).
+struct ProcmapQuery {
+  uint64_t size;
+  uint64_t query_flags;
+  uint64_t query_addr;
+  uint64_t vma_start;
+  uint64_t vma_end;
+  uint64_t vma_flags;
+  uint64_t vma_page_size;
+  uint64_t vma_offset;
+  uint64_t inode;
+  uint32_t dev_major;
+  uint32_t dev_minor;
+  uint32_t vma_name_size;
+  uint32_t build_id_size;
+  uint64_t vma_name_addr;
+  uint64_t build_id_addr;
+};
+static_assert(sizeof(ProcmapQuery) == 104);
+constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
+constexpr uint64_t kVmaReadable = 0x01;
+constexpr uint64_t kVmaWritable = 0x02;
+constexpr uint64_t kVmaShared = 0x08;
+constexpr uint64_t kCoveringOrNextVma = 0x10;
+
+// The /proc/self/maps descriptor the ioctl goes to: opened once, reopened in
+// a forked child (the open file names the parent's address space).
+// -1 not open yet, -2 the kernel has no PROCMAP_QUERY.
+std::atomic<int> g_maps_fd{-1};
+std::mutex g_open_mutex;
+
+void ForgetMapsInChild() {
+  const int fd = g_maps_fd.exchange(-1);
+  if (fd >= 0) close(fd);
+}
+
+int MapsFd() {
+  int fd = g_maps_fd.load(std::memory_order_acquire);
+  if (fd != -1) return fd;
+  std::lock_guard lock(g_open_mutex);
+  fd = g_maps_fd.load(std::memory_order_acquire);
+  if (fd != -1) return fd;
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ForgetMapsInChild); });
+  fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -2;  // the text fallback will fail the same way
+  g_maps_fd.store(fd, std::memory_order_release);
+  return fd;
+}
+
+std::vector<Vma> ReadMapsText() {
+  std::vector<Vma> out;
+  FILE* f = fopen("/proc/self/maps", "re");
+  if (!f) return out;
+  char line[512];
+  while (fgets(line, sizeof(line), f)) {
+    unsigned long long start = 0, end = 0, offset = 0, inode = 0;
+    unsigned major = 0, minor = 0;
+    char perms[8] = {};
+    if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &offset, &major, &minor,
+               &inode) == 7) {
+      Vma v;
+      v.start = start;
+      v.end = end;
+      v.readable = perms[0] == 'r';
+      v.writable = perms[1] == 'w';
+      v.shared = perms[3] == 's';
+      v.offset = offset;
+      v.inode = inode;
+      v.dev_major = major;
+      v.dev_minor = minor;
+      out.push_back(v);
+    }
+    // A line longer than the buffer: skip its remainder.
+    while (!strchr(line, '\n') && fgets(line, sizeof(line), f)) {
+    }
+  }
+  fclose(f);
+  return out;
+}
+
+}  // namespace
+
+bool SelfMaps::Cheap() {
+  return MapsFd() >= 0;
+}
+
+bool SelfMaps::At(uint64_t addr, Vma* out) {
+  const int fd = MapsFd();
+  if (fd >= 0) {
+    ProcmapQuery q{};
+    q.size = sizeof(q);
+    q.query_flags = kCoveringOrNextVma;
+    q.query_addr = addr;
+    if (ioctl(fd, kProcmapQuery, &q) == 0) {
+      out->start = q.vma_start;
+      out->end = q.vma_end;
+      out->readable = q.vma_flags & kVmaReadable;
+      out->writable = q.vma_flags & kVmaWritable;
+      out->shared = q.vma_flags & kVmaShared;
+      out->offset = q.vma_offset;
+      out->inode = q.inode;
+      out->dev_major = q.dev_major;
+      out->dev_minor = q.dev_minor;
+      return true;
+    }
+    if (errno == ENOENT) return false;  // nothing at or above addr
+    if (errno == ENOTTY || errno == EINVAL) {
+      // A kernel before 6.11: the text from now on.
+      int expected = fd;
+      if (g_maps_fd.compare_exchange_strong(expected, -2)) close(fd);
+    }
+  }
+  if (!loaded_) {
+    text_ = ReadMapsText();
+    loaded_ = true;
+  }
+  for (const Vma& v : text_) {  // sorted by address
+    if (v.end > addr) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace softverbs::provider
