@@ -16,6 +16,7 @@ sys.path.insert(0, HERE)
 import perftest  # noqa: E402
 import report  # noqa: E402
 import ucx  # noqa: E402
+import workloads  # noqa: E402
 
 
 def sample(name):
@@ -126,6 +127,59 @@ class UcxParser(unittest.TestCase):
 
 def _result(name, tool, kind, size, row=None, error=None):
     return {"name": name, "tool": tool, "kind": kind, "size": size, "row": row, "error": error}
+
+
+class WorkloadParsers(unittest.TestCase):
+    def test_reg_mr_cost(self):
+        got = workloads.parse_reg_mr(sample("reg_mr_cost.txt"))
+        self.assertEqual(sorted(got), [4096, 65536, 1 << 20, 4 << 20, 64 << 20])
+        self.assertEqual(got[4096]["reg_first"], 169.68)
+        self.assertEqual(got[4096]["reg_first_max"], 924.48)
+        self.assertEqual(got[1 << 20]["dereg_last"], 26.45)
+        self.assertEqual(got[64 << 20]["first_touch"], 217517.65)
+
+    def test_mpi(self):
+        got = workloads.parse_mpi(sample("mpi_large_pingpong.txt") + "\nnoise line\n")
+        self.assertEqual(got[1 << 20], {"iterations": 20, "rtt_us": 141.38, "bw_mib_s": 14146.54})
+        self.assertEqual(got[4 << 20]["bw_mib_s"], 20117.82)
+
+    def test_nothing_parsed_is_an_error(self):
+        with self.assertRaises(workloads.ParseError):
+            workloads.parse_reg_mr("cannot open device softverbs0\n")
+        with self.assertRaises(workloads.ParseError):
+            workloads.parse_mpi("PML ucx cannot be selected\n")
+
+    def test_many_qp_row(self):
+        row = perftest.parse_result(sample("perftest_write_bw_8_q1000.txt"))
+        self.assertEqual((row["bytes"], row["iterations"]), (8, 100000))
+        self.assertEqual(row["msg_rate_mpps"], 0.819056)
+
+    def test_targets16(self):
+        reg = workloads.parse_reg_mr(sample("reg_mr_cost.txt"))
+        mpi = workloads.parse_mpi(sample("mpi_large_pingpong.txt"))
+        results = []
+        for size in workloads.REG_SIZES:
+            row = dict(reg[size], first_touch_64mib_us=reg[64 << 20]["first_touch"])
+            results.append(_result("reg_mr", "reg_mr", "reg", size, row))
+        for size in workloads.MPI_SIZES:
+            results.append(_result("mpi_pingpong", "mpi-softverbs", "bw", size, mpi[size]))
+            half = dict(mpi[size], bw_mib_s=mpi[size]["bw_mib_s"] / 4)
+            results.append(_result("mpi_pingpong_vader", "mpi-shm", "bw", size, half))
+        results.append(_result("ib_write_bw_qps", "softverbs-qps", "bw", 1, None, "timed out"))
+        got = {what: (measured, verdict) for what, measured, _, verdict in report.targets16(results)}
+        self.assertEqual(got["ibv_reg_mr 4 KiB (touched, first time)"], ("169.68 us", "missed"))
+        # 87462.41 / 217517.65
+        self.assertEqual(got["ibv_reg_mr 64 MiB / first touch of 64 MiB"], ("0.40x", "missed"))
+        # max(reg_again 89.46, reg_before 26.31)
+        self.assertEqual(got["ibv_reg_mr 1 MiB again (registered now / before, worse)"],
+                         ("89.46 us", "missed"))
+        self.assertEqual(got["ibv_dereg_mr <= 1 MiB (worst median)"], ("46.51 us", "missed"))
+        self.assertEqual(got["MPI ping-pong 4 MiB softverbs / vader"], ("4.00x", "met"))
+        self.assertEqual(got["ib_write_bw 8 B rate, 1000 QPs / 1 QP"], ("", "not measured"))
+        text = report.markdown(results, {"nproc": "2"}, "test")
+        self.assertIn("## Targets (issue 16)", text)
+        self.assertIn("| 64 MiB | 87,462 |", text)
+        self.assertIn("failed: timed out", text)
 
 
 class Report(unittest.TestCase):

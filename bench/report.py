@@ -42,6 +42,8 @@ def _fmt(value, digits=2):
 
 
 def _size(n):
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return "{} MiB".format(n >> 20)
     if n >= 1024 and n % 1024 == 0:
         return "{} KiB".format(n // 1024)
     return "{} B".format(n)
@@ -65,6 +67,8 @@ def results_table(results):
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in results:
+        if r["tool"] not in ("softverbs", "ucx", "ucx-softverbs"):
+            continue  # issue 16's rows have tables of their own
         row = r.get("row") or {}
         if r["tool"] in ("ucx", "ucx-softverbs"):
             typical, avg = row.get("p50_us"), row.get("lat_us")
@@ -131,6 +135,155 @@ def targets(results):
     return rows
 
 
+# Issue 16's targets (docs/benchmarks.md): registration of touched memory,
+# MPI large messages against shared memory, message rate and latency against
+# UCX's shared memory, many QPs.
+TARGET16_REG_US = {4096: 10.0, 1 << 20: 150.0}   # first ibv_reg_mr
+TARGET16_REG_FIRST_TOUCH_RATIO = 0.1              # 64 MiB reg <= 0.1x first touch
+TARGET16_REREG_US = {4096: 10.0, 1 << 20: 50.0}   # registered now or before
+TARGET16_DEREG_US = 20.0                          # <= 1 MiB
+TARGET16_MPI_RATIO = 0.5                          # softverbs / vader bandwidth
+TARGET16_WRITE_RATE_RATIO = 0.35                  # ib_write_bw 8 B / UCX put rate
+TARGET16_SEND_RATE_MPPS = 10.0                    # ib_send_bw 8 B
+TARGET16_SEND_LAT_RATIO = 1.5                     # ib_send_lat / UCX put latency
+TARGET16_QP_RATE_RATIO = 0.7                      # 1000 QPs / 1 QP rate
+
+
+def _reg(results, size, key):
+    return _value(find(results, "reg_mr", size, "reg_mr"), key)
+
+
+def _worst(*values):
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def targets16(results):
+    """[(what, measured text, goal text, verdict)] of issue 16."""
+    def verdict(value, ok):
+        if value is None:
+            return "not measured"
+        return "met" if ok(value) else "missed"
+
+    def us(v):
+        return _fmt(v) + " us" if v is not None else ""
+
+    def times(v):
+        return _fmt(v) + "x" if v is not None else ""
+
+    rows = []
+    for size, goal in sorted(TARGET16_REG_US.items()):
+        v = _reg(results, size, "reg_first")
+        rows.append(("ibv_reg_mr {} (touched, first time)".format(_size(size)), us(v),
+                     "<= {:g} us".format(goal), verdict(v, lambda x, g=goal: x <= g)))
+    big = 64 << 20
+    r = _ratio(_reg(results, big, "reg_first"), _reg(results, big, "first_touch_64mib_us"))
+    rows.append(("ibv_reg_mr 64 MiB / first touch of 64 MiB", times(r),
+                 "<= {:g}x".format(TARGET16_REG_FIRST_TOUCH_RATIO),
+                 verdict(r, lambda x: x <= TARGET16_REG_FIRST_TOUCH_RATIO)))
+    for size, goal in sorted(TARGET16_REREG_US.items()):
+        v = _worst(_reg(results, size, "reg_again"), _reg(results, size, "reg_before"))
+        rows.append(("ibv_reg_mr {} again (registered now / before, worse)".format(_size(size)),
+                     us(v), "<= {:g} us".format(goal), verdict(v, lambda x, g=goal: x <= g)))
+    v = _worst(*[_reg(results, size, key) for size in (4096, 65536, 1 << 20)
+                 for key in ("dereg", "dereg_last", "dereg_again")])
+    rows.append(("ibv_dereg_mr <= 1 MiB (worst median)", us(v),
+                 "<= {:g} us".format(TARGET16_DEREG_US), verdict(v, lambda x: x <= TARGET16_DEREG_US)))
+    for size in (1 << 20, 4 << 20):
+        r = _ratio(_value(find(results, "mpi_pingpong", size, "mpi-softverbs"), "bw_mib_s"),
+                   _value(find(results, "mpi_pingpong_vader", size, "mpi-shm"), "bw_mib_s"))
+        rows.append(("MPI ping-pong {} softverbs / vader".format(_size(size)), times(r),
+                     ">= {:g}x".format(TARGET16_MPI_RATIO), verdict(r, lambda x: x >= TARGET16_MPI_RATIO)))
+    r = _ratio(_value(find(results, "ib_write_bw", 8, "softverbs"), "msg_rate_mpps"),
+               _value(find(results, "ucp_put_bw", 8, "ucx"), "msg_rate_mpps"))
+    rows.append(("ib_write_bw 8 B rate / UCX put rate", times(r),
+                 ">= {:g}x".format(TARGET16_WRITE_RATE_RATIO),
+                 verdict(r, lambda x: x >= TARGET16_WRITE_RATE_RATIO)))
+    v = _value(find(results, "ib_send_bw", 8, "softverbs"), "msg_rate_mpps")
+    rows.append(("ib_send_bw 8 B rate", _fmt(v) + (" M/s" if v is not None else ""),
+                 ">= {:g} M/s".format(TARGET16_SEND_RATE_MPPS),
+                 verdict(v, lambda x: x >= TARGET16_SEND_RATE_MPPS)))
+    r = _ratio(_value(find(results, "ib_send_lat", 8, "softverbs"), "t_typical_us"),
+               _value(find(results, "ucp_put_lat", 8, "ucx"), "p50_us"))
+    rows.append(("ib_send_lat 8 B / UCX put latency (medians)", times(r),
+                 "<= {:g}x".format(TARGET16_SEND_LAT_RATIO),
+                 verdict(r, lambda x: x <= TARGET16_SEND_LAT_RATIO)))
+    one = find(results, "ib_write_bw_qps", 1, "softverbs-qps")
+    many = find(results, "ib_write_bw_qps", 1000, "softverbs-qps")
+    r = _ratio(_value(many, "msg_rate_mpps"), _value(one, "msg_rate_mpps"))
+    rows.append(("ib_write_bw 8 B rate, 1000 QPs / 1 QP", times(r),
+                 ">= {:g}x".format(TARGET16_QP_RATE_RATIO), verdict(r, lambda x: x >= TARGET16_QP_RATE_RATIO)))
+    for key, who in (("pair_pss_kib", "client + server"), ("daemon_pss_kib", "daemon")):
+        a, b = _value(one, key), _value(many, key)
+        per = (b - a) / 999 if a is not None and b is not None else None
+        rows.append(("(info) {} memory per QP (Pss, 1000 QPs vs 1)".format(who),
+                     _fmt(per, 1) + " KiB" if per is not None else "", "reported", "-"))
+    return rows
+
+
+def targets16_table(results):
+    lines = ["| target | measured | goal | verdict |", "| --- | ---: | --- | --- |"]
+    for what, measured, goal, verdict in targets16(results):
+        lines.append("| {} | {} | {} | {} |".format(what, measured or "-", goal, verdict))
+    return "\n".join(lines)
+
+
+def workloads_tables(results):
+    """Issue 16's measurement tables, or [] when none of its rows ran."""
+    out = []
+    reg = [r for r in results if r["tool"] == "reg_mr"]
+    if reg:
+        out += ["### Memory registration (bench/reg_mr_cost, medians)", "",
+                "Touched fresh anonymous memory. first: never registered; again: while "
+                "registered; before: after dereg; dereg: of an MR whose range stays "
+                "registered / the last MR of its range / after `before`.", "",
+                "| size | reg first [us] | reg again [us] | reg before [us] | dereg [us] | "
+                "dereg last [us] | dereg again [us] | status |",
+                "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for r in reg:
+            row = r.get("row") or {}
+            out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                _size(r["size"]), *[_fmt(row.get(k)) for k in (
+                    "reg_first", "reg_again", "reg_before", "dereg", "dereg_last", "dereg_again")],
+                _status(r)))
+        touch = next((_value(r, "first_touch_64mib_us") for r in reg
+                      if _value(r, "first_touch_64mib_us") is not None), None)
+        if touch is not None:
+            out += ["", "First touch of 64 MiB of fresh memory: {} us.".format(_fmt(touch))]
+        out.append("")
+    mpi = [r for r in results if r["tool"] in ("mpi-softverbs", "mpi-shm")]
+    if mpi:
+        out += ["### MPI ping-pong (bench/mpi_large_pingpong, two ranks)", "",
+                "softverbs: `--mca pml ucx`, `UCX_TLS=rc_verbs,ud_verbs,self` on softverbs0, "
+                "UCX's default rendezvous; vader: `--mca pml ob1 --mca btl vader,self`. "
+                "Bandwidth one way (size / half round trip).", "",
+                "| job | size | round trip [us] | BW [MiB/s] | iterations | status |",
+                "| --- | ---: | ---: | ---: | ---: | --- |"]
+        for r in mpi:
+            row = r.get("row") or {}
+            out.append("| {} | {} | {} | {} | {} | {} |".format(
+                "softverbs (UCX rc_verbs)" if r["tool"] == "mpi-softverbs" else "vader (shared memory)",
+                _size(r["size"]), _fmt(row.get("rtt_us")), _fmt(row.get("bw_mib_s")),
+                row.get("iterations", ""), _status(r)))
+        out.append("")
+    qps = [r for r in results if r["tool"] == "softverbs-qps"]
+    if qps:
+        out += ["### Many QPs (ib_write_bw -s 8 -q N -t {})".format(64), "",
+                "Memory: the largest proportional set size (Pss) seen during the run, sampled "
+                "every 0.25 s: client + server perftest processes, and the daemon.", "",
+                "| QPs | rate [Mpps] | BW avg [MiB/s] | iterations | client+server Pss [KiB] | "
+                "daemon Pss [KiB] | status |",
+                "| ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for r in qps:
+            row = r.get("row") or {}
+            out.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+                r["size"], _fmt(row.get("msg_rate_mpps"), 3), _fmt(row.get("bw_avg_mib_s")),
+                row.get("iterations", ""), _fmt(row.get("pair_pss_kib")),
+                _fmt(row.get("daemon_pss_kib")), _status(r)))
+        out.append("")
+    return out
+
+
 def targets_table(results):
     lines = ["| target | measured | goal | verdict |", "| --- | ---: | --- | --- |"]
     for what, measured, goal, verdict in targets(results):
@@ -147,6 +300,11 @@ def markdown(results, machine, settings):
     out.append("")
     out.append(targets_table(results))
     out.append("")
+    if any(r["tool"] not in ("softverbs", "ucx", "ucx-softverbs") for r in results):
+        out.append("## Targets (issue 16)")
+        out.append("")
+        out.append(targets16_table(results))
+        out.append("")
     out.append("## Measurements")
     out.append("")
     out.append("softverbs rows are perftest on softverbs0 (RC, loopback); ucx (posix) rows are "
@@ -157,6 +315,7 @@ def markdown(results, machine, settings):
     out.append("")
     out.append(results_table(results))
     out.append("")
+    out.extend(workloads_tables(results))
     out.append("## Machine")
     out.append("")
     for key in ("cpu", "nproc", "kernel", "commit", "perftest", "ucx"):

@@ -29,7 +29,9 @@ sys.path.insert(0, HERE)
 
 import perftest  # noqa: E402
 import report  # noqa: E402
+import threading  # noqa: E402
 import ucx  # noqa: E402
+import workloads  # noqa: E402
 
 REPO = os.path.dirname(HERE)
 DEVICE = "softverbs0"
@@ -50,7 +52,18 @@ PLAN = [
     ("uct_rc_put_lat", "ucx-softverbs", "lat", [8]),
     ("uct_rc_put_bw", "ucx-softverbs", "bw", [65536]),
     ("ucp_tag_lat", "ucx-softverbs", "lat", [8]),
+    # Issue 16. reg_mr: bench/reg_mr_cost, one process, every size in one run.
+    ("reg_mr", "reg_mr", "reg", workloads.REG_SIZES),
+    # Two-rank Open MPI ping-pong (bench/mpi_large_pingpong): over UCX on
+    # softverbs0 with UCX's default rendezvous, and on shared memory (btl vader).
+    ("mpi_pingpong", "mpi-softverbs", "bw", workloads.MPI_SIZES),
+    ("mpi_pingpong_vader", "mpi-shm", "bw", workloads.MPI_SIZES),
+    # ib_write_bw -s 8 with -q N QPs ("size" is N): aggregate rate, memory.
+    ("ib_write_bw_qps", "softverbs-qps", "bw", workloads.QP_COUNTS),
 ]
+
+# The tools that run once for all their sizes.
+GROUP_TOOLS = ("reg_mr", "mpi-softverbs", "mpi-shm")
 
 # UCX on softverbs0 (tool "ucx-softverbs"): ucx_perftest under `softverbs
 # run`, which shows it softverbs0 (docs/kernel_view.md). UCT rows name the
@@ -69,6 +82,12 @@ ITERS = {
              "ucx-softverbs": (100000, 200000, 20000)},
     "quick": {"softverbs": (2000, 5000, 1000), "ucx": (20000, 100000, 2000),
               "ucx-softverbs": (2000, 5000, 1000)},
+}
+# Issue 16's rows: reg_mr_cost repetitions, MPI ping-pong round trips per
+# size, and the many-QP runs' total 8-byte writes (spread over the QPs).
+ITERS_16 = {
+    "full": {"reg_reps": 11, "mpi": 200, "qp_total": 400000},
+    "quick": {"reg_reps": 3, "mpi": 20, "qp_total": 20000},
 }
 
 # Every process we start, so that nothing outlives us (atexit + signals).
@@ -251,6 +270,142 @@ def measure(args, name, tool, kind, size, gid, env, log_dir):
     return result
 
 
+def _run_one(cmd, env, timeout, log_path):
+    """Runs one command (its own session); returns (output, error or None)."""
+    proc = _spawn(cmd, env, log_path)
+    error = None
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        error = "timed out after {} s".format(timeout)
+    finally:
+        _kill(proc)
+    out = _read(log_path)
+    if error is None and proc.returncode != 0:
+        error = "exit {}: {}".format(proc.returncode,
+                                     perftest.failure_reason(out) or "no error message")
+    return out, error
+
+
+def _mpirun(args, program, sizes, iters, extra):
+    return (["mpirun", "--oversubscribe", "-np", "2"] + extra +
+            [program, "-n", str(iters), "-w", str(max(2, iters // 10))] + [str(s) for s in sizes])
+
+
+def measure_group(args, name, tool, kind, sizes, env, log_dir):
+    """Issue 16's one-process rows: a list of results, one per size."""
+    results = [{"name": name, "tool": tool, "kind": kind, "size": size, "row": None,
+                "error": None} for size in sizes]
+    bin_dir = os.path.dirname(args.softverbs)
+    it = ITERS_16[args.mode]
+    run_env = dict(env, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if tool == "reg_mr":
+        program = os.path.join(bin_dir, "reg_mr_cost")
+        cmd = [program, "-r", str(it["reg_reps"])] + [str(s) for s in sizes]
+        parse = workloads.parse_reg_mr
+    else:
+        program = os.path.join(bin_dir, "mpi_large_pingpong")
+        if tool == "mpi-softverbs":
+            # UCX's defaults otherwise: rendezvous from its threshold on,
+            # which registers the user buffers.
+            cmd = [args.softverbs, "run", "--"] + _mpirun(
+                args, program, sizes, it["mpi"],
+                ["--mca", "pml", "ucx", "--mca", "btl", "^openib,uct",
+                 "-x", "UCX_NET_DEVICES={}:1".format(DEVICE),
+                 "-x", "UCX_TLS=rc_verbs,ud_verbs,self"])
+        else:
+            cmd = _mpirun(args, program, sizes, it["mpi"],
+                          ["--mca", "pml", "ob1", "--mca", "btl", "vader,self"])
+        parse = workloads.parse_mpi
+        if shutil.which("mpirun") is None:
+            for r in results:
+                r["error"] = "mpirun not installed (openmpi-bin)"
+            return results
+    if not os.access(program, os.X_OK):
+        for r in results:
+            r["error"] = program + " not built"
+        return results
+    print("  {} {} ...".format(name, ",".join(str(s) for s in sizes)), end="", flush=True,
+          file=sys.stderr)
+    started = time.monotonic()
+    out, error = _run_one(cmd, run_env, args.timeout, os.path.join(log_dir, name + ".txt"))
+    parsed = {}
+    if error is None:
+        try:
+            parsed = parse(out)
+        except workloads.ParseError as e:
+            error = str(e)
+    for r in results:
+        r["row"] = parsed.get(r["size"])
+        if tool == "reg_mr" and r["row"] is not None:
+            # The yardstick of the 64 MiB target, measured in the same run.
+            r["row"]["first_touch_64mib_us"] = parsed.get(64 << 20, {}).get("first_touch")
+        r["error"] = error if error or r["row"] is not None else "no result for this size"
+    print(" {} ({:.1f} s)".format("ok" if error is None else "failed: " + error,
+                                  time.monotonic() - started), file=sys.stderr)
+    return results
+
+
+class _MemorySampler(threading.Thread):
+    """Largest Pss seen of the processes of one perftest pair and of the daemon."""
+
+    def __init__(self, port, runtime_dir):
+        super().__init__(daemon=True)
+        self.port, self.runtime_dir = str(port), runtime_dir
+        self.stop = threading.Event()
+        self.peak_pair_kib, self.peak_daemon_kib = 0, 0
+
+    def run(self):
+        daemon = workloads.daemon_pid(self.runtime_dir)
+        while not self.stop.wait(0.25):
+            pair = [workloads.pss_kib(p) for p in workloads.pids_with_arg(self.port)]
+            total = sum(v for v in pair if v)
+            self.peak_pair_kib = max(self.peak_pair_kib, total)
+            if daemon is not None:
+                self.peak_daemon_kib = max(self.peak_daemon_kib, workloads.pss_kib(daemon) or 0)
+
+
+def measure_qps(args, name, qps, gid, env, log_dir):
+    """ib_write_bw -s 8 over `qps` QPs between two processes."""
+    result = {"name": name, "tool": "softverbs-qps", "kind": "bw", "size": qps, "row": None,
+              "error": None}
+    if shutil.which("ib_write_bw") is None:
+        result["error"] = "ib_write_bw not installed"
+        return result
+    if gid[0] is None:
+        result["error"] = gid[1]
+        return result
+    per_qp = max(100, ITERS_16[args.mode]["qp_total"] // qps)
+    port = free_port()
+    common = ["-d", DEVICE, "-x", str(gid[0]), "-F", "-s", "8", "-n", str(per_qp), "-q", str(qps),
+              "-t", str(workloads.QP_TX_DEPTH), "-p", str(port)]
+    wrap = [args.softverbs, "run", "--", "ib_write_bw"]
+    print("  ib_write_bw -q {}, {} writes per QP ...".format(qps, per_qp), end="", flush=True,
+          file=sys.stderr)
+    started = time.monotonic()
+    sampler = _MemorySampler(port, env["SOFTVERBS_RUNTIME_DIR"])
+    sampler.start()
+    try:
+        client_out, _server_out, error = run_pair(
+            wrap + common, wrap + common + ["127.0.0.1"], env, port,
+            max(args.timeout, 300.0) if qps >= 256 else args.timeout,
+            os.path.join(log_dir, "{}_{}".format(name, qps)))
+    finally:
+        sampler.stop.set()
+        sampler.join()
+    if error is None:
+        try:
+            result["row"] = perftest.parse_result(client_out)
+            result["row"]["pair_pss_kib"] = sampler.peak_pair_kib or None
+            result["row"]["daemon_pss_kib"] = sampler.peak_daemon_kib or None
+        except perftest.ParseError as e:
+            error = str(e)
+    result["error"] = error
+    print(" {} ({:.1f} s)".format("ok" if error is None else "failed: " + error,
+                                  time.monotonic() - started), file=sys.stderr)
+    return result
+
+
 def find_gid_index(args, env):
     """(index, None) or (None, reason): the first RoCE v2 GID of softverbs0."""
     if args.gid_index is not None:
@@ -329,7 +484,7 @@ def parse_args(argv):
 def main(argv):
     args = parse_args(argv)
     plan = [p for p in PLAN if not args.only or p[0] in args.only]
-    need_softverbs = any(tool in ("softverbs", "ucx-softverbs") for _, tool, _, _ in plan)
+    need_softverbs = any(tool != "ucx" for _, tool, _, _ in plan)
     if need_softverbs and not os.access(args.softverbs, os.X_OK):
         print("error: {} not found; build softverbs or pass --build-dir".format(args.softverbs),
               file=sys.stderr)
@@ -363,8 +518,14 @@ def main(argv):
 
     results = []
     for name, tool, kind, sizes in plan:
+        if tool in GROUP_TOOLS:
+            results.extend(measure_group(args, name, tool, kind, sizes, env, log_dir))
+            continue
         for size in sizes:
-            results.append(measure(args, name, tool, kind, size, gid, env, log_dir))
+            if tool == "softverbs-qps":
+                results.append(measure_qps(args, name, size, gid, env, log_dir))
+            else:
+                results.append(measure(args, name, tool, kind, size, gid, env, log_dir))
 
     settings = "{} mode, {} s timeout per pair, GID index {}, logs in {}".format(
         args.mode, args.timeout, gid[0] if gid[0] is not None else "-",
