@@ -268,7 +268,7 @@ def workloads_tables(results):
         out.append("")
     qps = [r for r in results if r["tool"] == "softverbs-qps"]
     if qps:
-        out += ["### Many QPs (ib_write_bw -s 8 -q N -t {})".format(64), "",
+        out += ["### Many QPs (ib_write_bw -s 8 -q N -t 64 -D seconds)", "",
                 "Memory: the largest proportional set size (Pss) seen during the run, sampled "
                 "every 0.25 s: client + server perftest processes, and the daemon.", "",
                 "| QPs | rate [Mpps] | BW avg [MiB/s] | iterations | client+server Pss [KiB] | "

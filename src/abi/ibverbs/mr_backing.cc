@@ -54,10 +54,11 @@ uint64_t g_clock = 0;
 // What idle backings may hold. An idle backing's memfd keeps its pages even
 // if the application unmapped the range (its mapping is what the application
 // sees; the descriptor is what keeps them), so the cache is bounded, and a
-// few idle entries are re-checked at every release (stale ones dropped).
+// few idle entries are re-checked whenever a new backing is made (stale ones
+// dropped).
 constexpr size_t kMaxIdleBackings = 256;
 constexpr uint64_t kMaxIdleBytes = 256ull << 20;
-constexpr int kIdleChecksPerRelease = 2;
+constexpr int kIdleChecksPerBacking = 4;
 
 uint64_t PageSize() {
   static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
@@ -231,6 +232,19 @@ void TrimIdle() {
   }
 }
 
+// Checks a few idle entries again (round robin) and drops those whose range
+// maps something else now, so that the pages of ranges the application
+// unmapped are not held for long. Called when a new backing is made (when
+// memory grows), not on the cheap paths (reuse, dereg).
+void CheckSomeIdle(SelfMaps& maps) {
+  static size_t next_check = 0;
+  for (int n = 0; n < kIdleChecksPerBacking && !g_backings.empty(); ++n) {
+    const size_t i = next_check++ % g_backings.size();
+    const Backing& b = g_backings[i];
+    if (b.refs == 0 && !StillMapped(maps, b, b.begin, b.end)) Drop(i);
+  }
+}
+
 }  // namespace
 
 MrBacking AcquireMrBacking(void* addr, size_t length) {
@@ -295,6 +309,7 @@ MrBacking AcquireMrBacking(void* addr, size_t length) {
             major(st.st_dev),
             minor(st.st_dev),
             ++g_clock};
+  CheckSomeIdle(maps);
   g_backings.push_back(b);
   TrimIdle();
   return {b.id, fd, begin, end, 0};
@@ -321,18 +336,6 @@ void ReleaseMrBacking(uint64_t id) {
       }
     }
     break;
-  }
-  // A few idle entries checked again, so that the pages of ranges the
-  // application unmapped are not held for long (at every 16th release only
-  // when each check reads the whole text of /proc/self/maps).
-  static size_t next_check = 0;
-  static unsigned releases = 0;
-  const bool check = SelfMaps::Cheap() || ++releases % 16 == 0;
-  SelfMaps maps;
-  for (int n = 0; check && n < kIdleChecksPerRelease && !g_backings.empty(); ++n) {
-    const size_t i = next_check++ % g_backings.size();
-    const Backing& b = g_backings[i];
-    if (b.refs == 0 && !StillMapped(maps, b, b.begin, b.end)) Drop(i);
   }
   TrimIdle();
 }

@@ -100,10 +100,6 @@ std::vector<Vma> ReadMapsText() {
 
 }  // namespace
 
-bool SelfMaps::Cheap() {
-  return MapsFd() >= 0;
-}
-
 bool SelfMaps::At(uint64_t addr, Vma* out) {
   const int fd = MapsFd();
   if (fd >= 0) {

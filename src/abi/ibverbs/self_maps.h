@@ -36,10 +36,6 @@ class SelfMaps {
   // False when there is none (or the maps cannot be read).
   bool At(uint64_t addr, Vma* out);
 
-  // Whether a question costs one ioctl (else the text is read once per
-  // SelfMaps object).
-  static bool Cheap();
-
   // Whether [begin, end) is mapped without a gap by mappings that all
   // satisfy pred.
   template <typename Pred>
