@@ -65,6 +65,25 @@ int Server::Listen() {
   return 0;
 }
 
+// A client that made a request often makes the next one right away
+// (registrations, deregistrations, QP setup). Sleeping in epoll_wait and
+// being woken by it costs about 8 us on these VMs, a third of a request's
+// round trip; so after a wake-up that found work, the daemon looks again for
+// up to kBusySpin before it sleeps. Bounded: an idle daemon sleeps as before.
+int Server::WaitForEvents(epoll_event* events, int max, int timeout_ms) {
+  constexpr auto kBusySpin = std::chrono::microseconds(50);
+  if (busy_) {
+    const auto until = std::chrono::steady_clock::now() + kBusySpin;
+    do {
+      int n = epoll_wait(epoll_fd_, events, max, 0);
+      if (n != 0) return n;
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  int n = epoll_wait(epoll_fd_, events, max, timeout_ms);
+  busy_ = n > 0;
+  return n;
+}
+
 int Server::Run() {
   using Clock = std::chrono::steady_clock;
   auto idle_since = Clock::now();
@@ -72,7 +91,7 @@ int Server::Run() {
     epoll_event events[32];
     int timeout_ms = accept_paused_ ? static_cast<int>(kAcceptBackoff.count()) : 1000;
     if (int cm_ms = cm_.MsUntilNextTimer(); cm_ms >= 0 && cm_ms < timeout_ms) timeout_ms = cm_ms;
-    int n = epoll_wait(epoll_fd_, events, 32, timeout_ms);
+    int n = WaitForEvents(events, 32, timeout_ms);
     if (n < 0 && errno != EINTR) return 1;
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd == listen_fd_) {

@@ -18,6 +18,8 @@
 #include "daemon/outbox.h"
 #include "protocol/messages.h"
 
+struct epoll_event;  // <sys/epoll.h>
+
 namespace softverbs::daemon {
 
 struct ServerOptions {
@@ -46,6 +48,9 @@ class Server {
   int Run();
 
  private:
+  // epoll_wait, after a busy spin when the last wait found work (server.cc).
+  int WaitForEvents(::epoll_event* events, int max, int timeout_ms);
+
   struct Connection {
     int fd = -1;
     protocol::Role role{};
@@ -84,6 +89,7 @@ class Server {
   CmService cm_{device_.gids(), device_.active_mtu()};  // librdmacm's connection manager
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
+  bool busy_ = false;  // the last wait found work
   // Kept open to be given up when accept4 runs out of descriptors, so that a
   // waiting client can still be told why (and not left hanging).
   int reserve_fd_ = -1;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,26 @@
 namespace softverbs::provider {
 
 namespace {
+
+// The daemon answers most requests within a few tens of microseconds.
+// Sleeping in recvmsg and being woken by the reply costs about 8 us more on
+// these VMs than looking for it a few times first (a bare Unix-socket round
+// trip: 26 -> 18 us), which is a third of a registration or a dereg. So a
+// call looks for its reply for up to kReplySpinNs before it sleeps.
+constexpr int64_t kReplySpinNs = 50'000;
+
+int64_t MonotonicNs() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
+}
+
+void AwaitReadable(int fd) {
+  const int64_t until = MonotonicNs() + kReplySpinNs;
+  pollfd p{fd, POLLIN, 0};
+  while (poll(&p, 1, 0) == 0 && MonotonicNs() < until) {
+  }
+}
 
 // softverbsd is found next to the libraries: $SOFTVERBSD, else
 // <libdir>/../bin/softverbsd, else <libdir>/softverbsd.
@@ -188,6 +209,7 @@ ssize_t DaemonChannel::ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf,
                                     std::vector<int>* fds_out) {
   for (int stale = 0; stale <= kMaxStaleReplies; ++stale) {
     std::vector<int> fds;
+    AwaitReadable(fd_);
     ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), &fds);
     protocol::ReplyHeader rh{};
     if (n >= static_cast<ssize_t>(sizeof(rh))) memcpy(&rh, buf.data(), sizeof(rh));
