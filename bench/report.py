@@ -185,6 +185,10 @@ def targets16(results):
         v = _worst(_reg(results, size, "reg_again"), _reg(results, size, "reg_before"))
         rows.append(("ibv_reg_mr {} again (registered now / before, worse)".format(_size(size)),
                      us(v), "<= {:g} us".format(goal), verdict(v, lambda x, g=goal: x <= g)))
+    for size in sorted(TARGET16_REG_US):
+        v = _reg(results, size, "malloc_reg_first")
+        rows.append(("(info) ibv_reg_mr {} malloc'ed, first time (allocator may reuse pages)".format(
+            _size(size)), us(v), "-", "-"))
     v = _worst(*[_reg(results, size, key) for size in (4096, 65536, 1 << 20)
                  for key in ("dereg", "dereg_last", "dereg_again")])
     rows.append(("ibv_dereg_mr <= 1 MiB (worst median)", us(v),
@@ -234,18 +238,23 @@ def workloads_tables(results):
     reg = [r for r in results if r["tool"] == "reg_mr"]
     if reg:
         out += ["### Memory registration (bench/reg_mr_cost, medians)", "",
-                "Touched fresh anonymous memory. first: never registered; again: while "
-                "registered; before: after dereg; dereg: of an MR whose range stays "
-                "registered / the last MR of its range / after `before`.", "",
-                "| size | reg first [us] | reg again [us] | reg before [us] | dereg [us] | "
+                "Touched memory: fresh (mapped anew for each repetition, page-aligned) and "
+                "malloc'ed (not page-aligned: partial pages are never converted; the "
+                "allocator may hand out the same pages again). first: never registered; "
+                "again: while registered; before: after dereg; dereg: of an MR whose range "
+                "stays registered / the last MR of its range / after `before`.", "",
+                "| buffer | reg first [us] | reg again [us] | reg before [us] | dereg [us] | "
                 "dereg last [us] | dereg again [us] | status |",
                 "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-        for r in reg:
-            row = r.get("row") or {}
-            out.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
-                _size(r["size"]), *[_fmt(row.get(k)) for k in (
-                    "reg_first", "reg_again", "reg_before", "dereg", "dereg_last", "dereg_again")],
-                _status(r)))
+        for prefix, what in (("", "fresh"), ("malloc_", "malloc'ed")):
+            for r in reg:
+                row = r.get("row") or {}
+                if prefix and prefix + "reg_first" not in row:
+                    continue
+                out.append("| {} {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                    _size(r["size"]), what, *[_fmt(row.get(prefix + k)) for k in (
+                        "reg_first", "reg_again", "reg_before", "dereg", "dereg_last",
+                        "dereg_again")], _status(r)))
         touch = next((_value(r, "first_touch_64mib_us") for r in reg
                       if _value(r, "first_touch_64mib_us") is not None), None)
         if touch is not None:
