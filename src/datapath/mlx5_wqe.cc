@@ -1,0 +1,230 @@
+#include "datapath/mlx5_wqe.h"
+
+#include <endian.h>
+#include <string.h>
+
+#include <algorithm>
+#include <iterator>
+
+namespace softverbs::datapath::mlx5 {
+namespace {
+
+// The send opcodes this device executes (PRM "Send WQE opcodes"). Masked
+// atomics, UMR, LSO, TAG_MATCHING and the rest are not in the table: their
+// WQEs complete with LOCAL_QP_OP_ERR, as on a device without them.
+constexpr SendOpcodeInfo kSendOpcodes[] = {
+    // opcode                    name              nop    wr_opcode                raddr  atomic
+    // gather
+    {MLX5_OPCODE_NOP, "NOP", true, 0, false, false, false},
+    {MLX5_OPCODE_RDMA_WRITE, "RDMA_WRITE", false, IBV_WR_RDMA_WRITE, true, false, true},
+    {MLX5_OPCODE_RDMA_WRITE_IMM, "RDMA_WRITE_IMM", false, IBV_WR_RDMA_WRITE_WITH_IMM, true, false,
+     true},
+    {MLX5_OPCODE_SEND, "SEND", false, IBV_WR_SEND, false, false, true},
+    {MLX5_OPCODE_SEND_IMM, "SEND_IMM", false, IBV_WR_SEND_WITH_IMM, false, false, true},
+    {MLX5_OPCODE_RDMA_READ, "RDMA_READ", false, IBV_WR_RDMA_READ, true, false, true},
+    {MLX5_OPCODE_ATOMIC_CS, "ATOMIC_CS", false, IBV_WR_ATOMIC_CMP_AND_SWP, true, true, true},
+    {MLX5_OPCODE_ATOMIC_FA, "ATOMIC_FA", false, IBV_WR_ATOMIC_FETCH_AND_ADD, true, true, true},
+};
+
+// Work-completion status -> CQE syndrome (PRM "CQE error syndromes").
+struct SyndromeRow {
+  uint32_t status;  // ibv_wc_status
+  uint8_t syndrome;
+};
+constexpr SyndromeRow kSyndromes[] = {
+    {IBV_WC_LOC_LEN_ERR, MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR},
+    {IBV_WC_LOC_QP_OP_ERR, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR},
+    {IBV_WC_LOC_PROT_ERR, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR},
+    {IBV_WC_WR_FLUSH_ERR, MLX5_CQE_SYNDROME_WR_FLUSH_ERR},
+    {IBV_WC_MW_BIND_ERR, MLX5_CQE_SYNDROME_MW_BIND_ERR},
+    {IBV_WC_BAD_RESP_ERR, MLX5_CQE_SYNDROME_BAD_RESP_ERR},
+    {IBV_WC_LOC_ACCESS_ERR, MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR},
+    {IBV_WC_REM_INV_REQ_ERR, MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR},
+    {IBV_WC_REM_ACCESS_ERR, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR},
+    {IBV_WC_REM_OP_ERR, MLX5_CQE_SYNDROME_REMOTE_OP_ERR},
+    {IBV_WC_RETRY_EXC_ERR, MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR},
+    {IBV_WC_RNR_RETRY_EXC_ERR, MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR},
+    {IBV_WC_REM_ABORT_ERR, MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR},
+};
+
+// Copies `len` bytes of a ring of `ring_bytes` starting at `offset`,
+// wrapping to the start.
+void CopyFromRing(const uint8_t* ring, uint32_t ring_bytes, uint32_t offset, uint32_t len,
+                  uint8_t* out) {
+  const uint32_t first = std::min(len, ring_bytes - offset);
+  memcpy(out, ring + offset, first);
+  memcpy(out + first, ring, len - first);
+}
+
+template <typename Seg>
+Seg ReadSeg(const uint8_t* wqe, uint32_t offset) {
+  Seg seg;
+  memcpy(&seg, wqe + offset, sizeof(seg));
+  return seg;
+}
+
+}  // namespace
+
+const SendOpcodeInfo* FindSendOpcode(uint8_t opcode) {
+  for (const SendOpcodeInfo& info : kSendOpcodes) {
+    if (info.opcode == opcode) return &info;
+  }
+  return nullptr;
+}
+
+const char* WqeErrorName(WqeError error) {
+  switch (error) {
+    case WqeError::kNone:
+      return "none";
+    case WqeError::kUnknownOpcode:
+      return "opcode not supported by this device";
+    case WqeError::kBadDs:
+      return "ds (WQE size in 16-byte units) does not fit the opcode's segments or the ring";
+    case WqeError::kQpnMismatch:
+      return "the control segment names another QP";
+    case WqeError::kTooManySges:
+      return "more data segments than max_sge";
+    case WqeError::kInlineTooLong:
+      return "inline data longer than max_inline_data";
+    case WqeError::kInlineOverrun:
+      return "inline byte count runs past the WQE";
+    case WqeError::kAtomicSge:
+      return "an atomic needs exactly one 8-byte data segment";
+  }
+  return "unknown";
+}
+
+WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqebb, uint32_t qpn,
+                      ParsedSendWqe* out) {
+  const uint32_t ring_bytes = sq_basic_blocks * kSendWqeBb;
+  const uint32_t start = (wqebb & (sq_basic_blocks - 1)) * kSendWqeBb;
+  // The control segment first; it says how long the WQE is.
+  uint8_t wqe[kMaxWqeDs * kSegBytes];
+  CopyFromRing(sq, ring_bytes, start, kSegBytes, wqe);
+  const auto ctrl = ReadSeg<mlx5_wqe_ctrl_seg>(wqe, 0);
+  const uint32_t opmod_idx_opcode = be32toh(ctrl.opmod_idx_opcode);
+  const uint32_t qpn_ds = be32toh(ctrl.qpn_ds);
+  *out = ParsedSendWqe{};
+  out->opcode = static_cast<uint8_t>(opmod_idx_opcode & 0xff);
+  out->wqe_index = static_cast<uint16_t>(opmod_idx_opcode >> 8);
+  out->fm_ce_se = ctrl.fm_ce_se;
+  const uint32_t ds = qpn_ds & kMaxWqeDs;
+  const uint32_t bytes = ds * kSegBytes;
+  out->basic_blocks = std::max<uint32_t>(1, (bytes + kSendWqeBb - 1) / kSendWqeBb);
+  if ((qpn_ds >> 8) != qpn) return WqeError::kQpnMismatch;
+  if (ds == 0 || bytes > ring_bytes) return WqeError::kBadDs;
+  out->info = FindSendOpcode(out->opcode);
+  if (out->info == nullptr) return WqeError::kUnknownOpcode;
+  CopyFromRing(sq, ring_bytes, start, bytes, wqe);
+
+  const SendOpcodeInfo& info = *out->info;
+  SendWr& wr = out->wr;
+  wr.wr_id = RequesterWrId(out->opcode, out->wqe_index);
+  wr.opcode = info.wr_opcode;
+  if (ctrl.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) wr.send_flags |= IBV_SEND_SIGNALED;
+  if (ctrl.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) wr.send_flags |= IBV_SEND_SOLICITED;
+  wr.imm_data = ctrl.imm;  // network order on both sides
+  uint32_t offset = kSegBytes;
+  if (info.raddr) {
+    if (offset + kSegBytes > bytes) return WqeError::kBadDs;
+    const auto raddr = ReadSeg<mlx5_wqe_raddr_seg>(wqe, offset);
+    wr.remote_addr = be64toh(raddr.raddr);
+    wr.rkey = be32toh(raddr.rkey);
+    offset += kSegBytes;
+  }
+  if (info.atomic) {
+    if (offset + kSegBytes > bytes) return WqeError::kBadDs;
+    const auto atomic = ReadSeg<mlx5_wqe_atomic_seg>(wqe, offset);
+    if (info.wr_opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+      wr.compare_add = be64toh(atomic.compare);
+      wr.swap = be64toh(atomic.swap_add);
+    } else {
+      wr.compare_add = be64toh(atomic.swap_add);
+    }
+    offset += kSegBytes;
+  }
+  if (!info.gather) return WqeError::kNone;
+  // Data segments, or one inline segment (its bytes follow, padded to 16).
+  while (offset < bytes) {
+    uint32_t word;
+    memcpy(&word, wqe + offset, sizeof(word));
+    const uint32_t byte_count = be32toh(word);
+    if (byte_count & MLX5_INLINE_SEG) {
+      const uint32_t len = byte_count & ~MLX5_INLINE_SEG;
+      if (len > kMaxInline || wr.inline_len + len > kMaxInline) return WqeError::kInlineTooLong;
+      if (offset + sizeof(mlx5_wqe_inl_data_seg) + len > bytes) return WqeError::kInlineOverrun;
+      memcpy(wr.inline_data + wr.inline_len, wqe + offset + sizeof(mlx5_wqe_inl_data_seg), len);
+      wr.inline_len += len;
+      wr.send_flags |= IBV_SEND_INLINE;
+      offset += (sizeof(mlx5_wqe_inl_data_seg) + len + kSegBytes - 1) / kSegBytes * kSegBytes;
+      continue;
+    }
+    const auto data = ReadSeg<mlx5_wqe_data_seg>(wqe, offset);
+    offset += kSegBytes;
+    if (byte_count == 0 && be32toh(data.lkey) == kInvalidLkey) break;
+    if (wr.num_sge == kMaxSendSge) return WqeError::kTooManySges;
+    wr.sge[wr.num_sge++] = {be64toh(data.addr), byte_count, be32toh(data.lkey)};
+  }
+  if ((wr.send_flags & IBV_SEND_INLINE) && wr.num_sge != 0) return WqeError::kBadDs;
+  if (info.atomic && (wr.num_sge != 1 || wr.sge[0].length != 8)) return WqeError::kAtomicSge;
+  return WqeError::kNone;
+}
+
+WqeError ParseRecvWqe(const uint8_t* wqe, uint32_t stride, RecvSge* sge, uint32_t max_sge,
+                      uint32_t* num) {
+  *num = 0;
+  for (uint32_t offset = 0; offset + kSegBytes <= stride; offset += kSegBytes) {
+    const auto data = ReadSeg<mlx5_wqe_data_seg>(wqe, offset);
+    if (be32toh(data.lkey) == kInvalidLkey) break;
+    if (*num == max_sge) return WqeError::kTooManySges;
+    sge[(*num)++] = {be64toh(data.addr), be32toh(data.byte_count), be32toh(data.lkey)};
+  }
+  return WqeError::kNone;
+}
+
+uint8_t SyndromeOf(uint32_t status) {
+  for (const SyndromeRow& row : kSyndromes) {
+    if (row.status == status) return row.syndrome;
+  }
+  return MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR;
+}
+
+uint8_t BuildCqe(const Completion& c, uint32_t qpn, uint8_t* cqe) {
+  const bool requester = c.opcode < IBV_WC_RECV;
+  const uint8_t wqe_opcode = requester ? static_cast<uint8_t>(c.wr_id >> 32) : 0;
+  const auto wqe_counter = static_cast<uint16_t>(c.wr_id & 0xffff);
+  memset(cqe, 0, kCqeBytes - 1);
+  if (c.status != IBV_WC_SUCCESS) {
+    mlx5_err_cqe err{};
+    err.syndrome = SyndromeOf(c.status);
+    err.vendor_err_synd = static_cast<uint8_t>(c.vendor_err);
+    err.s_wqe_opcode_qpn = htobe32(uint32_t{wqe_opcode} << 24 | (qpn & 0xffffff));
+    err.wqe_counter = htobe16(wqe_counter);
+    memcpy(cqe, &err, offsetof(mlx5_err_cqe, op_own));
+    return static_cast<uint8_t>((requester ? MLX5_CQE_REQ_ERR : MLX5_CQE_RESP_ERR) << 4);
+  }
+  mlx5_cqe64 ok{};
+  ok.byte_cnt = htobe32(c.byte_len);
+  ok.sop_drop_qpn = htobe32(uint32_t{wqe_opcode} << 24 | (qpn & 0xffffff));
+  ok.wqe_counter = htobe16(wqe_counter);
+  ok.timestamp = htobe64(c.timestamp);
+  uint8_t opcode = MLX5_CQE_REQ;
+  if (!requester) {
+    ok.flags_rqpn = htobe32(c.src_qp & 0xffffff);
+    ok.slid = htobe16(c.slid);
+    if (c.wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)) ok.imm_inval_pkey = c.imm_data;
+    if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+      opcode = MLX5_CQE_RESP_WR_IMM;
+    } else if (c.wc_flags & IBV_WC_WITH_IMM) {
+      opcode = MLX5_CQE_RESP_SEND_IMM;
+    } else if (c.wc_flags & IBV_WC_WITH_INV) {
+      opcode = MLX5_CQE_RESP_SEND_INV;
+    } else {
+      opcode = MLX5_CQE_RESP_SEND;
+    }
+  }
+  memcpy(cqe, &ok, offsetof(mlx5_cqe64, op_own));
+  return static_cast<uint8_t>(opcode << 4);
+}
+
+}  // namespace softverbs::datapath::mlx5

@@ -1,0 +1,202 @@
+// The mlx5 WQE parser and CQE builder against WQEs built with rdma-core's
+// own inline helpers (mlx5dv_set_ctrl_seg, mlx5dv_set_data_seg) and CQEs
+// read back with its accessors (mlx5dv_get_cqe_opcode).
+#include "datapath/mlx5_wqe.h"
+
+#include <endian.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <vector>
+
+namespace softverbs::datapath::mlx5 {
+namespace {
+
+constexpr uint32_t kQpn = 0x1234;
+
+class SendRing {
+ public:
+  explicit SendRing(uint32_t basic_blocks)
+      : bytes_(basic_blocks * kSendWqeBb), blocks_(basic_blocks) {}
+  uint8_t* At(uint32_t offset) { return bytes_.data() + offset % bytes_.size(); }
+  // Writes `segs` (16 bytes each) starting at basic block `wqebb`, wrapping.
+  void Write(uint32_t wqebb, const std::vector<std::array<uint8_t, 16>>& segs) {
+    uint32_t offset = (wqebb % blocks_) * kSendWqeBb;
+    for (const auto& seg : segs) {
+      memcpy(At(offset), seg.data(), 16);
+      offset += 16;
+    }
+  }
+  const uint8_t* data() const { return bytes_.data(); }
+  uint32_t blocks() const { return blocks_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  uint32_t blocks_;
+};
+
+template <typename Seg>
+std::array<uint8_t, 16> Bytes(const Seg& seg) {
+  static_assert(sizeof(Seg) == 16);
+  std::array<uint8_t, 16> out;
+  memcpy(out.data(), &seg, 16);
+  return out;
+}
+
+std::array<uint8_t, 16> Ctrl(uint16_t index, uint8_t opcode, uint8_t ds, uint8_t flags,
+                             uint32_t imm = 0, uint32_t qpn = kQpn) {
+  mlx5_wqe_ctrl_seg ctrl{};
+  mlx5dv_set_ctrl_seg(&ctrl, index, opcode, 0, qpn, flags, ds, 0, imm);
+  return Bytes(ctrl);
+}
+
+std::array<uint8_t, 16> Data(uint32_t length, uint32_t lkey, uint64_t addr) {
+  mlx5_wqe_data_seg data{};
+  mlx5dv_set_data_seg(&data, length, lkey, addr);
+  return Bytes(data);
+}
+
+std::array<uint8_t, 16> Raddr(uint64_t addr, uint32_t rkey) {
+  mlx5_wqe_raddr_seg raddr{};
+  raddr.raddr = htobe64(addr);
+  raddr.rkey = htobe32(rkey);
+  return Bytes(raddr);
+}
+
+TEST(Mlx5SendWqe, SendWithImmediateAndTwoDataSegments) {
+  SendRing ring(8);
+  ring.Write(3, {Ctrl(3, MLX5_OPCODE_SEND_IMM, 3, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(0xabcd)),
+                 Data(100, 0x501, 0x1000), Data(28, 0x502, 0x2000)});
+  ParsedSendWqe wqe;
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 3, kQpn, &wqe), WqeError::kNone);
+  EXPECT_EQ(wqe.wqe_index, 3);
+  EXPECT_EQ(wqe.basic_blocks, 1u);
+  EXPECT_EQ(wqe.wr.opcode, uint32_t{IBV_WR_SEND_WITH_IMM});
+  EXPECT_EQ(wqe.wr.imm_data, htobe32(0xabcd));
+  EXPECT_TRUE(wqe.wr.send_flags & IBV_SEND_SIGNALED);
+  ASSERT_EQ(wqe.wr.num_sge, 2u);
+  EXPECT_EQ(wqe.wr.sge[0].addr, 0x1000u);
+  EXPECT_EQ(wqe.wr.sge[0].length, 100u);
+  EXPECT_EQ(wqe.wr.sge[1].lkey, 0x502u);
+  EXPECT_EQ(wqe.wr.wr_id, RequesterWrId(MLX5_OPCODE_SEND_IMM, 3));
+}
+
+TEST(Mlx5SendWqe, AtomicWrapsAroundTheRing) {
+  // Five segments starting in the last basic block of a 4-block ring: the
+  // fifth (the terminating data segment) is at the ring's start.
+  SendRing ring(4);
+  mlx5_wqe_atomic_seg atomic{};
+  atomic.swap_add = htobe64(7);
+  atomic.compare = htobe64(5);
+  ring.Write(3, {Ctrl(3, MLX5_OPCODE_ATOMIC_CS, 5, 0), Raddr(0xdead0000, 0x77), Bytes(atomic),
+                 Data(8, 0x11, 0x4000), Data(0, kInvalidLkey, 0)});
+  ParsedSendWqe wqe;
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 3, kQpn, &wqe), WqeError::kNone);
+  EXPECT_EQ(wqe.basic_blocks, 2u);
+  EXPECT_EQ(wqe.wr.opcode, uint32_t{IBV_WR_ATOMIC_CMP_AND_SWP});
+  EXPECT_EQ(wqe.wr.remote_addr, 0xdead0000u);
+  EXPECT_EQ(wqe.wr.rkey, 0x77u);
+  EXPECT_EQ(wqe.wr.compare_add, 5u);
+  EXPECT_EQ(wqe.wr.swap, 7u);
+  ASSERT_EQ(wqe.wr.num_sge, 1u);
+  EXPECT_EQ(wqe.wr.sge[0].addr, 0x4000u);
+}
+
+TEST(Mlx5SendWqe, InlineWrite) {
+  SendRing ring(4);
+  std::array<uint8_t, 16> inl{};
+  const uint32_t count = htobe32(MLX5_INLINE_SEG | 5);
+  memcpy(inl.data(), &count, 4);
+  memcpy(inl.data() + 4, "hello", 5);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_RDMA_WRITE, 3, 0), Raddr(0x9000, 0x33), inl});
+  ParsedSendWqe wqe;
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kNone);
+  EXPECT_TRUE(wqe.wr.send_flags & IBV_SEND_INLINE);
+  ASSERT_EQ(wqe.wr.inline_len, 5u);
+  EXPECT_EQ(memcmp(wqe.wr.inline_data, "hello", 5), 0);
+}
+
+TEST(Mlx5SendWqe, MalformedWqesAreNamedErrors) {
+  SendRing ring(4);
+  ParsedSendWqe wqe;
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 2, 0, 0, kQpn + 1), Data(1, 1, 1)});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kQpnMismatch);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 0, 0)});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kBadDs);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_UMR, 1, 0)});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kUnknownOpcode);
+  EXPECT_EQ(wqe.opcode, MLX5_OPCODE_UMR);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_RDMA_READ, 1, 0)});  // no room for the raddr segment
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kBadDs);
+  std::array<uint8_t, 16> inl{};
+  const uint32_t count = htobe32(MLX5_INLINE_SEG | 200);  // past ds
+  memcpy(inl.data(), &count, 4);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 2, 0), inl});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kInlineOverrun);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_ATOMIC_FA, 4, 0), Raddr(8, 1), Bytes(mlx5_wqe_atomic_seg{}),
+                 Data(4, 1, 8)});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kAtomicSge);
+  // A ds larger than the whole ring.
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 0x3f, 0)});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kBadDs);
+}
+
+TEST(Mlx5RecvWqe, StopsAtTheInvalidLkey) {
+  uint8_t wqe[64];
+  auto d0 = Data(64, 0x10, 0x100);
+  auto d1 = Data(0, kInvalidLkey, 0);
+  memcpy(wqe, d0.data(), 16);
+  memcpy(wqe + 16, d1.data(), 16);
+  memset(wqe + 32, 0xff, 32);
+  RecvSge sge[4];
+  uint32_t num = 0;
+  ASSERT_EQ(ParseRecvWqe(wqe, sizeof(wqe), sge, 4, &num), WqeError::kNone);
+  ASSERT_EQ(num, 1u);
+  EXPECT_EQ(sge[0].length, 64u);
+  EXPECT_EQ(sge[0].lkey, 0x10u);
+  // A full stride of data segments and max_sge 2: too many.
+  for (int i = 0; i < 4; ++i) memcpy(wqe + 16 * i, d0.data(), 16);
+  EXPECT_EQ(ParseRecvWqe(wqe, sizeof(wqe), sge, 2, &num), WqeError::kTooManySges);
+}
+
+TEST(Mlx5Cqe, ResponderSendWithImmediate) {
+  Completion c{};
+  c.wr_id = 0x10005;  // receive WQE counter 5 (the CQE keeps 16 bits)
+  c.status = IBV_WC_SUCCESS;
+  c.opcode = IBV_WC_RECV;
+  c.wc_flags = IBV_WC_WITH_IMM;
+  c.imm_data = htobe32(0x03020100);
+  c.byte_len = 1024;
+  c.src_qp = 0x99;
+  alignas(64) uint8_t bytes[64];
+  const uint8_t op_own = BuildCqe(c, kQpn, bytes);
+  bytes[63] = op_own | 1;
+  auto* cqe = reinterpret_cast<mlx5_cqe64*>(bytes);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_RESP_SEND_IMM);
+  EXPECT_EQ(mlx5dv_get_cqe_owner(cqe), 1);
+  EXPECT_EQ(be32toh(cqe->imm_inval_pkey), 0x03020100u);
+  EXPECT_EQ(be32toh(cqe->byte_cnt), 1024u);
+  EXPECT_EQ(be16toh(cqe->wqe_counter), 5);
+  EXPECT_EQ(be32toh(cqe->sop_drop_qpn) & 0xffffff, kQpn);
+  EXPECT_EQ(be32toh(cqe->flags_rqpn) & 0xffffff, 0x99u);
+}
+
+TEST(Mlx5Cqe, RequesterErrorCarriesSyndromeOpcodeAndIndex) {
+  Completion c{};
+  c.wr_id = RequesterWrId(MLX5_OPCODE_RDMA_WRITE, 42);
+  c.status = IBV_WC_REM_ACCESS_ERR;
+  c.opcode = IBV_WC_RDMA_WRITE;
+  alignas(64) uint8_t bytes[64];
+  const uint8_t op_own = BuildCqe(c, kQpn, bytes);
+  bytes[63] = op_own;
+  auto* err = reinterpret_cast<mlx5_err_cqe*>(bytes);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(reinterpret_cast<mlx5_cqe64*>(bytes)), MLX5_CQE_REQ_ERR);
+  EXPECT_EQ(err->syndrome, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+  EXPECT_EQ(be32toh(err->s_wqe_opcode_qpn), uint32_t{MLX5_OPCODE_RDMA_WRITE} << 24 | kQpn);
+  EXPECT_EQ(be16toh(err->wqe_counter), 42);
+  EXPECT_EQ(SyndromeOf(IBV_WC_WR_FLUSH_ERR), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+}
+
+}  // namespace
+}  // namespace softverbs::datapath::mlx5
