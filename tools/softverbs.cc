@@ -1,6 +1,7 @@
 // softverbs: run programs on the softverbs device and look at it.
 //
-//   softverbs run -- <cmd> [args]   run <cmd> on the drop-in libraries, daemon up,
+//   softverbs run [--personality mlx5] -- <cmd> [args]
+//                                   run <cmd> on the drop-in libraries, daemon up,
 //                                   with softverbs0's kernel view (sysfs, /dev)
 //   softverbs env                   the same set-up as shell lines (for MPI launchers)
 //   softverbs status [--json]       devices, client processes and their objects
@@ -21,6 +22,7 @@
 #include "common/daemon_launcher.h"
 #include "common/gid_table.h"
 #include "common/kernel_view.h"
+#include "common/personality.h"
 #include "common/runtime_dir.h"
 #include "common/unix_socket.h"
 #include "protocol/messages.h"
@@ -97,7 +99,8 @@ constexpr const char* kKernelViewPreload = "libsoftverbs-kernel-view.so";
 // written, and the variables that load the drop-in libraries (and, unless
 // `kernel_view` is false, the interposer). Returns the variables to set, or
 // an empty list after printing why not.
-std::vector<std::pair<std::string, std::string>> RunEnvironment(const char* who, bool kernel_view) {
+std::vector<std::pair<std::string, std::string>> RunEnvironment(const char* who, bool kernel_view,
+                                                                const std::string& personality) {
   // Bring the daemon up first so that the program's first verb does not pay
   // for the start, and so a failure is reported here, clearly.
   int fd = Connect(true);
@@ -131,15 +134,17 @@ std::vector<std::pair<std::string, std::string>> RunEnvironment(const char* who,
   // The runtime directory, explicit for the program and its children: the
   // interposer finds the kernel view there.
   env.emplace_back(softverbs::kRuntimeDirEnv, runtime_dir);
+  // Empty: the caller's own SOFTVERBS_PERSONALITY (if any) stays.
+  if (!personality.empty()) env.emplace_back(softverbs::kPersonalityEnv, personality);
   return env;
 }
 
-int Run(std::vector<std::string> command, bool kernel_view) {
+int Run(std::vector<std::string> command, bool kernel_view, const std::string& personality) {
   if (command.empty()) {
     fmt::print(stderr, "softverbs run: no command given (softverbs run -- <cmd> [args])\n");
     return 2;
   }
-  auto env = RunEnvironment("softverbs run", kernel_view);
+  auto env = RunEnvironment("softverbs run", kernel_view, personality);
   if (env.empty()) return 1;
   for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
   std::vector<char*> argv;
@@ -157,8 +162,8 @@ std::string ShellQuoted(const std::string& value) {
   return out + "'";
 }
 
-int Env(bool kernel_view) {
-  auto env = RunEnvironment("softverbs env", kernel_view);
+int Env(bool kernel_view, const std::string& personality) {
+  auto env = RunEnvironment("softverbs env", kernel_view, personality);
   if (env.empty()) return 1;
   for (const auto& [name, value] : env) fmt::print("export {}={}\n", name, ShellQuoted(value));
   return 0;
@@ -211,12 +216,24 @@ int main(int argc, char** argv) {
   bool no_kernel_view = false;
   run->add_flag("--no-kernel-view", no_kernel_view,
                 "do not show softverbs0 in /sys/class/infiniband and /dev/infiniband");
+  std::string personality;
+  const auto personality_check = CLI::Validator(
+      [](std::string& name) -> std::string {
+        return softverbs::FindPersonality(name) ? "" : "no such personality (generic, mlx5)";
+      },
+      "generic|mlx5");
+  run->add_option("--personality", personality,
+                  "what the device reports itself as: generic (default) or mlx5 (a "
+                  "ConnectX-6 Dx, for mlx5 software and DEVX; sets " +
+                      std::string(softverbs::kPersonalityEnv) + ")")
+      ->check(personality_check);
 
   auto* env = app.add_subcommand(
       "env",
       "print the environment `softverbs run` sets, as sh export lines (eval them; "
       "for MPI launchers: mpirun -x each variable)");
   env->add_flag("--no-kernel-view", no_kernel_view, "leave out the kernel view's LD_PRELOAD");
+  env->add_option("--personality", personality, "as for run")->check(personality_check);
 
   auto* status = app.add_subcommand("status", "show the device, its clients and their objects");
   bool json = false;
@@ -242,9 +259,9 @@ int main(int argc, char** argv) {
       size_t n = command.size() + run->remaining().size();
       command.assign(argv + argc - static_cast<int>(n), argv + argc);
       if (!command.empty() && command.front() == "--") command.erase(command.begin());
-      return Run(command, !no_kernel_view);
+      return Run(command, !no_kernel_view, personality);
     }
-    if (*env) return Env(!no_kernel_view);
+    if (*env) return Env(!no_kernel_view, personality);
     if (*status) {
       std::string why;
       int fd = Connect(false, &why);

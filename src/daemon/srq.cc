@@ -29,8 +29,10 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
     cq = FindOwned(cqs_, c, req.cq);
     if (!cq) return Verdict::Fail(EINVAL, "XRC SRQ needs a CQ of this context");
   }
-  if (req.max_wr < 1 || req.max_wr > static_cast<uint32_t>(lim::kMaxSrqWr)) {
-    return Verdict::Fail(EINVAL, "SRQ max_wr " + std::to_string(req.max_wr) + " is outside 1.." +
+  // max_wr 0 is accepted and gets a one-WQE queue, as mlx5 and the kernel's
+  // ib_create_srq do (rxe alone refuses it); rdma-core's tests create such SRQs.
+  if (req.max_wr > static_cast<uint32_t>(lim::kMaxSrqWr)) {
+    return Verdict::Fail(EINVAL, "SRQ max_wr " + std::to_string(req.max_wr) + " is above " +
                                      std::to_string(lim::kMaxSrqWr));
   }
   if (req.max_sge > static_cast<uint32_t>(lim::kMaxSrqSge)) {

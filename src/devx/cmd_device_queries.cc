@@ -11,10 +11,13 @@ namespace {
 using namespace layout;
 
 // Capability types this device has none of: a zeroed structure says "no
-// such offloads", which is what DPDK and UCX probe for.
+// such offloads", which is what DPDK and UCX probe for. Device memory: the
+// DM of ibv_alloc_dm is not MEMIC (no BAR, no MEMIC atomic operations).
 constexpr uint32_t kAbsentCapTypes[] = {
-    hca_cap_type::kEthernetOffloads, hca_cap_type::kOdp, hca_cap_type::kAtomic, hca_cap_type::kRoce,
+    hca_cap_type::kEthernetOffloads, hca_cap_type::kOdp,
+    hca_cap_type::kAtomic,           hca_cap_type::kRoce,
     hca_cap_type::kNicFlowTable,     hca_cap_type::kQos,
+    hca_cap_type::kDeviceMemory,
 };
 
 bool IsAbsentCapType(uint32_t type) {

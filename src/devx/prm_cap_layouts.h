@@ -17,6 +17,7 @@ inline constexpr uint32_t kAtomic = 0x03;
 inline constexpr uint32_t kRoce = 0x04;
 inline constexpr uint32_t kNicFlowTable = 0x07;
 inline constexpr uint32_t kQos = 0x0c;
+inline constexpr uint32_t kDeviceMemory = 0x0f;
 inline constexpr uint32_t kGeneral2 = 0x20;
 }  // namespace hca_cap_type
 

@@ -5,6 +5,7 @@
     run_rdma_core_tests.py --cli build/bin/softverbs [--excludes FILE]
                            [--modules test_cq,test_qp] [--timeout 60]
                            [--json results.json] [--keep] [--strict]
+                           [--personality mlx5]
 
 What it does:
   1. copies the shipped tests to a temp dir and gunzips them;
@@ -371,6 +372,9 @@ def main():
                     help='keep the work dir (tests, run.log)')
     ap.add_argument('--strict', action='store_true',
                     help='a listed test that passes fails the gate')
+    ap.add_argument('--personality', choices=('generic', 'mlx5'),
+                    help='what softverbs0 reports itself as (SOFTVERBS_PERSONALITY); '
+                    'mlx5 runs the test_mlx5_* modules on their mlx5 paths')
     ap.add_argument('-v', '--verbose', action='store_true',
                     help='print every test and its outcome')
     if len(sys.argv) > 1 and sys.argv[1] == '--inner':
@@ -396,6 +400,8 @@ def main():
         os.mkdir(env['SOFTVERBS_RUNTIME_DIR'], 0o700)
     env.setdefault('SOFTVERBS_IDLE_TIMEOUT', '5')
     env['PYTHONDONTWRITEBYTECODE'] = '1'
+    if args.personality:
+        env['SOFTVERBS_PERSONALITY'] = args.personality
     t0 = time.time()
     huge_pages_before = reserve_huge_pages()
     try:

@@ -12,6 +12,7 @@
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
+#include "common/personality.h"
 #include "common/port_facts.h"
 #include "datapath/timers.h"
 
@@ -34,8 +35,8 @@ void FillDeviceAttr(ibv_device_attr* a) {
   a->sys_image_guid = a->node_guid;
   a->max_mr_size = lim::kMaxMrSize;
   a->page_size_cap = lim::kPageSizeCap;
-  a->vendor_id = lim::kVendorId;
-  a->vendor_part_id = lim::kVendorPartId;
+  a->vendor_id = ActivePersonality().vendor_id;
+  a->vendor_part_id = ActivePersonality().vendor_part_id;
   a->hw_ver = lim::kHwVersion;
   a->max_qp = lim::kMaxQp;
   a->max_qp_wr = lim::kMaxQpWr;

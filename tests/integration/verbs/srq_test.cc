@@ -56,7 +56,23 @@ TEST_F(SrqTest, LimitsAreEnforced) {
   EXPECT_EQ(ibv_destroy_srq(srq), 0);
   ExpectCreateFails(dev_.max_srq_wr + 1, 1, 0, EINVAL);
   ExpectCreateFails(1, dev_.max_srq_sge + 1, 0, EINVAL);
-  ExpectCreateFails(0, 1, 0, EINVAL);
+}
+
+// max_wr 0 is not an error on mlx5 (the kernel and libmlx5 round it up to a
+// one-WQE queue; rdma-core's SrqInitAttr() asks for it); only rxe refuses it.
+TEST_F(SrqTest, ZeroMaxWrGetsAOneWqeQueue) {
+  ibv_srq_init_attr init{};
+  init.attr = {0, 1, 0};
+  ibv_srq* srq = ibv_create_srq(pd_, &init);
+  ASSERT_NE(srq, nullptr) << strerror(errno);
+  EXPECT_GE(init.attr.max_wr, 1u);
+  ibv_sge sge{0, 0, 0};
+  ibv_recv_wr wr{}, *bad = nullptr;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  for (uint32_t i = 0; i < init.attr.max_wr; ++i) EXPECT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0);
+  EXPECT_EQ(ibv_post_srq_recv(srq, &wr, &bad), ENOMEM) << "the queue holds max_wr WQEs";
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
 }
 
 TEST_F(SrqTest, CreateSrqExBasicAndBadCompMask) {
