@@ -117,7 +117,7 @@ void Device::PublishQp(const Qp& qp) {
   e->generation.fetch_add(1);
   e->type.store(qp.type);
   e->owner.store(qp.creator);
-  e->pdn.store(qp.pd && pds_.count(qp.pd) ? pds_.at(qp.pd).pdn : 0);
+  e->pdn.store(qp.devx ? qp.devx_pdn : qp.pd && pds_.count(qp.pd) ? pds_.at(qp.pd).pdn : 0);
   e->srqn.store(qp.srq && srqs_.count(qp.srq) ? srqs_.at(qp.srq).srqn : 0);
   e->xrcd.store(qp.type == IBV_QPT_XRC_RECV ? qp.xrcd : 0);
   PublishQpAttributes(qp);
@@ -286,6 +286,7 @@ Verdict Device::QpError(ClientId c, uint32_t qpn, uint32_t state) {
     qp.state = IBV_QPS_ERR;
     PublishQpAttributes(qp);
     RaiseLastWqeReached(qp, previous);
+    if (qp.devx) DevxQpEnteredError(qpn);
   }
   return Verdict::Ok();
 }

@@ -191,7 +191,7 @@ Verdict Device::CreateCq(ClientId c, const protocol::CreateCqRequest& req,
 
 Verdict Device::ResizeCq(ClientId c, const protocol::ResizeCqRequest& req,
                          protocol::ResizeCqReply* out) {
-  Cq* cq = FindOwned(cqs_, c, req.handle);
+  Cq* cq = FindVerbsCq(c, req.handle);
   if (!cq) return Verdict::Fail(EINVAL, "resize_cq: no such CQ in this context");
   if (req.cqe < 1 || req.cqe > static_cast<uint32_t>(lim::kMaxCqe)) {
     return Verdict::Fail(EINVAL, "cqe " + std::to_string(req.cqe) + " is outside 1.." +
@@ -206,7 +206,7 @@ Verdict Device::ResizeCq(ClientId c, const protocol::ResizeCqRequest& req,
 }
 
 Verdict Device::DestroyCq(ClientId c, Handle h) {
-  Cq* cq = FindOwned(cqs_, c, h);
+  Cq* cq = FindVerbsCq(c, h);
   if (!cq) return Verdict::Fail(EINVAL, "destroy_cq: no such CQ in this context");
   if (cq->users > 0) {
     return Verdict::Fail(EBUSY,

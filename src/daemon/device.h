@@ -9,8 +9,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/device_limits.h"
 #include "common/gid_table.h"
@@ -18,6 +20,7 @@
 #include "daemon/objects.h"
 #include "daemon/verdict.h"
 #include "datapath/device_table.h"
+#include "protocol/devx_messages.h"
 #include "protocol/messages.h"
 
 namespace softverbs::daemon {
@@ -131,12 +134,25 @@ class Device {
   DevxService& devx();
   void ReleaseDevxObjects(ClientId c);  // first step of RemoveClient
 
+  // DEVX queues (devx_queues.cc): shadows of the CQs and QPs created through
+  // DEVX in the verbs tables, so that the owner's DEVX queue engine and verbs
+  // peers reach them as any CQ or QP. Called by DevxService after the
+  // firmware created, modified or destroyed the object.
+  void DevxCqCreated(ClientId c, uint32_t cqn, std::span<const uint8_t> cqc);
+  void DevxQpCreated(ClientId c, uint32_t qpn, std::span<const uint8_t> qpc);
+  void DevxQpModified(uint32_t qpn, std::span<const uint8_t> qpc);
+  void DevxQueueDestroyed(ClientId c, bool qp, uint32_t number);
+  void RemoveDevxQueues(ClientId c);
+  Verdict DevxQueueFiles(ClientId c, const protocol::DevxQueueFilesRequest& req,
+                         protocol::DevxQueueFilesReply* out, std::vector<int>* fds);
+
  private:
   Handle NextHandle() { return next_handle_++; }
   Verdict CheckAhAttr(const ibv_ah_attr& attr, const char* what) const;
   void PostEvent(ClientId c, ibv_event_type type, protocol::EventElement element, Handle h,
                  uint32_t number);
   void DestroyQpObject(uint32_t qpn);
+  void DevxQpEnteredError(uint32_t qpn);  // the firmware's QP state follows
   // A QP on an SRQ entering ERR: IBV_EVENT_QP_LAST_WQE_REACHED at its handles.
   void RaiseLastWqeReached(const Qp& qp, ibv_qp_state previous);
   void DropQpHandle(Handle h);
@@ -164,6 +180,12 @@ class Device {
   void ArmSrqLimit(const Srq& srq);
   void PublishSrqNumber(const Srq& srq);    // xrc_datapath.cc
   void UnpublishSrqNumber(const Srq& srq);  // before the SRQ is destroyed
+
+  // A CQ a verbs call may name: the client's, and not a DEVX CQ's shadow.
+  Cq* FindVerbsCq(ClientId c, Handle h) {
+    auto it = cqs_.find(h);
+    return it != cqs_.end() && it->second.owner == c && !it->second.devx ? &it->second : nullptr;
+  }
 
   template <typename Table>
   auto* FindOwned(Table& table, ClientId c, Handle h) {

@@ -8,6 +8,8 @@
 
 #include "common/log.h"
 #include "daemon/device.h"
+#include "devx/prm_context_layouts.h"
+#include "devx/prm_opcodes.h"
 
 namespace softverbs::daemon {
 
@@ -33,6 +35,12 @@ bool ToEntryPoint(uint32_t wire, devx::EntryPoint* out) {
   }
   return false;
 }
+
+// The creators of the queues the data path shadows, and the qpc state of
+// an errored QP (prm_opcodes.h / prm_context_layouts.h).
+constexpr uint16_t kCreateCqOpcode = devx::opcode::kCreateCq;
+constexpr uint16_t kCreateQpOpcode = devx::opcode::kCreateQp;
+constexpr uint32_t kQpcStateErr = devx::layout::qp_state::kErr;
 
 // Access bits the kernel accepts for a UMEM (spec §2.6).
 constexpr uint32_t kUmemAccess =
@@ -60,7 +68,7 @@ const char* KindName(uint16_t creator_opcode) {
 
 }  // namespace
 
-DevxService::DevxService(Device& device) : objects_(device), firmware_(objects_) {
+DevxService::DevxService(Device& device) : device_(device), objects_(device), firmware_(objects_) {
   // The rule a failed command broke goes back to the caller with the reply
   // (Command), whose library prints it on its own log channel.
   firmware_.SetLogSink([this](std::string_view line) { last_rule_.assign(line); });
@@ -124,6 +132,7 @@ Verdict DevxService::Command(ClientId c, const uint8_t* body, size_t len,
     rep.handle = handle;
     handles_[c].insert(handle);
   }
+  if (result == 0) NoteQueueCommand(c, entry_point, in, handle);
   // A failure's rule follows the out box (the library logs it).
   const size_t room =
       protocol::kMaxMessageSize - sizeof(protocol::ReplyHeader) - sizeof(rep) - rep.out_len;
@@ -144,7 +153,34 @@ Verdict DevxService::Destroy(ClientId c, const protocol::DevxDestroyRequest& req
                                   "): another object still uses it");
   }
   if (auto it = handles_.find(c); it != handles_.end()) it->second.erase(req.handle);
+  const uint16_t creator = devx::CreatorOpcodeOf(req.handle);
+  if (creator == kCreateCqOpcode || creator == kCreateQpOpcode) {
+    device_.DevxQueueDestroyed(c, creator == kCreateQpOpcode, devx::ObjectNumberOf(req.handle));
+  }
   return Verdict::Ok();
+}
+
+void DevxService::NoteQueueCommand(ClientId c, devx::EntryPoint entry_point,
+                                   std::span<const uint8_t> in, devx::ObjectHandle handle) {
+  const uint16_t creator = devx::CreatorOpcodeOf(handle);
+  if (creator != kCreateCqOpcode && creator != kCreateQpOpcode) return;
+  if (entry_point != devx::EntryPoint::kObjCreate && entry_point != devx::EntryPoint::kObjModify) {
+    return;
+  }
+  const auto object = firmware_.Lookup(handle);
+  if (!object) return;
+  const uint32_t number = devx::ObjectNumberOf(handle);
+  if (entry_point == devx::EntryPoint::kObjCreate) {
+    if (creator == kCreateCqOpcode) device_.DevxCqCreated(c, number, object->context);
+    if (creator == kCreateQpOpcode) device_.DevxQpCreated(c, number, object->context);
+  } else if (creator == kCreateQpOpcode) {
+    device_.DevxQpModified(number, object->context);
+  }
+  (void)in;
+}
+
+void DevxService::QpEnteredError(uint32_t qpn) {
+  firmware_.SetQpState(qpn, kQpcStateErr);
 }
 
 Verdict DevxService::UmemReg(ClientId c, const protocol::DevxUmemRegRequest& req,
@@ -167,6 +203,7 @@ Verdict DevxService::UmemDereg(ClientId c, const protocol::DevxUmemDeregRequest&
 }
 
 void DevxService::RemoveClient(ClientId c) {
+  device_.RemoveDevxQueues(c);  // the shadows go with the firmware's objects
   firmware_.DestroyAllOf(c);
   objects_.RemoveClient(c);
   handles_.erase(c);
@@ -206,6 +243,10 @@ DevxService& Device::devx() {
 
 void Device::ReleaseDevxObjects(ClientId c) {
   if (devx_) devx_->RemoveClient(c);
+}
+
+void Device::DevxQpEnteredError(uint32_t qpn) {
+  if (devx_) devx_->QpEnteredError(qpn);
 }
 
 }  // namespace softverbs::daemon

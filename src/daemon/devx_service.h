@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "daemon/devx_device_objects.h"
@@ -46,13 +47,21 @@ class DevxService {
   // before its verbs objects are released: DEVX objects hold them.
   void RemoveClient(ClientId c);
 
+  // The data path moved a DEVX QP to ERR: the firmware's qpc follows.
+  void QpEnteredError(uint32_t qpn);
+
   // The client's uid and DEVX objects, for `softverbs status --json`.
   nlohmann::json StatusJson(ClientId c) const;
 
  private:
   devx::CallerContext CallerOf(ClientId c) const;
   uint16_t AllocUid();
+  // Tells the device about a CQ or QP the firmware just created, modified
+  // or destroyed (its data-path shadow follows).
+  void NoteQueueCommand(ClientId c, devx::EntryPoint entry_point, std::span<const uint8_t> in,
+                        devx::ObjectHandle handle);
 
+  Device& device_;
   DevxDeviceObjects objects_;
   devx::Firmware firmware_;
   uint16_t next_uid_ = 1;

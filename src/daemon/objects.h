@@ -53,6 +53,10 @@ struct Cq {
   int users = 0;      // QPs and XRC SRQs completing on this CQ
   int ring_fd = -1;   // data path: the CQ ring (memfd)
   int event_fd = -1;  // the completion channel's eventfd, -1 without a channel
+  // The shadow of a CQ created through DEVX (devx_queues.cc): peers push
+  // completions into ring_fd, the owner's DEVX queue engine turns them into
+  // CQEs. Not reachable through verbs.
+  bool devx = false;
 };
 
 struct Srq {
@@ -91,6 +95,11 @@ struct Qp {
   std::set<std::vector<uint8_t>> mcast_groups;  // gid bytes (UD only)
   std::vector<Handle> handles;
   int rq_fd = -1;  // data path: the QP's receive queue (memfd; header only with an SRQ)
+  // The shadow of a QP created through DEVX (devx_queues.cc): published in
+  // the device table so that peers reach it, but no verbs handle names it.
+  // Its PD is a number (a verbs PD or one allocated through DEVX).
+  bool devx = false;
+  uint32_t devx_pdn = 0;
 };
 
 struct QpHandle {

@@ -72,10 +72,10 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;
   if (!is_tgt) {
-    send_cq = FindOwned(cqs_, c, req.send_cq);
+    send_cq = FindVerbsCq(c, req.send_cq);
     if (!send_cq) return Verdict::Fail(EINVAL, "create_qp: send_cq is not a CQ of this context");
     if (!is_ini) {
-      recv_cq = FindOwned(cqs_, c, req.recv_cq);
+      recv_cq = FindVerbsCq(c, req.recv_cq);
       if (!recv_cq) return Verdict::Fail(EINVAL, "create_qp: recv_cq is not a CQ of this context");
     }
   }

@@ -80,6 +80,15 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       Reply(conn, hdr.seq, v, &out, sizeof(out), out_fds);
       return true;
     }
+    case Op::kDevxQueueFiles: {
+      protocol::DevxQueueFilesRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      protocol::DevxQueueFilesReply out{};
+      std::vector<int> out_fds;
+      Verdict v = device_.DevxQueueFiles(c, req, &out, &out_fds);
+      Reply(conn, hdr.seq, v, &out, sizeof(out), out_fds);
+      return true;
+    }
     case Op::kQpEvent: {
       protocol::QpEventRequest req;
       if (!ReadBody(body, len, &req)) return bad_size();

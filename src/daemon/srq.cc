@@ -26,7 +26,7 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
   if (req.srq_type == IBV_SRQT_XRC) {
     xh = FindOwned(xrcd_handles_, c, req.xrcd);
     if (!xh) return Verdict::Fail(EINVAL, "XRC SRQ needs an XRC domain of this context");
-    cq = FindOwned(cqs_, c, req.cq);
+    cq = FindVerbsCq(c, req.cq);
     if (!cq) return Verdict::Fail(EINVAL, "XRC SRQ needs a CQ of this context");
   }
   // max_wr 0 is accepted and gets a one-WQE queue, as mlx5 and the kernel's

@@ -36,7 +36,7 @@ std::string Device::StatusJson() const {
         mrs.push_back(
             {{"lkey", mr.lkey}, {"rkey", mr.rkey}, {"length", mr.length}, {"access", mr.access}});
     for (const auto& [h, cq] : cqs_)
-      if (cq.owner == id) cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});
+      if (cq.owner == id && !cq.devx) cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});
     for (const auto& [h, srq] : srqs_)
       if (srq.owner == id)
         srqs.push_back({{"srqn", srq.srqn},

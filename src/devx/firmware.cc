@@ -7,6 +7,7 @@
 #include "command.h"
 #include "command_table.h"
 #include "prm_command_layouts.h"
+#include "prm_context_layouts.h"
 #include "prm_opcodes.h"
 
 namespace softverbs::devx {
@@ -190,6 +191,14 @@ std::optional<ObjectSnapshot> Firmware::Lookup(ObjectHandle handle) const {
   if (object == nullptr) return std::nullopt;
   return ObjectSnapshot{object->handle, object->client, object->uid, object->number,
                         object->context};
+}
+
+void Firmware::SetQpState(uint32_t qpn, uint32_t prm_state) {
+  std::lock_guard lock(mutex_);
+  FirmwareObject* qp = state_->objects.Find(MakeObjectHandle(opcode::kCreateQp, 0, qpn));
+  if (qp != nullptr && qp->context.size() >= qpc::kBytes) {
+    SetField(qp->context, qpc::kState, prm_state);
+  }
 }
 
 size_t Firmware::ObjectCount() const {

@@ -68,6 +68,12 @@ class Firmware {
   size_t DestroyAllOf(ClientId client);
 
   std::optional<ObjectSnapshot> Lookup(ObjectHandle handle) const;
+
+  // The data path moved QP `qpn`, created through DEVX, to qpc state
+  // `prm_state` (an error completion moves it to ERR): QUERY_QP and the
+  // transition commands see that state, as on hardware. No-op when the
+  // firmware has no such QP.
+  void SetQpState(uint32_t qpn, uint32_t prm_state);
   size_t ObjectCount() const;
 
   // Off by default: one line per failed command, saying which rule failed.

@@ -87,4 +87,24 @@ struct DevxUmemDeregRequest {
 };
 static_assert(sizeof(DevxUmemDeregRequest) == 8);
 
+// kDevxQueueFiles: the files behind a DEVX queue of the caller, for the
+// library's DEVX queue engine (docs/devx.md, "Data path"). The daemon keeps a
+// shadow of every DEVX CQ (a CQ ring that peers push completions into, which
+// the engine turns into CQEs) and of every DEVX QP (a receive queue peers
+// claim from, published in the device table like any QP).
+enum class DevxQueueKind : uint32_t {
+  kCq = 1,  // reply fds: the CQ's shadow ring
+  kQp = 2,  // reply fds: receive queue, send CQ ring, receive CQ ring
+};
+struct DevxQueueFilesRequest {
+  uint32_t kind;    // DevxQueueKind
+  uint32_t number;  // CQN or QPN (of an object this client created through DEVX)
+};
+static_assert(sizeof(DevxQueueFilesRequest) == 8);
+struct DevxQueueFilesReply {
+  uint32_t send_cqn;  // kQp: the CQs the QP completes on (DEVX or verbs CQs)
+  uint32_t recv_cqn;
+};
+static_assert(sizeof(DevxQueueFilesReply) == 8);
+
 }  // namespace softverbs::protocol

@@ -80,6 +80,7 @@ enum class Op : uint16_t {
   kCmNotify,
   kCmJoinMcast,
   kCmLeaveMcast,
+  kDevxQueueFiles,  // DEVX data path: body in protocol/devx_messages.h
   kCount
 };
 

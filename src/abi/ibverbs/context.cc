@@ -10,6 +10,7 @@
 #include <new>
 
 #include "abi/ibverbs/device_fatal.h"
+#include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
@@ -141,6 +142,7 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 SV_EXPORT int ibv_close_device(ibv_context* context) {
   if (!context) return RejectMinusOne(EINVAL, "ibv_close_device: context is NULL");
   Context* ctx = Context::From(context);
+  StopDevxQueues(ctx);  // first: it executes work through the peers and the progress thread
   StopProgressThread(ctx);
   StopDeviceWatch(ctx);
   // Closing the connections is what tells the daemon to release everything

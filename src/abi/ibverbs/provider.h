@@ -38,7 +38,8 @@ Outer* FromPublic(Public* p) {
   return reinterpret_cast<Outer*>(p);
 }
 
-class PeerCache;  // peers.h
+class PeerCache;    // peers.h
+struct DevxEngine;  // devx_queues.cc
 struct Qp;
 
 struct Context {
@@ -60,7 +61,8 @@ struct Context {
   int table_fd = -1;
   datapath::SharedMapping table_mapping;
   datapath::DeviceTable table;
-  std::unique_ptr<PeerCache> peers;  // how this context reaches other QPs and MRs
+  std::unique_ptr<PeerCache> peers;   // how this context reaches other QPs and MRs
+  DevxEngine* devx_engine = nullptr;  // the DEVX queue engine (devx_queues.h), once needed
   // Send queues with work requests waiting for a retry, and the helper
   // thread that retries them while the application sleeps.
   std::mutex waiting_mutex;

@@ -45,6 +45,39 @@ uint32_t softverbs_pd_number(struct ibv_pd* pd);
 uint32_t softverbs_cq_number(struct ibv_cq* cq);
 uint32_t softverbs_srq_number(struct ibv_srq* srq);
 
+/*
+ * The DEVX data path (docs/devx.md, "Data path"): libmlx5 hands the
+ * context's DEVX queue engine the buffers of each CQ and QP it created
+ * through DEVX (addresses inside the caller's UMEMs); the engine watches
+ * their doorbell records, executes send WQEs, fills the shadow receive queue
+ * from receive WQEs and writes CQEs. Attach returns 0 or an errno.
+ */
+struct softverbs_devx_cq {
+  void* buf;              /* the CQE array (cq_umem + cq_umem_offset) */
+  uint32_t ncqe;          /* 1 << log_cq_size */
+  uint32_t cqe_size;      /* 64 or 128 */
+  volatile uint32_t* dbr; /* doorbell record: consumer index (be32, 24 bits) */
+};
+struct softverbs_devx_qp {
+  void* rq_buf;          /* receive WQEs (wq_umem + wq_umem_offset) */
+  uint32_t rq_wqe_cnt;   /* 1 << log_rq_size (0: no receive queue) */
+  uint32_t rq_wqe_size;  /* 16 << log_rq_stride */
+  void* sq_buf;          /* send WQEs, right after the receive queue */
+  uint32_t sq_wqebb_cnt; /* 1 << log_sq_size basic blocks of 64 bytes (0: no SQ) */
+  uint32_t reserved;
+  volatile uint32_t* dbr; /* doorbell record: [0] receive counter, [1] send counter (be32) */
+};
+int softverbs_devx_attach_cq(struct ibv_context* context, uint32_t cqn,
+                             const struct softverbs_devx_cq* cq);
+int softverbs_devx_attach_qp(struct ibv_context* context, uint32_t qpn,
+                             const struct softverbs_devx_qp* qp);
+/* The requester's retry attributes of a DEVX QP (RTR2RTS: ack_timeout,
+ * retry_count, rnr_retry). */
+void softverbs_devx_set_qp_timers(struct ibv_context* context, uint32_t qpn, uint8_t timeout,
+                                  uint8_t retry_cnt, uint8_t rnr_retry);
+/* The object is destroyed: the engine stops touching its buffers. kind: 1 CQ, 2 QP. */
+void softverbs_devx_detach(struct ibv_context* context, uint32_t kind, uint32_t number);
+
 #ifdef __cplusplus
 }
 #endif

@@ -47,6 +47,14 @@ inline int ReturnErrno(int err) {
   return err;
 }
 
+// The DEVX data path (devx_queues.cc): UMEM ranges by id, and the hooks
+// that hand a created CQ/QP's buffers to the context's DEVX queue engine.
+void NoteUmem(ibv_context* context, uint32_t id, void* addr, uint64_t size);
+void ForgetUmem(uint32_t id);
+void NoteDevxCreated(ibv_context* context, const void* in, size_t inlen, uint64_t handle);
+void NoteDevxModified(ibv_context* context, const void* in, size_t inlen, uint64_t handle);
+void NoteDevxDestroyed(ibv_context* context, uint64_t handle);
+
 using abi::Reject;
 using abi::RejectErrno;
 using abi::RejectNull;

@@ -30,6 +30,7 @@ SV_MLX5_EXPORT mlx5dv_devx_obj* mlx5dv_devx_obj_create(ibv_context* context, con
     mlx5dv_devx_obj_destroy(&orphan);
     return RejectNull(ENOMEM, "mlx5dv_devx_obj_create: out of memory for the object");
   }
+  softverbs::mlx5::NoteDevxCreated(context, in, inlen, handle);
   return obj;
 }
 
@@ -43,8 +44,10 @@ SV_MLX5_EXPORT int mlx5dv_devx_obj_query(mlx5dv_devx_obj* obj, const void* in, s
 SV_MLX5_EXPORT int mlx5dv_devx_obj_modify(mlx5dv_devx_obj* obj, const void* in, size_t inlen,
                                           void* out, size_t outlen) {
   if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_obj_modify: obj is NULL");
-  return ReturnErrno(RunDevxCommand(obj->context, DevxEntryPoint::kObjModify, obj->handle, in,
-                                    inlen, out, outlen));
+  const int err =
+      RunDevxCommand(obj->context, DevxEntryPoint::kObjModify, obj->handle, in, inlen, out, outlen);
+  if (err == 0) softverbs::mlx5::NoteDevxModified(obj->context, in, inlen, obj->handle);
+  return ReturnErrno(err);
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_obj_destroy(mlx5dv_devx_obj* obj) {
@@ -54,6 +57,7 @@ SV_MLX5_EXPORT int mlx5dv_devx_obj_destroy(mlx5dv_devx_obj* obj) {
                                             &req, sizeof(req), nullptr, 0)) {
     return ReturnErrno(err);  // e.g. EBUSY: still used; the object stays valid
   }
+  softverbs::mlx5::NoteDevxDestroyed(obj->context, obj->handle);
   delete obj;
   return 0;
 }

@@ -1,8 +1,10 @@
 // mlx5dv_devx_umem_reg/_reg_ex/_dereg. The kernel pins the range and runs
 // CREATE_UMEM; softverbs' daemon records {id -> range} instead (spec §2.6) and
 // the firmware checks that DEVX objects name UMEMs of their own context. The
-// memory is not shared with the daemon yet: the DEVX data path is a later
-// step. Deregistering a UMEM a DEVX object still uses fails with EBUSY.
+// memory is not shared with the daemon: the DEVX data path runs in this
+// process. Deregistering a UMEM a DEVX object still uses fails with EBUSY.
+// The library remembers each UMEM's range: the DEVX data path finds queue
+// buffers and doorbell records in them (devx_queues.cc).
 #include <new>
 
 #include "abi/mlx5/devx_internal.h"
@@ -38,6 +40,7 @@ SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg(ibv_context* context, void
     CallDaemon(context, softverbs::protocol::Op::kDevxUmemDereg, &undo, sizeof(undo), nullptr, 0);
     return RejectNull(ENOMEM, "mlx5dv_devx_umem_reg: out of memory for the UMEM");
   }
+  softverbs::mlx5::NoteUmem(context, rep.umem_id, addr, size);
   return &umem->pub;
 }
 
@@ -60,6 +63,7 @@ SV_MLX5_EXPORT int mlx5dv_devx_umem_dereg(mlx5dv_devx_umem* dv_umem) {
                            sizeof(req), nullptr, 0)) {
     return ReturnErrno(err);
   }
+  softverbs::mlx5::ForgetUmem(umem->pub.umem_id);
   delete umem;
   return 0;
 }

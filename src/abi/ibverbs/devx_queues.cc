@@ -1,0 +1,458 @@
+#include "abi/ibverbs/devx_queues.h"
+
+#include <endian.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/peers.h"
+#include "abi/ibverbs/softverbs_private.h"
+#include "common/log.h"
+#include "datapath/mlx5_wqe.h"
+#include "datapath/shm.h"
+#include "datapath/timers.h"
+#include "protocol/devx_messages.h"
+
+namespace softverbs::provider {
+
+namespace dp = softverbs::datapath;
+namespace mlx5 = softverbs::datapath::mlx5;
+
+namespace {
+
+// Backing off when no queue has work: spin this long, then sleep, doubling
+// the nap up to kMaxNap.
+constexpr uint64_t kSpinNs = 50'000;
+constexpr useconds_t kMaxNapUs = 1000;
+
+uint32_t LoadBe32(volatile uint32_t* word) {
+  return be32toh(__atomic_load_n(word, __ATOMIC_ACQUIRE));
+}
+
+struct DevxCq {
+  uint32_t cqn = 0;
+  uint8_t* buf = nullptr;
+  uint32_t ncqe = 0;  // a power of two
+  uint32_t log_ncqe = 0;
+  uint32_t stride = 64;
+  volatile uint32_t* dbr = nullptr;
+  dp::SharedMapping ring_mapping;
+  dp::CqRing ring;        // the shadow ring producers push completions into
+  uint64_t producer = 0;  // CQEs written (the owner bit is bit log_ncqe of it)
+};
+
+struct DevxQp {
+  uint32_t qpn = 0;
+  uint8_t* rq = nullptr;
+  uint32_t rq_wqes = 0;
+  uint32_t rq_stride = 0;
+  uint8_t* sq = nullptr;
+  uint32_t sq_bbs = 0;
+  volatile uint32_t* dbr = nullptr;
+  dp::QpEntry* entry = nullptr;
+  dp::SharedMapping rq_mapping, send_cq_mapping, recv_cq_mapping;
+  dp::RecvQueue shadow_rq;
+  dp::CqRing send_ring, recv_ring;
+  // Retry attributes (RTR2RTS) and the path MTU the requester segments by.
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint32_t last_state = IBV_QPS_RESET;
+  uint16_t rq_head = 0;      // receive WQEs copied into the shadow queue
+  uint16_t sq_head = 0;      // send basic blocks consumed
+  bool has_pending = false;  // the WQE at sq_head is parsed and waits for a retry
+  mlx5::ParsedSendWqe pending;
+  dp::PeerQp* peer_cache = nullptr;
+};
+
+}  // namespace
+
+struct DevxEngine {
+  Context* ctx = nullptr;
+  pid_t pid = 0;  // the process the thread runs in (a fork child has none)
+  std::mutex mutex;
+  std::map<uint32_t, std::unique_ptr<DevxCq>> cqs;
+  std::map<uint32_t, std::unique_ptr<DevxQp>> qps;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+};
+
+namespace {
+
+std::mutex g_engines_mutex;  // creating a context's engine
+
+// The requester's completion of `wqe` (or its error), on the send CQ.
+void CompleteSend(DevxQp& qp, const mlx5::ParsedSendWqe& wqe, uint32_t status, uint32_t opcode,
+                  uint32_t byte_len, uint32_t vendor_err) {
+  dp::Completion c{};
+  c.wr_id = mlx5::RequesterWrId(wqe.opcode, wqe.wqe_index);
+  c.status = status;
+  c.opcode = opcode;
+  c.byte_len = byte_len;
+  c.vendor_err = vendor_err;
+  c.qp_num = qp.qpn;
+  dp::Complete(qp.send_ring, -1, c);
+}
+
+uint32_t SendCompletionOpcode(uint32_t wr_opcode) {
+  switch (wr_opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ:
+      return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return IBV_WC_FETCH_ADD;
+    default:
+      return IBV_WC_SEND;
+  }
+}
+
+// The QP is in the error state now (published by the daemon): posted
+// receives complete with WR_FLUSH_ERR; send WQEs are flushed as they come.
+void EnterError(Context* ctx, DevxQp& qp) {
+  ctx->peers->SetQpError(qp.qpn);
+  qp.has_pending = false;
+  if (qp.shadow_rq.valid()) dp::FlushRecvQueue(qp.shadow_rq, qp.recv_ring, -1, qp.qpn);
+}
+
+// Copies new receive WQEs into the shadow receive queue.
+bool ServiceReceiveQueue(DevxQp& qp) {
+  if (qp.rq_wqes == 0 || !qp.shadow_rq.valid()) return false;
+  const auto producer = static_cast<uint16_t>(LoadBe32(qp.dbr + mlx5::kRecvDbrWord));
+  bool busy = false;
+  while (static_cast<uint16_t>(producer - qp.rq_head) != 0) {
+    const uint8_t* wqe = qp.rq + (qp.rq_head & (qp.rq_wqes - 1)) * qp.rq_stride;
+    dp::RecvSge sge[dp::kMaxSendSge];
+    uint32_t num = 0;
+    // More segments than the shadow queue holds: the rest are not scattered
+    // to (a message that needs them ends in a length error).
+    (void)mlx5::ParseRecvWqe(wqe, qp.rq_stride, sge, qp.shadow_rq.max_sge(), &num);
+    if (!qp.shadow_rq.Post(qp.rq_head, sge, num)) break;  // full: the peers have not caught up
+    ++qp.rq_head;
+    busy = true;
+  }
+  return busy;
+}
+
+// Executes the pending WQE once. Returns false when it must wait (RNR, no
+// response yet), true when it finished (with or without an error).
+bool RunPending(Context* ctx, DevxQp& qp) {
+  mlx5::ParsedSendWqe& wqe = qp.pending;
+  if (wqe.info->nop) {
+    if (wqe.wr.send_flags & IBV_SEND_SIGNALED)
+      CompleteSend(qp, wqe, IBV_WC_SUCCESS, IBV_WC_SEND, 0, 0);
+    return true;
+  }
+  dp::SendWr& wr = wqe.wr;
+  const dp::LocalQp local{qp.qpn,
+                          IBV_QPT_RC,
+                          qp.entry->pdn.load(std::memory_order_relaxed),
+                          qp.entry->dest_qpn.load(std::memory_order_relaxed),
+                          0,
+                          4096,
+                          static_cast<uint8_t>(qp.entry->sl.load(std::memory_order_relaxed)),
+                          &qp.peer_cache};
+  dp::Outcome out = dp::Execute(*ctx->peers, local, wr);
+  dp::Completion& c = out.completion;
+  const uint64_t now = dp::NowNs();
+  switch (out.result) {
+    case dp::ExecResult::kRnr:
+      if (qp.rnr_retry != 7 && wr.rnr_retries >= qp.rnr_retry) {
+        c.status = IBV_WC_RNR_RETRY_EXC_ERR;
+        c.vendor_err = dp::kVendorRnrExceeded;
+        break;
+      }
+      wr.rnr_retries++;
+      wr.first_attempt_ns = 0;
+      wr.next_attempt_ns = now + dp::RnrTimerNs(static_cast<uint32_t>(out.rnr_timer_ns));
+      return false;
+    case dp::ExecResult::kNoResponse: {
+      if (wr.first_attempt_ns == 0) wr.first_attempt_ns = now;
+      const uint64_t timeout = dp::AckTimeoutNs(qp.timeout);
+      const uint64_t budget = timeout == UINT64_MAX ? UINT64_MAX : timeout * (qp.retry_cnt + 1ull);
+      if (budget != UINT64_MAX && now - wr.first_attempt_ns >= budget) {
+        c.status = IBV_WC_RETRY_EXC_ERR;
+        c.vendor_err = dp::kVendorNoResponse;
+        break;
+      }
+      wr.next_attempt_ns = now + std::min<uint64_t>(timeout, 200000);
+      return false;
+    }
+    case dp::ExecResult::kDone:
+      break;
+  }
+  if (c.status != IBV_WC_SUCCESS || (wr.send_flags & IBV_SEND_SIGNALED)) {
+    CompleteSend(qp, wqe, c.status,
+                 c.status == IBV_WC_SUCCESS ? c.opcode : SendCompletionOpcode(wr.opcode),
+                 c.byte_len, c.vendor_err);
+  }
+  if (c.status != IBV_WC_SUCCESS) {
+    Log("devx: QP 0x%x: WQE %u (%s) completed with %s: the QP moves to ERR", qp.qpn, wqe.wqe_index,
+        wqe.info->name, ibv_wc_status_str(static_cast<ibv_wc_status>(c.status)));
+    EnterError(ctx, qp);
+  }
+  return true;
+}
+
+// Executes (RTS) or flushes (ERR) new send WQEs.
+bool ServiceSendQueue(Context* ctx, DevxQp& qp, uint32_t state) {
+  if (qp.sq_bbs == 0) return false;
+  const bool flushing = state == IBV_QPS_ERR;
+  if (!flushing && state != IBV_QPS_RTS) return false;
+  const auto producer = static_cast<uint16_t>(LoadBe32(qp.dbr + mlx5::kSendDbrWord));
+  bool busy = false;
+  while (static_cast<uint16_t>(producer - qp.sq_head) != 0) {
+    if (!qp.has_pending) {
+      const mlx5::WqeError error =
+          mlx5::ParseSendWqe(qp.sq, qp.sq_bbs, qp.sq_head, qp.qpn, &qp.pending);
+      if (flushing) {
+        CompleteSend(qp, qp.pending, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, 0, dp::kVendorFlushed);
+        qp.sq_head += qp.pending.basic_blocks;
+        busy = true;
+        continue;
+      }
+      if (error != mlx5::WqeError::kNone) {
+        Log("devx: QP 0x%x: send WQE at basic block %u: %s: LOCAL_QP_OP_ERR, the QP moves to ERR",
+            qp.qpn, qp.sq_head, mlx5::WqeErrorName(error));
+        CompleteSend(qp, qp.pending, IBV_WC_LOC_QP_OP_ERR, IBV_WC_SEND, 0, 0);
+        qp.sq_head += qp.pending.basic_blocks;
+        EnterError(ctx, qp);
+        return true;  // flushed from the next pass on
+      }
+      qp.has_pending = true;
+    } else if (flushing) {
+      CompleteSend(qp, qp.pending, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, 0, dp::kVendorFlushed);
+      qp.has_pending = false;
+      qp.sq_head += qp.pending.basic_blocks;
+      busy = true;
+      continue;
+    }
+    if (qp.pending.wr.next_attempt_ns > dp::NowNs()) return busy;
+    const uint32_t blocks = qp.pending.basic_blocks;
+    if (!RunPending(ctx, qp)) return busy;
+    busy = true;
+    if (!qp.has_pending) {  // EnterError: the rest is flushed from the next pass on
+      qp.sq_head += blocks;
+      return busy;
+    }
+    qp.has_pending = false;
+    qp.sq_head += blocks;
+  }
+  return busy;
+}
+
+bool ServiceQp(Context* ctx, DevxQp& qp) {
+  const uint32_t state = qp.entry->state.load(std::memory_order_acquire);
+  if (state == dp::kQpGone) return false;
+  if (state == IBV_QPS_RESET) {
+    if (qp.last_state != IBV_QPS_RESET) {
+      // 2RST: the counters start again at 0 and posted WQEs are forgotten.
+      qp.rq_head = qp.sq_head = 0;
+      qp.has_pending = false;
+      dp::ClaimedRecv dropped;
+      while (qp.shadow_rq.valid() && qp.shadow_rq.Claim(&dropped)) {
+      }
+    }
+    qp.last_state = state;
+    return false;
+  }
+  qp.last_state = state;
+  bool busy = ServiceReceiveQueue(qp);
+  if (state == IBV_QPS_ERR && qp.shadow_rq.valid() && qp.shadow_rq.Count() != 0) {
+    dp::FlushRecvQueue(qp.shadow_rq, qp.recv_ring, -1, qp.qpn);
+    busy = true;
+  }
+  return ServiceSendQueue(ctx, qp, state) || busy;
+}
+
+// Turns shadow completions into CQEs, as far as the consumer index allows.
+bool ServiceCq(DevxCq& cq) {
+  bool busy = false;
+  dp::Completion c;
+  while (cq.ring.Peek(&c)) {
+    const uint32_t consumer = LoadBe32(cq.dbr) & mlx5::kCqConsumerMask;
+    if (((cq.producer - consumer) & mlx5::kCqConsumerMask) >= cq.ncqe) break;  // CQ full
+    uint8_t* slot = cq.buf + (cq.producer & (cq.ncqe - 1)) * cq.stride;
+    uint8_t* cqe =
+        slot + (cq.stride - mlx5::kCqeBytes);  // a 128-byte CQE ends with the 64-byte one
+    const uint8_t op_own = mlx5::BuildCqe(c, c.qp_num, cqe);
+    const auto owner = static_cast<uint8_t>((cq.producer >> cq.log_ncqe) & 1);
+    __atomic_store_n(cqe + mlx5::kCqeBytes - 1, static_cast<uint8_t>(op_own | owner),
+                     __ATOMIC_RELEASE);
+    ++cq.producer;
+    cq.ring.Pop();
+    busy = true;
+  }
+  return busy;
+}
+
+void EngineLoop(DevxEngine* engine) {
+  uint64_t idle_since = 0;
+  useconds_t nap = 1;
+  while (!engine->stop.load(std::memory_order_acquire)) {
+    bool busy = false;
+    {
+      std::lock_guard lock(engine->mutex);
+      for (auto& [qpn, qp] : engine->qps) busy = ServiceQp(engine->ctx, *qp) || busy;
+      for (auto& [cqn, cq] : engine->cqs) busy = ServiceCq(*cq) || busy;
+    }
+    if (busy) {
+      idle_since = 0;
+      nap = 1;
+      continue;
+    }
+    const uint64_t now = dp::NowNs();
+    if (idle_since == 0) idle_since = now;
+    if (now - idle_since < kSpinNs) {
+      sched_yield();
+      continue;
+    }
+    usleep(nap);
+    nap = std::min<useconds_t>(nap * 2, kMaxNapUs);
+  }
+}
+
+DevxEngine* EngineOf(Context* ctx) {
+  std::lock_guard lock(g_engines_mutex);
+  if (ctx->devx_engine == nullptr) {
+    auto* engine = new DevxEngine;
+    engine->ctx = ctx;
+    engine->pid = getpid();
+    engine->thread = std::thread(EngineLoop, engine);
+    ctx->devx_engine = engine;
+  }
+  return ctx->devx_engine;
+}
+
+int QueueFiles(Context* ctx, protocol::DevxQueueKind kind, uint32_t number,
+               protocol::DevxQueueFilesReply* rep, std::vector<int>* fds) {
+  const protocol::DevxQueueFilesRequest req{static_cast<uint32_t>(kind), number};
+  const int err = ctx->channel.Call(protocol::Op::kDevxQueueFiles, &req, sizeof(req), rep,
+                                    sizeof(*rep), nullptr, 0, nullptr, fds);
+  if (err != 0) {
+    for (int fd : *fds) close(fd);
+    fds->clear();
+  }
+  return err;
+}
+
+bool IsPowerOfTwo(uint32_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+}  // namespace
+
+void StopDevxQueues(Context* ctx) {
+  DevxEngine* engine = ctx->devx_engine;
+  if (engine == nullptr) return;
+  ctx->devx_engine = nullptr;
+  if (engine->pid != getpid()) return;  // a fork child: the thread is the parent's; leave it
+  engine->stop.store(true, std::memory_order_release);
+  if (engine->thread.joinable()) engine->thread.join();
+  delete engine;
+}
+
+}  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+using softverbs::Log;
+
+SV_EXPORT int softverbs_devx_attach_cq(ibv_context* context, uint32_t cqn,
+                                       const softverbs_devx_cq* desc) {
+  if (context == nullptr || desc == nullptr || desc->buf == nullptr || desc->dbr == nullptr ||
+      !IsPowerOfTwo(desc->ncqe) || (desc->cqe_size != 64 && desc->cqe_size != 128)) {
+    return EINVAL;
+  }
+  Context* ctx = Context::From(context);
+  auto cq = std::make_unique<DevxCq>();
+  softverbs::protocol::DevxQueueFilesReply rep{};
+  std::vector<int> fds;
+  if (int err = QueueFiles(ctx, softverbs::protocol::DevxQueueKind::kCq, cqn, &rep, &fds)) {
+    return err;
+  }
+  const int map_err = fds.size() == 1 ? cq->ring_mapping.Map(fds[0]) : EPROTO;
+  for (int fd : fds) close(fd);
+  if (map_err) return map_err;
+  cq->ring.Attach(cq->ring_mapping.base());
+  cq->cqn = cqn;
+  cq->buf = static_cast<uint8_t*>(desc->buf);
+  cq->ncqe = desc->ncqe;
+  cq->log_ncqe = static_cast<uint32_t>(__builtin_ctz(desc->ncqe));
+  cq->stride = desc->cqe_size;
+  cq->dbr = desc->dbr;
+  DevxEngine* engine = EngineOf(ctx);
+  std::lock_guard lock(engine->mutex);
+  engine->cqs[cqn] = std::move(cq);
+  return 0;
+}
+
+SV_EXPORT int softverbs_devx_attach_qp(ibv_context* context, uint32_t qpn,
+                                       const softverbs_devx_qp* desc) {
+  if (context == nullptr || desc == nullptr || desc->dbr == nullptr ||
+      (desc->rq_wqe_cnt != 0 && (!IsPowerOfTwo(desc->rq_wqe_cnt) || desc->rq_wqe_size < 16)) ||
+      (desc->sq_wqebb_cnt != 0 && !IsPowerOfTwo(desc->sq_wqebb_cnt))) {
+    return EINVAL;
+  }
+  Context* ctx = Context::From(context);
+  auto qp = std::make_unique<DevxQp>();
+  softverbs::protocol::DevxQueueFilesReply rep{};
+  std::vector<int> fds;
+  if (int err = QueueFiles(ctx, softverbs::protocol::DevxQueueKind::kQp, qpn, &rep, &fds)) {
+    return err;
+  }
+  int err = fds.size() == 3 ? 0 : EPROTO;
+  if (!err) err = qp->rq_mapping.Map(fds[0]);
+  if (!err) err = qp->send_cq_mapping.Map(fds[1]);
+  if (!err) err = qp->recv_cq_mapping.Map(fds[2]);
+  for (int fd : fds) close(fd);
+  if (err) return err;
+  qp->shadow_rq.Attach(qp->rq_mapping.base());
+  qp->send_ring.Attach(qp->send_cq_mapping.base());
+  qp->recv_ring.Attach(qp->recv_cq_mapping.base());
+  qp->qpn = qpn;
+  qp->rq = static_cast<uint8_t*>(desc->rq_buf);
+  qp->rq_wqes = desc->rq_wqe_cnt;
+  qp->rq_stride = desc->rq_wqe_size;
+  qp->sq = static_cast<uint8_t*>(desc->sq_buf);
+  qp->sq_bbs = desc->sq_wqebb_cnt;
+  qp->dbr = desc->dbr;
+  qp->entry = ctx->table.QpSlot(qpn);
+  DevxEngine* engine = EngineOf(ctx);
+  std::lock_guard lock(engine->mutex);
+  engine->qps[qpn] = std::move(qp);
+  return 0;
+}
+
+SV_EXPORT void softverbs_devx_set_qp_timers(ibv_context* context, uint32_t qpn, uint8_t timeout,
+                                            uint8_t retry_cnt, uint8_t rnr_retry) {
+  if (context == nullptr) return;
+  Context* ctx = Context::From(context);
+  if (ctx->devx_engine == nullptr) return;
+  std::lock_guard lock(ctx->devx_engine->mutex);
+  auto it = ctx->devx_engine->qps.find(qpn);
+  if (it == ctx->devx_engine->qps.end()) return;
+  it->second->timeout = timeout;
+  it->second->retry_cnt = retry_cnt;
+  it->second->rnr_retry = rnr_retry;
+}
+
+SV_EXPORT void softverbs_devx_detach(ibv_context* context, uint32_t kind, uint32_t number) {
+  if (context == nullptr) return;
+  Context* ctx = Context::From(context);
+  if (ctx->devx_engine == nullptr) return;
+  std::lock_guard lock(ctx->devx_engine->mutex);
+  if (kind == static_cast<uint32_t>(softverbs::protocol::DevxQueueKind::kCq)) {
+    ctx->devx_engine->cqs.erase(number);
+  } else {
+    ctx->devx_engine->qps.erase(number);
+  }
+}
