@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -284,7 +285,12 @@ bool ServiceCq(DevxCq& cq) {
     uint8_t* slot = cq.buf + (cq.producer & (cq.ncqe - 1)) * cq.stride;
     uint8_t* cqe =
         slot + (cq.stride - mlx5::kCqeBytes);  // a 128-byte CQE ends with the 64-byte one
-    const uint8_t op_own = mlx5::BuildCqe(c, c.qp_num, cqe);
+    // Built aside and copied in one go, the ownership byte last: a poller
+    // that sees the new owner bit sees the whole CQE.
+    alignas(64) uint8_t built[mlx5::kCqeBytes];
+    const uint8_t op_own = mlx5::BuildCqe(c, c.qp_num, built);
+    memcpy(cqe, built, mlx5::kCqeBytes - 1);
+    std::atomic_thread_fence(std::memory_order_release);
     const auto owner = static_cast<uint8_t>((cq.producer >> cq.log_ncqe) & 1);
     __atomic_store_n(cqe + mlx5::kCqeBytes - 1, static_cast<uint8_t>(op_own | owner),
                      __ATOMIC_RELEASE);

@@ -245,9 +245,42 @@ void CheckSomeIdle(SelfMaps& maps) {
   }
 }
 
+// Fork. An idle backing's range is memory no MR registers any more, yet it
+// is MAP_SHARED: a child would share it with its parent - the heap included,
+// whose allocator then corrupts both. Before fork every idle range that
+// still maps its memfd is mapped again MAP_PRIVATE from the same memfd: the
+// same bytes (nothing copied, and no write lost: the page tables switch in
+// one mmap), but copy-on-write in parent and child as fork promises; the
+// entry is dropped (its pages are private now). Ranges of live MRs stay
+// shared (docs/datapath.md, "Fork").
+void PrivatizeIdleBeforeFork() {
+  g_mutex.lock();  // released by the parent and child handlers
+  SelfMaps maps;
+  for (size_t i = g_backings.size(); i-- > 0;) {
+    const Backing& b = g_backings[i];
+    if (b.refs != 0 || b.detached) continue;
+    if (StillMapped(maps, b, b.begin, b.end)) {
+      RawMmap(reinterpret_cast<void*>(b.begin), b.end - b.begin, PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_FIXED, b.fd, 0);
+    }
+    Drop(i);
+  }
+}
+
+void UnlockAfterFork() {
+  g_mutex.unlock();
+}
+
+void InstallForkHandlers() {
+  static std::once_flag once;
+  std::call_once(once,
+                 [] { pthread_atfork(PrivatizeIdleBeforeFork, UnlockAfterFork, UnlockAfterFork); });
+}
+
 }  // namespace
 
 MrBacking AcquireMrBacking(void* addr, size_t length) {
+  InstallForkHandlers();
   const uint64_t page = PageSize();
   const uint64_t start = reinterpret_cast<uint64_t>(addr);
   const uint64_t begin = (start + page - 1) & ~(page - 1);

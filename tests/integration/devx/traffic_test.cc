@@ -1,0 +1,390 @@
+// The DEVX data path end to end (docs/devx.md, "Data path"): DEVX RC QPs
+// that move data with mlx5 WQEs and report mlx5 CQEs - between two
+// processes, with a verbs QP, and with the error CQEs and QP state a
+// ConnectX gives for bad keys; a requester killed mid-traffic leaves nothing
+// behind.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <thread>
+
+#include "devx_queue.h"
+
+namespace devx_it {
+namespace {
+
+constexpr uint32_t kMsg = 256;
+constexpr int kSends = 100;
+constexpr uint32_t kImm = 0x03020100;
+// The child's buffer: receive buffers at [0, 16 KiB), RDMA_WRITE/READ at
+// [16 KiB, 20 KiB), the atomics' counter here.
+constexpr uint32_t kCounter = 24576;
+
+// What a responder publishes about itself (through a pipe).
+struct Peer {
+  uint32_t qpn;
+  uint32_t rkey;
+  uint64_t addr;
+};
+
+bool ReadAll(int fd, void* buf, size_t len) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (len) {
+    ssize_t n = read(fd, p, len);
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A DEVX context with a PD and a registered buffer, for one side.
+struct Side {
+  Side() {
+    ctx = OpenDevx();
+    if (!ctx) return;
+    pd = ibv_alloc_pd(ctx);
+    buf.assign(64 * 1024, 0);
+    mr = ibv_reg_mr(pd, buf.data(), buf.size(),
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        IBV_ACCESS_REMOTE_ATOMIC);
+    if (mr) queue = std::make_unique<DevxQueue>(ctx, PdnOf(pd));
+  }
+  ~Side() {
+    queue.reset();
+    if (mr) ibv_dereg_mr(mr);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+  }
+  bool ok() const { return queue && queue->ok(); }
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_mr* mr = nullptr;
+  std::vector<uint8_t> buf;
+  std::unique_ptr<DevxQueue> queue;
+};
+
+// The child: a DEVX responder. Receives kSends SEND_IMMs and checks each
+// (CQE opcode, immediate, byte count, data), then waits for the parent's
+// writes, reads and atomics on its buffer and exits 0 if all was right.
+int RunResponder(int to_parent, int from_parent) {
+  Side side;
+  if (!side.ok()) return 10;
+  Peer me{side.queue->qpn(), side.mr->rkey, reinterpret_cast<uintptr_t>(side.buf.data())};
+  uint32_t parent_qpn = 0;
+  if (write(to_parent, &me, sizeof(me)) != sizeof(me)) return 11;
+  if (!ReadAll(from_parent, &parent_qpn, sizeof(parent_qpn))) return 12;
+  for (uint32_t i = 0; i < kQueueEntries; ++i) {
+    side.queue->PostRecv(side.mr->lkey, side.buf.data() + i * kMsg, kMsg);
+  }
+  if (!side.queue->ToRts(parent_qpn)) return 13;
+  const char ready = 'r';
+  if (write(to_parent, &ready, 1) != 1) return 14;
+  for (int i = 0; i < kSends; ++i) {
+    Cqe cqe = side.queue->Poll();
+    if (cqe.opcode != MLX5_CQE_RESP_SEND_IMM) return 20;
+    if (cqe.imm != kImm + static_cast<uint32_t>(i) || cqe.byte_cnt != kMsg) return 21;
+    if (cqe.wqe_counter != static_cast<uint16_t>(i)) return 22;
+    const uint8_t* got = side.buf.data() + (i % kQueueEntries) * kMsg;
+    for (uint32_t b = 0; b < kMsg; ++b) {
+      if (got[b] != static_cast<uint8_t>(i + b)) return 23;
+    }
+    // The buffer is free again once checked: the WQE for message i + 64 uses it.
+    side.queue->PostRecv(side.mr->lkey, side.buf.data() + (i % kQueueEntries) * kMsg, kMsg);
+  }
+  // The parent writes, reads and runs atomics, then says it is done.
+  char done = 0;
+  if (!ReadAll(from_parent, &done, 1)) return 30;
+  uint64_t counter;
+  memcpy(&counter, side.buf.data() + kCounter, 8);
+  if (counter != 100 + 5)
+    return 31;  // the parent's FA +5 and CS 105 -> 105 (no swap: compare fails)
+  for (uint32_t b = 0; b < 4096; ++b) {
+    if (side.buf[16384 + b] != static_cast<uint8_t>(b * 7)) return 32;
+  }
+  return 0;
+}
+
+TEST(DevxTraffic, TwoProcessesSendImmWriteReadAndAtomics) {
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(up[0]);
+    close(down[1]);
+    _exit(RunResponder(up[1], down[0]));
+  }
+  close(up[1]);
+  close(down[0]);
+  Side side;
+  ASSERT_TRUE(side.ok()) << strerror(errno);
+  Peer peer{};
+  ASSERT_TRUE(ReadAll(up[0], &peer, sizeof(peer)));
+  const uint32_t my_qpn = side.queue->qpn();
+  ASSERT_EQ(write(down[1], &my_qpn, sizeof(my_qpn)), static_cast<ssize_t>(sizeof(my_qpn)));
+  ASSERT_TRUE(side.queue->ToRts(peer.qpn));
+  char ready = 0;
+  ASSERT_TRUE(ReadAll(up[0], &ready, 1));
+
+  // SEND_IMM: the data and immediate of each reach the child (it checks).
+  for (int i = 0; i < kSends; ++i) {
+    uint8_t* msg = side.buf.data() + (i % 8) * kMsg;
+    for (uint32_t b = 0; b < kMsg; ++b) msg[b] = static_cast<uint8_t>(i + b);
+    side.queue->PostSend(MLX5_OPCODE_SEND_IMM, {DataSeg(kMsg, side.mr->lkey, msg)},
+                         htobe32(kImm + static_cast<uint32_t>(i)));
+    Cqe cqe = side.queue->Poll();
+    ASSERT_EQ(cqe.opcode, MLX5_CQE_REQ) << "send " << i << " syndrome " << int(cqe.syndrome);
+    EXPECT_EQ(cqe.wqe_opcode, MLX5_OPCODE_SEND_IMM);
+    EXPECT_EQ(cqe.qpn, my_qpn);
+  }
+
+  // RDMA_WRITE 4 KiB into the child's buffer, RDMA_READ it back.
+  uint8_t* out = side.buf.data() + 16384;
+  for (uint32_t b = 0; b < 4096; ++b) out[b] = static_cast<uint8_t>(b * 7);
+  side.queue->PostSend(MLX5_OPCODE_RDMA_WRITE,
+                       {RaddrSeg(peer.addr + 16384, peer.rkey), DataSeg(4096, side.mr->lkey, out)});
+  Cqe write_cqe = side.queue->Poll();
+  ASSERT_EQ(write_cqe.opcode, MLX5_CQE_REQ) << int(write_cqe.syndrome);
+  EXPECT_EQ(write_cqe.wqe_opcode, MLX5_OPCODE_RDMA_WRITE);
+  uint8_t* back = side.buf.data() + 32768;
+  side.queue->PostSend(MLX5_OPCODE_RDMA_READ, {RaddrSeg(peer.addr + 16384, peer.rkey),
+                                               DataSeg(4096, side.mr->lkey, back)});
+  Cqe read_cqe = side.queue->Poll();
+  ASSERT_EQ(read_cqe.opcode, MLX5_CQE_REQ) << int(read_cqe.syndrome);
+  EXPECT_EQ(read_cqe.byte_cnt, 4096u);
+  EXPECT_EQ(memcmp(back, out, 4096), 0) << "RDMA_READ returned other bytes than were written";
+
+  // Atomics on the child's 8 bytes at kCounter (host byte order, as verbs
+  // atomics on softverbs): write 100, fetch-and-add 5 (old 100), compare
+  // 104-and-swap 1 fails (old 105).
+  uint64_t hundred = 100;
+  memcpy(side.buf.data() + 40960, &hundred, 8);
+  side.queue->PostSend(MLX5_OPCODE_RDMA_WRITE,
+                       {RaddrSeg(peer.addr + kCounter, peer.rkey),
+                        DataSeg(8, side.mr->lkey, side.buf.data() + 40960)});
+  ASSERT_EQ(side.queue->Poll().opcode, MLX5_CQE_REQ);
+  uint64_t* old = reinterpret_cast<uint64_t*>(side.buf.data() + 49152);
+  side.queue->PostSend(MLX5_OPCODE_ATOMIC_FA, {RaddrSeg(peer.addr + kCounter, peer.rkey),
+                                               AtomicSeg(5, 0), DataSeg(8, side.mr->lkey, old)});
+  Cqe fa = side.queue->Poll();
+  ASSERT_EQ(fa.opcode, MLX5_CQE_REQ) << int(fa.syndrome);
+  EXPECT_EQ(fa.wqe_opcode, MLX5_OPCODE_ATOMIC_FA);
+  EXPECT_EQ(*old, 100u);
+  side.queue->PostSend(MLX5_OPCODE_ATOMIC_CS, {RaddrSeg(peer.addr + kCounter, peer.rkey),
+                                               AtomicSeg(1, 104), DataSeg(8, side.mr->lkey, old)});
+  ASSERT_EQ(side.queue->Poll().opcode, MLX5_CQE_REQ);
+  EXPECT_EQ(*old, 105u);
+
+  const char done = 'd';
+  ASSERT_EQ(write(down[1], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the responder's check that failed (see RunResponder)";
+}
+
+// Two DEVX QPs of one process (two contexts), connected.
+class DevxPair : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(a_.ok() && b_.ok()) << strerror(errno);
+    ASSERT_TRUE(a_.queue->ToRts(b_.queue->qpn()));
+    ASSERT_TRUE(b_.queue->ToRts(a_.queue->qpn()));
+  }
+  Side a_, b_;
+};
+
+TEST_F(DevxPair, BadRkeyIsRemoteAccessErrorAndTheQpGoesToErr) {
+  a_.queue->PostSend(MLX5_OPCODE_RDMA_WRITE,
+                     {RaddrSeg(reinterpret_cast<uintptr_t>(b_.buf.data()), b_.mr->rkey ^ 0x80),
+                      DataSeg(64, a_.mr->lkey, a_.buf.data())});
+  Cqe cqe = a_.queue->Poll();
+  EXPECT_EQ(cqe.opcode, MLX5_CQE_REQ_ERR);
+  EXPECT_EQ(cqe.syndrome, MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR);
+  EXPECT_EQ(cqe.wqe_opcode, MLX5_OPCODE_RDMA_WRITE);
+  EXPECT_EQ(cqe.wqe_counter, 0);
+  EXPECT_EQ(a_.queue->State(), kQpErr) << "QUERY_QP must report the error state";
+  // The next WQE is flushed.
+  a_.queue->PostSend(MLX5_OPCODE_SEND, {DataSeg(8, a_.mr->lkey, a_.buf.data())});
+  Cqe flushed = a_.queue->Poll();
+  EXPECT_EQ(flushed.opcode, MLX5_CQE_REQ_ERR);
+  EXPECT_EQ(flushed.syndrome, MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+  EXPECT_EQ(flushed.wqe_counter, 1);
+}
+
+TEST_F(DevxPair, BadLkeyIsLocalProtectionError) {
+  a_.queue->PostSend(MLX5_OPCODE_RDMA_WRITE,
+                     {RaddrSeg(reinterpret_cast<uintptr_t>(b_.buf.data()), b_.mr->rkey),
+                      DataSeg(64, a_.mr->lkey + 0x100, a_.buf.data())});
+  Cqe cqe = a_.queue->Poll();
+  EXPECT_EQ(cqe.opcode, MLX5_CQE_REQ_ERR);
+  EXPECT_EQ(cqe.syndrome, MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+  EXPECT_EQ(a_.queue->State(), kQpErr);
+}
+
+TEST_F(DevxPair, UnsupportedOpcodeIsLocalQpOperationError) {
+  a_.queue->PostSend(MLX5_OPCODE_UMR, {DataSeg(8, a_.mr->lkey, a_.buf.data())});
+  Cqe cqe = a_.queue->Poll();
+  EXPECT_EQ(cqe.opcode, MLX5_CQE_REQ_ERR);
+  EXPECT_EQ(cqe.syndrome, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+  EXPECT_EQ(a_.queue->State(), kQpErr);
+}
+
+// A DEVX QP and a verbs RC QP of another context talk to each other.
+TEST(DevxWithVerbs, DevxQpAndVerbsQpExchangeSends) {
+  Side devx;
+  ASSERT_TRUE(devx.ok()) << strerror(errno);
+  ibv_context* vctx = ibv_open_device(FindSoftverbs());
+  ASSERT_NE(vctx, nullptr);
+  ibv_pd* pd = ibv_alloc_pd(vctx);
+  std::vector<uint8_t> vbuf(8192, 0);
+  ibv_mr* mr = ibv_reg_mr(pd, vbuf.data(), vbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_cq* cq = ibv_create_cq(vctx, 16, nullptr, nullptr, 0);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {8, 8, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  ASSERT_NE(qp, nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  ASSERT_EQ(
+      ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+      0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = devx.queue->qpn();
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 1;
+  a.ah_attr.port_num = 1;
+  a.ah_attr.is_global = 1;  // RoCE: the path has a GID (this host's, index 0)
+  a.ah_attr.grh.hop_limit = 64;
+  ibv_query_gid(vctx, 1, 0, &a.ah_attr.grh.dgid);
+  ASSERT_EQ(ibv_modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+            0);
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  ASSERT_EQ(ibv_modify_qp(qp, &a,
+                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+            0);
+  ASSERT_TRUE(devx.queue->ToRts(qp->qp_num));
+
+  // verbs -> DEVX: a SEND with immediate lands in the DEVX receive WQE.
+  devx.queue->PostRecv(devx.mr->lkey, devx.buf.data(), 64);
+  memcpy(vbuf.data(), "from verbs", 11);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(vbuf.data()), 11, mr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htobe32(77);
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+  Cqe recv = devx.queue->Poll();
+  EXPECT_EQ(recv.opcode, MLX5_CQE_RESP_SEND_IMM);
+  EXPECT_EQ(recv.imm, 77u);
+  EXPECT_EQ(recv.byte_cnt, 11u);
+  EXPECT_STREQ(reinterpret_cast<char*>(devx.buf.data()), "from verbs");
+  ibv_wc wc{};
+  int n = 0;
+  for (int i = 0; i < 1000000 && n == 0; ++i) n = ibv_poll_cq(cq, 1, &wc);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+
+  // DEVX -> verbs: a SEND from a DEVX WQE completes an ibv_recv_wr.
+  ibv_sge rsge{reinterpret_cast<uintptr_t>(vbuf.data() + 4096), 64, mr->lkey};
+  ibv_recv_wr rwr{}, *rbad = nullptr;
+  rwr.wr_id = 42;
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
+  memcpy(devx.buf.data() + 1024, "from devx", 10);
+  devx.queue->PostSend(MLX5_OPCODE_SEND, {DataSeg(10, devx.mr->lkey, devx.buf.data() + 1024)});
+  Cqe sent = devx.queue->Poll();
+  EXPECT_EQ(sent.opcode, MLX5_CQE_REQ) << int(sent.syndrome);
+  n = 0;
+  for (int i = 0; i < 10000000 && n == 0; ++i) n = ibv_poll_cq(cq, 1, &wc);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 42u);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc.byte_len, 10u);
+  EXPECT_STREQ(reinterpret_cast<char*>(vbuf.data() + 4096), "from devx");
+
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  EXPECT_EQ(ibv_close_device(vctx), 0);
+}
+
+// A DEVX requester SIGKILLed in the middle of RDMA writes: its objects
+// (DEVX QP, CQ, UMEMs and their shadows) are gone from the device, and the
+// responder's engine keeps serving.
+TEST(DevxKill, RequesterKilledMidTrafficLeavesNothingBehind) {
+  Side responder;
+  ASSERT_TRUE(responder.ok()) << strerror(errno);
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const Peer me{responder.queue->qpn(), responder.mr->rkey,
+                reinterpret_cast<uintptr_t>(responder.buf.data())};
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Side side;
+    if (!side.ok()) _exit(10);
+    const uint32_t qpn = side.queue->qpn();
+    if (write(up[1], &qpn, sizeof(qpn)) != sizeof(qpn)) _exit(11);
+    char go = 0;
+    if (!ReadAll(down[0], &go, 1) || !side.queue->ToRts(me.qpn)) _exit(12);
+    if (write(up[1], &go, 1) != 1) _exit(13);
+    for (uint64_t i = 0; i < 100'000'000; ++i) {  // bounded: the parent kills it long before
+      side.queue->PostSend(MLX5_OPCODE_RDMA_WRITE, {RaddrSeg(me.addr, me.rkey),
+                                                    DataSeg(4096, side.mr->lkey, side.buf.data())});
+      if (side.queue->Poll().opcode != MLX5_CQE_REQ) _exit(14);
+    }
+    _exit(0);
+  }
+  uint32_t child_qpn = 0;
+  ASSERT_TRUE(ReadAll(up[0], &child_qpn, sizeof(child_qpn)));
+  ASSERT_TRUE(responder.queue->ToRts(child_qpn));
+  ASSERT_EQ(write(down[1], "g", 1), 1);
+  char started = 0;
+  ASSERT_TRUE(ReadAll(up[0], &started, 1)) << "the requester could not connect";
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the requester stopped on its own: " << WEXITSTATUS(status);
+  // The daemon releases the dead client: no DEVX objects or UMEMs remain.
+  nlohmann::json client;
+  for (int i = 0; i < 200; ++i) {
+    client = ClientOf(Status(), child);
+    if (client.is_null()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(client.is_null()) << client.dump();
+  // The responder still works: its QP can be used by a new peer.
+  Side again;
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(again.queue->ToRts(responder.queue->qpn()));
+  EXPECT_EQ(responder.queue->State(), kQpRts);
+}
+
+}  // namespace
+}  // namespace devx_it
