@@ -26,15 +26,6 @@ inline constexpr QpTypeSet kReliableRequesters =
 inline constexpr QpTypeSet kConnectedRequesters = kReliableRequesters | QpTypeBit(IBV_QPT_UC);
 inline constexpr QpTypeSet kAllRequesters = kConnectedRequesters | QpTypeBit(IBV_QPT_UD);
 
-// Extended transport headers a request packet carries beyond the BTH
-// (IBA 9.3; DETH for UD and XRCETH for XRC come from the QP type).
-enum WireHeader : uint8_t {
-  kHeaderReth = 1 << 0,       // RDMA ETH: virtual address, rkey, length
-  kHeaderAtomicEth = 1 << 1,  // atomic ETH: address, rkey, swap/add, compare
-  kHeaderImmDt = 1 << 2,      // immediate data
-  kHeaderIeth = 1 << 3,       // invalidate ETH: the rkey to invalidate
-};
-
 // What the responder does with the request.
 enum class WrAction : uint8_t {
   kSend,     // claims a receive WQE and copies the payload into it
@@ -167,6 +158,18 @@ static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_W
               IBV_WR_LOCAL_INV == 7 && IBV_WR_BIND_MW == 8 && IBV_WR_SEND_WITH_INV == 9 &&
               IBV_WR_TSO == 10);
 static_assert(std::size(kWrOpcodeRows) == IBV_WR_TSO + 1);
+
+// A work request's headers are those of its one-packet request (the wire
+// rows of ibta_opcode.h): the two tables cannot disagree.
+constexpr bool WrHeadersMatchWire() {
+  for (const WrOpcodeInfo& row : kWrOpcodeRows) {
+    if (row.wire_only != IbtaOperation::kNone &&
+        row.headers != IbtaOperationRow(row.wire_only).headers)
+      return false;
+  }
+  return true;
+}
+static_assert(WrHeadersMatchWire());
 
 // Any other value: no QP type may post it.
 inline constexpr WrOpcodeInfo kUnknownWrOpcode{};

@@ -1,0 +1,158 @@
+#include "roce/packet.h"
+
+#include <cstring>
+
+#include "roce/headers.h"
+#include "roce/icrc.h"
+#include "roce/ip_headers.h"
+
+namespace softverbs::roce {
+namespace {
+
+// The Internet checksum (RFC 1071) of a sum of 16-bit words.
+uint32_t SumWords(uint32_t sum, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i + 1 < n; i += 2) sum += uint32_t{p[i]} << 8 | p[i + 1];
+  if (n % 2) sum += uint32_t{p[n - 1]} << 8;
+  return sum;
+}
+uint16_t Fold(uint32_t sum) {
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// The UDP checksum with its pseudo-header (RFC 768 / RFC 8200 8.1).
+uint16_t UdpChecksum(const Endpoints& ends, const uint8_t* udp, size_t udp_len) {
+  const size_t addr_len = ends.ipv6 ? 16 : 4;
+  uint32_t sum = SumWords(0, ends.src, addr_len);
+  sum = SumWords(sum, ends.dst, addr_len);
+  sum += kIpProtoUdp + static_cast<uint32_t>(udp_len);
+  sum = SumWords(sum, udp, udp_len);
+  const uint16_t c = Fold(sum);
+  return c == 0 ? 0xffff : c;  // 0 means "no checksum"
+}
+
+}  // namespace
+
+size_t IpUdpBytes(bool ipv6) {
+  return (ipv6 ? sizeof(Ipv6Header) : sizeof(Ipv4Header)) + sizeof(UdpHeader);
+}
+
+void WriteIpUdp(const Endpoints& ends, size_t roce_bytes, uint8_t* out) {
+  const size_t udp_len = sizeof(UdpHeader) + roce_bytes;
+  size_t ip_len;
+  if (ends.ipv6) {
+    auto* ip = reinterpret_cast<Ipv6Header*>(out);
+    ip->version_class_flow.set(uint32_t{6} << 28 | uint32_t{ends.traffic_class} << 20 |
+                               (ends.flow_label & 0xfffff));
+    ip->payload_length.set(udp_len);
+    ip->next_header = kIpProtoUdp;
+    ip->hop_limit = ends.hop_limit;
+    std::memcpy(ip->src, ends.src, 16);
+    std::memcpy(ip->dst, ends.dst, 16);
+    ip_len = sizeof(Ipv6Header);
+  } else {
+    auto* ip = reinterpret_cast<Ipv4Header*>(out);
+    ip->version_ihl = 0x45;
+    ip->tos = ends.traffic_class;
+    ip->total_length.set(sizeof(Ipv4Header) + udp_len);
+    ip->id.set(0);
+    ip->flags_fragment.set(kIpv4DontFragment);
+    ip->ttl = ends.hop_limit;
+    ip->protocol = kIpProtoUdp;
+    ip->checksum.set(0);
+    std::memcpy(ip->src, ends.src, 4);
+    std::memcpy(ip->dst, ends.dst, 4);
+    ip_len = sizeof(Ipv4Header);
+  }
+  auto* udp = reinterpret_cast<UdpHeader*>(out + ip_len);
+  udp->src_port.set(ends.src_port);
+  udp->dst_port.set(ends.dst_port);
+  udp->length.set(udp_len);
+  udp->checksum.set(0);
+}
+
+size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,
+                   std::span<const uint8_t> payload, std::span<uint8_t> out, WireError* error) {
+  const size_t head = IpUdpBytes(ends.ipv6);
+  if (out.size() < head + kIcrcBytes) {
+    *error = WireError::kBufferTooSmall;
+    return 0;
+  }
+  const size_t transport =
+      BuildTransport(fields, payload, out.subspan(head, out.size() - head - kIcrcBytes), error);
+  if (transport == 0) return 0;
+  WriteIpUdp(ends, transport + kIcrcBytes, out.data());
+  StoreIcrc(ComputeIcrc(out.first(head), out.subspan(head, transport)),
+            out.data() + head + transport);
+  // Checksums last: the ICRC sees them masked, the UDP checksum covers the ICRC.
+  const size_t ip_len = head - sizeof(UdpHeader);
+  auto* udp = reinterpret_cast<UdpHeader*>(out.data() + ip_len);
+  udp->checksum.set(
+      UdpChecksum(ends, out.data() + ip_len, sizeof(UdpHeader) + transport + kIcrcBytes));
+  if (!ends.ipv6) {
+    reinterpret_cast<Ipv4Header*>(out.data())
+        ->checksum.set(Fold(SumWords(0, out.data(), sizeof(Ipv4Header))));
+  }
+  *error = WireError::kOk;
+  return head + transport + kIcrcBytes;
+}
+
+WireError ParseRoce(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce,
+                    TransportFields* fields, std::span<const uint8_t>* payload) {
+  if (roce.size() < sizeof(Bth) + kIcrcBytes) return WireError::kTooShort;
+  const auto body = roce.first(roce.size() - kIcrcBytes);
+  const WireError e = ParseTransport(body, fields, payload);
+  if (e != WireError::kOk) return e;
+  if (ComputeIcrc(ip_udp, body) != LoadIcrc(roce.data() + body.size())) return WireError::kBadIcrc;
+  return WireError::kOk;
+}
+
+WireError ParsePacket(std::span<const uint8_t> packet, ParsedPacket* out) {
+  if (packet.empty()) return WireError::kTooShort;
+  Endpoints& ends = out->ends;
+  ends = Endpoints{};
+  const uint8_t version = packet[0] >> 4;
+  size_t ip_len;
+  size_t ip_total;  // the packet's length according to its IP header
+  if (version == 4) {
+    if (packet.size() < sizeof(Ipv4Header)) return WireError::kTooShort;
+    const auto* ip = reinterpret_cast<const Ipv4Header*>(packet.data());
+    if ((ip->version_ihl & 0x0f) != 5) return WireError::kIpOptions;
+    if (ip->protocol != kIpProtoUdp) return WireError::kNotUdp;
+    ends.traffic_class = ip->tos;
+    ends.hop_limit = ip->ttl;
+    std::memcpy(ends.src, ip->src, 4);
+    std::memcpy(ends.dst, ip->dst, 4);
+    ip_len = sizeof(Ipv4Header);
+    ip_total = ip->total_length.get();
+  } else if (version == 6) {
+    if (packet.size() < sizeof(Ipv6Header)) return WireError::kTooShort;
+    const auto* ip = reinterpret_cast<const Ipv6Header*>(packet.data());
+    if (ip->next_header != kIpProtoUdp) return WireError::kNotUdp;
+    ends.ipv6 = true;
+    const uint32_t vcf = static_cast<uint32_t>(ip->version_class_flow.get());
+    ends.traffic_class = static_cast<uint8_t>(vcf >> 20);
+    ends.flow_label = vcf & 0xfffff;
+    ends.hop_limit = ip->hop_limit;
+    std::memcpy(ends.src, ip->src, 16);
+    std::memcpy(ends.dst, ip->dst, 16);
+    ip_len = sizeof(Ipv6Header);
+    ip_total = sizeof(Ipv6Header) + ip->payload_length.get();
+  } else {
+    return WireError::kNotIp;
+  }
+  if (packet.size() < ip_len + sizeof(UdpHeader)) return WireError::kTooShort;
+  const auto* udp = reinterpret_cast<const UdpHeader*>(packet.data() + ip_len);
+  ends.src_port = static_cast<uint16_t>(udp->src_port.get());
+  ends.dst_port = static_cast<uint16_t>(udp->dst_port.get());
+  if (ends.dst_port != kRoceV2Port) return WireError::kNotRoce;
+  if (ip_total > packet.size()) return WireError::kTooShort;
+  // Bytes past the IP length are the link's padding (short Ethernet frames).
+  packet = packet.first(ip_total);
+  if (ip_total < ip_len + sizeof(UdpHeader) || udp->length.get() != ip_total - ip_len)
+    return WireError::kBadLength;
+  const size_t head = ip_len + sizeof(UdpHeader);
+  return ParseRoce(packet.first(head), packet.subspan(head), &out->fields, &out->payload);
+}
+
+}  // namespace softverbs::roce

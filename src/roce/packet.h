@@ -1,0 +1,58 @@
+// Whole RoCEv2 packets as they appear on the wire from the IP header on:
+// IPv4 or IPv6, UDP to port 4791, the transport part (transport.h) and the
+// ICRC (icrc.h). The builder fills every length and checksum; the parser
+// checks them and names the first thing wrong (wire_error.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "roce/transport.h"
+#include "roce/wire_error.h"
+
+namespace softverbs::roce {
+
+// The IP and UDP side of a packet.
+struct Endpoints {
+  bool ipv6 = false;
+  uint8_t src[16] = {};  // IPv4: the first 4 bytes
+  uint8_t dst[16] = {};
+  uint16_t src_port = 0;  // flow.h: SourcePortOfQpn
+  uint16_t dst_port = 4791;
+  uint8_t traffic_class = 0;  // IPv4 TOS / IPv6 traffic class
+  uint8_t hop_limit = 64;     // IPv4 TTL / IPv6 hop limit
+  uint32_t flow_label = 0;    // IPv6 only, 20 bits
+};
+
+// Bytes of the IP and UDP headers (28 for IPv4, 48 for IPv6).
+size_t IpUdpBytes(bool ipv6);
+
+// Writes the IP and UDP headers of a packet whose transport part plus ICRC
+// is roce_bytes long, checksums zero (as the ICRC sees them after masking
+// and as a socket's kernel would fill them). out holds IpUdpBytes.
+void WriteIpUdp(const Endpoints& ends, size_t roce_bytes, uint8_t* out);
+
+// Builds a whole packet into out. Returns its length, or 0 with *error.
+size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,
+                   std::span<const uint8_t> payload, std::span<uint8_t> out, WireError* error);
+
+struct ParsedPacket {
+  Endpoints ends;
+  TransportFields fields;
+  std::span<const uint8_t> payload;  // inside the parsed buffer, without pad
+};
+
+// Parses and checks a whole packet (IP header first): IP version, IPv4
+// options, protocol, port, lengths, BTH version, opcode, header sizes and
+// the ICRC. The IP and UDP checksums are left to the kernel that received it;
+// bytes past the IP header's length (link padding) are ignored.
+WireError ParsePacket(std::span<const uint8_t> packet, ParsedPacket* out);
+
+// The transport part of a packet received on a UDP socket (BTH up to the
+// ICRC included), with the IP/UDP headers it came with (ip_udp, e.g. made
+// again by WriteIpUdp from the socket's addresses) for the ICRC.
+WireError ParseRoce(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce,
+                    TransportFields* fields, std::span<const uint8_t>* payload);
+
+}  // namespace softverbs::roce
