@@ -2,8 +2,12 @@
 """The ICRC of RoCE v2 packets built by src/roce, recomputed by scapy.
 
 Usage: check_icrc_scapy.py ROCE_WRITE_PCAP WORKDIR
+       check_icrc_scapy.py --capture PCAP TSV
 
-roce_write_pcap writes every opcode of the opcode table over IPv4 and IPv6.
+roce_write_pcap writes every opcode of the opcode table over IPv4 and IPv6
+(or, with --capture, a capture - raw IP or Ethernet - of the packets
+roce_udp_peer sent through the kernel and their table are given; frames are
+matched to the table by PSN, each exactly once).
 For every IPv4 frame, scapy's RoCE layer (scapy.contrib.roce, BTH.compute_icrc)
 recomputes the ICRC, which must equal the one we wrote. scapy 2.5's
 compute_icrc handles IPv4 only, so for IPv6 this script masks the variant
@@ -47,32 +51,57 @@ def ipv6_icrc(pkt):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != (4 if sys.argv[1:2] == ["--capture"] else 3):
         print(__doc__)
         return 2
-    writer, workdir = sys.argv[1:]
-    os.makedirs(workdir, exist_ok=True)
-    pcap, tsv = os.path.join(workdir, "roce.pcap"), os.path.join(workdir, "roce.tsv")
-    subprocess.run([writer, pcap, tsv], check=True, capture_output=True)
+    if sys.argv[1] == "--capture":
+        pcap, tsv = sys.argv[2:]
+    else:
+        writer, workdir = sys.argv[1:]
+        os.makedirs(workdir, exist_ok=True)
+        pcap, tsv = os.path.join(workdir, "roce.pcap"), os.path.join(workdir, "roce.tsv")
+        subprocess.run([writer, pcap, tsv], check=True, capture_output=True)
     with open(tsv) as f:
         expected = list(csv.DictReader(f, delimiter="\t"))
+    by_psn = {int(row["psn"]): row for row in expected}
 
     failures, counts = [], {False: 0, True: 0}
-    frames = [data for data, _ in RawPcapReader(pcap)]
-    if len(frames) != len(expected):
-        failures.append(f"read {len(frames)} frames, {len(expected)} were written")
-    for data, want in zip(frames, expected):
-        n, name = want["frame"], want["name"]
+    reader = RawPcapReader(pcap)
+    linktype = reader.linktype
+    frames = []
+    for data, _ in reader:
+        if linktype == 1:  # Ethernet: the IP packet after the header
+            if data[12:14] not in (b"\x08\x00", b"\x86\xdd"):
+                continue
+            data = data[14:]
+        elif linktype != 101:
+            print(f"FAIL: link type {linktype} is neither Ethernet nor raw IP")
+            return 1
+        frames.append(data)
+    seen = set()
+    first_ipv4 = None
+    for data in frames:
         ipv6 = data[0] >> 4 == 6
         pkt = (IPv6 if ipv6 else IP)(data)
+        # Ethernet's minimum frame may pad a short packet: cut at the IP length.
+        data = data[:40 + pkt[IPv6].plen] if ipv6 else data[:pkt[IP].len]
+        pkt = (IPv6 if ipv6 else IP)(data)
         if BTH not in pkt:
-            failures.append(f"frame {n} ({name}): scapy finds no BTH")
+            failures.append(f"a frame without BTH: {data.hex()}")
             continue
+        want = by_psn.get(pkt[BTH].psn)
+        if want is None or pkt[BTH].psn in seen:
+            failures.append(f"PSN {pkt[BTH].psn}: unexpected or seen twice")
+            continue
+        seen.add(pkt[BTH].psn)
+        n, name = want["frame"], want["name"]
         if pkt[BTH].opcode != int(want["opcode"]):
             failures.append(f"frame {n}: opcode {pkt[BTH].opcode}, expected {want['opcode']}")
-        if pkt[BTH].dqpn != int(want["dest_qp"]) or pkt[BTH].psn != int(want["psn"]):
-            failures.append(f"frame {n} ({name}): BTH dest QP / PSN differ")
+        if pkt[BTH].dqpn != int(want["dest_qp"]):
+            failures.append(f"frame {n} ({name}): BTH dest QP differs")
         written = data[-4:]
+        if not ipv6 and first_ipv4 is None:
+            first_ipv4 = data
         if ipv6:
             computed = ipv6_icrc(pkt)
         else:
@@ -82,10 +111,13 @@ def main():
                             f"{written.hex()} written, {computed.hex()} recomputed")
         counts[ipv6] += 1
 
+    if len(seen) != len(expected):
+        failures.append(f"{len(expected) - len(seen)} frames of the table were not found")
     # The check can fail: a packet with one payload bit flipped must not match.
-    data = bytearray(frames[0])
-    data[-5] ^= 0x01
-    if IP(bytes(data))[BTH].compute_icrc(None) == bytes(data[-4:]):
+    data = bytearray(first_ipv4 or b"")
+    if data:
+        data[-5] ^= 0x01
+    if not data or IP(bytes(data))[BTH].compute_icrc(None) == bytes(data[-4:]):
         failures.append("a corrupted packet still matches its ICRC: the check checks nothing")
 
     for f in failures:

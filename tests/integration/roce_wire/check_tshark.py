@@ -2,12 +2,15 @@
 """RoCE v2 packets built by src/roce, decoded by an independent dissector.
 
 Usage: check_tshark.py ROCE_WRITE_PCAP WORKDIR
+       check_tshark.py --capture PCAP TSV
 
 roce_write_pcap writes every opcode of the opcode table over IPv4 and IPv6
-and a table of each frame's fields; tshark's InfiniBand dissector (UDP 4791
-is RoCE v2 to it by default) must decode every frame with no malformed packet
-or error, the expected opcode, and every extended header's fields where we
-put them. Exits 77 (SKIP) without tshark.
+and a table of each frame's fields (or, with --capture, a capture of the
+packets roce_udp_peer sent and their table are given); tshark's InfiniBand
+dissector (UDP 4791 is RoCE v2 to it by default) must decode every frame
+with no malformed packet or error, the expected opcode, and every extended
+header's fields where we put them; frames are matched to the table by PSN,
+each exactly once. Exits 77 (SKIP) without tshark.
 
 tshark's payload heuristics guess a protocol inside SEND payloads (RPC over
 RDMA, SMB Direct, ...); our test payloads are arbitrary bytes, so the RPC over
@@ -36,20 +39,23 @@ def hex_bytes(value, n):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != (4 if sys.argv[1:2] == ["--capture"] else 3):
         print(__doc__)
         return 2
     tshark = shutil.which("tshark")
     if not tshark:
         print("SKIP: tshark is not installed (scripts/install-deps.sh installs it)")
         return 77
-    writer, workdir = sys.argv[1:]
-    os.makedirs(workdir, exist_ok=True)
-    pcap, tsv = os.path.join(workdir, "roce.pcap"), os.path.join(workdir, "roce.tsv")
-    run([writer, pcap, tsv])
+    if sys.argv[1] == "--capture":
+        pcap, tsv = sys.argv[2:]
+    else:
+        writer, workdir = sys.argv[1:]
+        os.makedirs(workdir, exist_ok=True)
+        pcap, tsv = os.path.join(workdir, "roce.pcap"), os.path.join(workdir, "roce.tsv")
+        run([writer, pcap, tsv])
     with open(tsv) as f:
         expected = list(csv.DictReader(f, delimiter="\t"))
-    print(f"{len(expected)} frames written, tshark {run([tshark, '--version']).splitlines()[0]}")
+    print(f"{len(expected)} frames in the table, tshark {run([tshark, '--version']).splitlines()[0]}")
 
     bad = run([tshark, "-r", pcap, *TSHARK_ARGS, "-Y",
                "_ws.malformed || _ws.expert.severity == error"]).strip()
@@ -61,18 +67,29 @@ def main():
     if len(frames) != len(expected):
         failures.append(f"tshark read {len(frames)} frames, {len(expected)} were written")
 
-    for frame, want in zip(frames, expected):
+    by_psn = {int(row["psn"]): row for row in expected}
+    seen = set()
+    for frame in frames:
         layers = frame["_source"]["layers"]
-        n, name = want["frame"], want["name"]
         ib = layers.get("infiniband")
+        number = layers["frame"]["frame.number"]
         if ib is None:
-            failures.append(f"frame {n} ({name}): not decoded as InfiniBand")
+            failures.append(f"captured frame {number}: not decoded as InfiniBand")
             continue
+        psn = int(ib.get("infiniband.bth_tree", {}).get("infiniband.bth.psn", "-1"))
+        want = by_psn.get(psn)
+        if want is None or psn in seen:
+            failures.append(f"captured frame {number}: PSN {psn} unexpected or seen twice")
+            continue
+        seen.add(psn)
+        n, name = want["frame"], want["name"]
         ip_layer = "ipv6" if want["ipv6"] == "1" else "ip"
         if ip_layer not in layers:
             failures.append(f"frame {n}: no {ip_layer} layer")
         if layers.get("udp", {}).get("udp.dstport") != "4791":
             failures.append(f"frame {n}: UDP destination port is not 4791")
+        if layers.get("udp", {}).get("udp.srcport") != want["src_port"]:
+            failures.append(f"frame {n}: UDP source port is not the flow's {want['src_port']}")
         got = {}
 
         def collect(d):
@@ -124,6 +141,8 @@ def main():
             if not headers & absent and field in got:
                 failures.append(f"frame {n} ({name}): tshark found {field}, not sent")
 
+    if len(seen) != len(expected):
+        failures.append(f"{len(expected) - len(seen)} frames of the table were not found")
     for f in failures:
         print("FAIL:", f)
     if failures:

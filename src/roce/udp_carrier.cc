@@ -1,0 +1,189 @@
+#include "roce/udp_carrier.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "roce/headers.h"
+#include "roce/icrc.h"
+#include "roce/ip_headers.h"
+
+namespace softverbs::roce {
+namespace {
+
+constexpr uint8_t kIpv4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+// The largest RoCE packet: 4096-byte MTU payload plus headers.
+constexpr size_t kMaxRoceBytes = 4096 + 128;
+
+std::string Errno(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+// A sockaddr for an address of ends (source or destination) and a port.
+socklen_t SockaddrOf(const Endpoints& ends, bool source, uint16_t port, uint32_t scope_id,
+                     sockaddr_storage* out) {
+  std::memset(out, 0, sizeof(*out));
+  const uint8_t* addr = source ? ends.src : ends.dst;
+  if (ends.ipv6) {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(out);
+    sa->sin6_family = AF_INET6;
+    sa->sin6_port = htons(port);
+    std::memcpy(&sa->sin6_addr, addr, 16);
+    if (addr[0] == 0xfe && (addr[1] & 0xc0) == 0x80) sa->sin6_scope_id = scope_id;
+    return sizeof(*sa);
+  }
+  auto* sa = reinterpret_cast<sockaddr_in*>(out);
+  sa->sin_family = AF_INET;
+  sa->sin_port = htons(port);
+  std::memcpy(&sa->sin_addr, addr, 4);
+  return sizeof(*sa);
+}
+
+}  // namespace
+
+bool GidIsIpv4(const uint8_t gid[16]) {
+  return std::memcmp(gid, kIpv4MappedPrefix, sizeof(kIpv4MappedPrefix)) == 0;
+}
+
+void SetAddressFromGid(const uint8_t gid[16], bool source, Endpoints* ends) {
+  uint8_t* addr = source ? ends->src : ends->dst;
+  std::memset(addr, 0, 16);
+  ends->ipv6 = !GidIsIpv4(gid);
+  if (ends->ipv6) {
+    std::memcpy(addr, gid, 16);
+  } else {
+    std::memcpy(addr, gid + 12, 4);
+  }
+}
+
+UdpCarrier::~UdpCarrier() {
+  if (recv_fd_ >= 0) close(recv_fd_);
+  for (const auto& [port, fd] : send_fds_) close(fd);
+}
+
+int UdpCarrier::SendSocket(uint16_t src_port, std::string* error) {
+  if (auto it = send_fds_.find(src_port); it != send_fds_.end()) return it->second;
+  const int family = local_.ipv6 ? AF_INET6 : AF_INET;
+  const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = Errno("socket");
+    return -1;
+  }
+  // DF on every packet and no fragmentation: the IPv4 ID is then 0 on an
+  // unconnected socket, which the ICRC covers.
+  if (!local_.ipv6) {
+    const int pmtu = IP_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+  } else {
+    const int pmtu = IPV6_PMTUDISC_DO;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+  }
+  sockaddr_storage sa;
+  const socklen_t len = SockaddrOf(local_, /*source=*/true, src_port, scope_id_, &sa);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    *error = Errno("bind of the flow source port");
+    close(fd);
+    return -1;
+  }
+  send_fds_[src_port] = fd;
+  return fd;
+}
+
+bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* error) {
+  local_ = Endpoints{};
+  SetAddressFromGid(gid, /*source=*/true, &local_);
+  scope_id_ = scope_id;
+  recv_fd_ = socket(local_.ipv6 ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (recv_fd_ < 0) {
+    *error = Errno("socket");
+    return false;
+  }
+  if (local_.ipv6) {
+    const int only = 1;
+    setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
+  }
+  sockaddr_storage sa;
+  const socklen_t len = SockaddrOf(local_, /*source=*/true, kRoceV2Port, scope_id, &sa);
+  if (bind(recv_fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    *error = Errno("bind of UDP 4791");
+    return false;
+  }
+  return true;
+}
+
+bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const TransportFields& fields,
+                      std::span<const uint8_t> payload, std::string* error) {
+  if (GidIsIpv4(dst_gid) == local_.ipv6) {
+    *error = "destination GID and local GID are of different IP versions";
+    return false;
+  }
+  const int fd = SendSocket(src_port, error);
+  if (fd < 0) return false;
+  Endpoints ends = local_;
+  SetAddressFromGid(dst_gid, /*source=*/false, &ends);
+  ends.src_port = src_port;
+  ends.dst_port = kRoceV2Port;
+  // Build the whole packet, then hand the kernel what follows the UDP header.
+  uint8_t buf[48 + kMaxRoceBytes];
+  WireError wire;
+  const size_t len = BuildPacket(ends, fields, payload, std::span(buf), &wire);
+  if (len == 0) {
+    *error = std::string("cannot build the packet: ") + WireErrorName(wire);
+    return false;
+  }
+  const size_t head = IpUdpBytes(ends.ipv6);
+  sockaddr_storage sa;
+  const socklen_t sa_len = SockaddrOf(ends, /*source=*/false, kRoceV2Port, scope_id_, &sa);
+  const ssize_t n = sendto(fd, buf + head, len - head, 0, reinterpret_cast<sockaddr*>(&sa), sa_len);
+  if (n != static_cast<ssize_t>(len - head)) {
+    *error = Errno("sendto");
+    return false;
+  }
+  return true;
+}
+
+bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* error) {
+  out->bytes.resize(kMaxRoceBytes);
+  sockaddr_storage from;
+  socklen_t from_len = sizeof(from);
+  const ssize_t n = recvfrom(recv_fd_, out->bytes.data(), out->bytes.size(), MSG_TRUNC,
+                             reinterpret_cast<sockaddr*>(&from), &from_len);
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) *error = Errno("recvfrom");
+    return false;
+  }
+  if (static_cast<size_t>(n) > out->bytes.size()) {
+    out->bytes.clear();
+    *verdict = WireError::kBadLength;  // larger than any RoCE packet
+    return true;
+  }
+  out->bytes.resize(static_cast<size_t>(n));
+  // The IP and UDP headers as they were, for the ICRC: addresses and ports
+  // from the socket, lengths from the datagram, the variant fields masked.
+  Endpoints& ends = out->ends;
+  ends = Endpoints{};
+  ends.ipv6 = local_.ipv6;
+  std::memcpy(ends.dst, local_.src, 16);
+  if (from.ss_family == AF_INET6) {
+    const auto* sa = reinterpret_cast<const sockaddr_in6*>(&from);
+    std::memcpy(ends.src, &sa->sin6_addr, 16);
+    ends.src_port = ntohs(sa->sin6_port);
+  } else {
+    const auto* sa = reinterpret_cast<const sockaddr_in*>(&from);
+    std::memcpy(ends.src, &sa->sin_addr, 4);
+    ends.src_port = ntohs(sa->sin_port);
+  }
+  ends.dst_port = kRoceV2Port;
+  uint8_t ip_udp[48];
+  WriteIpUdp(ends, out->bytes.size(), ip_udp);
+  *verdict =
+      ParseRoce(std::span(ip_udp, IpUdpBytes(ends.ipv6)), out->bytes, &out->fields, &out->payload);
+  return true;
+}
+
+}  // namespace softverbs::roce

@@ -1,0 +1,157 @@
+// Both ends of the two-namespace carrier test (udp_two_hosts.sh): the
+// packets of test_frames.h sent through src/roce's UDP carrier from one
+// network namespace and received, parsed and ICRC-checked in the other.
+//
+//   roce_udp_peer recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S
+//       binds UDP 4791 on both addresses, creates READY_FILE, then waits
+//       (at most TIMEOUT_S) for every test frame; exit 0 when each arrived
+//       once, accepted by the parser (ICRC included) with the bytes sent,
+//       from the frame's flow source port.
+//   roce_udp_peer send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv
+//       sends every test frame (IPv4 frames between the IPv4 addresses,
+//       IPv6 between the IPv6 ones) and writes their table.
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <poll.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "roce/udp_carrier.h"
+#include "test_frames.h"
+
+namespace {
+using namespace softverbs::roce;
+
+// An IP address as a GID (IPv4: IPv4-mapped).
+bool GidOf(const char* text, uint8_t gid[16]) {
+  std::memset(gid, 0, 16);
+  if (inet_pton(AF_INET, text, gid + 12) == 1) {
+    gid[10] = gid[11] = 0xff;
+    return true;
+  }
+  return inet_pton(AF_INET6, text, gid) == 1;
+}
+
+struct Pair {
+  UdpCarrier v4, v6;
+};
+
+bool OpenPair(const char* ipv4, const char* ipv6, const char* ifname, Pair* pair) {
+  uint8_t g4[16], g6[16];
+  if (!GidOf(ipv4, g4) || !GidOf(ipv6, g6)) {
+    std::fprintf(stderr, "bad address %s or %s\n", ipv4, ipv6);
+    return false;
+  }
+  const uint32_t scope = if_nametoindex(ifname);
+  if (scope == 0) {
+    std::perror(ifname);
+    return false;
+  }
+  std::string error;
+  if (!pair->v4.Open(g4, scope, &error) || !pair->v6.Open(g6, scope, &error)) {
+    std::fprintf(stderr, "open: %s\n", error.c_str());
+    return false;
+  }
+  return true;
+}
+
+int Receive(char** argv) {
+  Pair pair;
+  if (!OpenPair(argv[2], argv[3], argv[4], &pair)) return 1;
+  if (std::FILE* ready = std::fopen(argv[5], "w")) {
+    std::fclose(ready);
+  } else {
+    std::perror(argv[5]);
+    return 1;
+  }
+  const auto frames = test::AllTestFrames();
+  std::map<uint32_t, const test::TestFrame*> by_psn;
+  for (const auto& f : frames) by_psn[f.fields.psn] = &f;
+  std::map<uint32_t, int> seen;
+  int failures = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::stoi(argv[6]));
+  while (seen.size() < frames.size() && std::chrono::steady_clock::now() < deadline) {
+    pollfd fds[2] = {{pair.v4.fd(), POLLIN, 0}, {pair.v6.fd(), POLLIN, 0}};
+    if (poll(fds, 2, 100) <= 0) continue;
+    for (UdpCarrier* c : {&pair.v4, &pair.v6}) {
+      ReceivedPacket packet;
+      WireError verdict;
+      std::string error;
+      while (c->Receive(&packet, &verdict, &error)) {
+        if (verdict != WireError::kOk) {
+          std::printf("FAIL: a packet refused: %s\n", WireErrorName(verdict));
+          ++failures;
+          continue;
+        }
+        const auto it = by_psn.find(packet.fields.psn);
+        if (it == by_psn.end()) {
+          std::printf("FAIL: unexpected PSN %u\n", packet.fields.psn);
+          ++failures;
+          continue;
+        }
+        const test::TestFrame& want = *it->second;
+        std::vector<uint8_t> sent(512);
+        WireError e;
+        sent.resize(BuildTransport(want.fields, want.payload, sent, &e));
+        const bool same_bytes = packet.bytes.size() == sent.size() + 4 &&
+                                std::memcmp(packet.bytes.data(), sent.data(), sent.size()) == 0;
+        if (!same_bytes || packet.ends.ipv6 != want.ipv6 ||
+            packet.ends.src_port != test::SourcePortOf(want) || seen[want.number]++ != 0) {
+          std::printf("FAIL: frame %u (opcode 0x%02x): bytes %s, from port %u, seen %d times\n",
+                      want.number, want.fields.opcode, same_bytes ? "same" : "differ",
+                      packet.ends.src_port, seen[want.number]);
+          ++failures;
+        }
+      }
+      if (!error.empty()) {
+        std::printf("FAIL: %s\n", error.c_str());
+        return 1;
+      }
+    }
+  }
+  std::printf("received %zu of %zu frames, %d failures\n", seen.size(), frames.size(), failures);
+  return seen.size() == frames.size() && failures == 0 ? 0 : 1;
+}
+
+int Send(char** argv) {
+  Pair pair;
+  if (!OpenPair(argv[2], argv[3], argv[4], &pair)) return 1;
+  uint8_t dst4[16], dst6[16];
+  if (!GidOf(argv[5], dst4) || !GidOf(argv[6], dst6)) {
+    std::fprintf(stderr, "bad address %s or %s\n", argv[5], argv[6]);
+    return 1;
+  }
+  const auto frames = test::AllTestFrames();
+  for (const auto& f : frames) {
+    std::string error;
+    UdpCarrier& c = f.ipv6 ? pair.v6 : pair.v4;
+    if (!c.Send(f.ipv6 ? dst6 : dst4, test::SourcePortOf(f), f.fields, f.payload, &error)) {
+      std::fprintf(stderr, "frame %u: %s\n", f.number, error.c_str());
+      return 1;
+    }
+  }
+  std::FILE* tsv = std::fopen(argv[7], "w");
+  if (!tsv || !test::WriteTestFrames(tsv, frames) || std::fclose(tsv) != 0) {
+    std::perror(argv[7]);
+    return 1;
+  }
+  std::printf("sent %zu frames\n", frames.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 7 && std::strcmp(argv[1], "recv") == 0) return Receive(argv);
+  if (argc == 8 && std::strcmp(argv[1], "send") == 0) return Send(argv);
+  std::fprintf(stderr,
+               "usage: %s recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S\n"
+               "       %s send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv\n",
+               argv[0], argv[0]);
+  return 2;
+}
