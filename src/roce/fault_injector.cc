@@ -43,33 +43,34 @@ Fate FaultInjector::FateOf(uint64_t n) const {
   return Fate::kPass;
 }
 
-void FaultInjector::Emit(std::span<const uint8_t> packet, const Sink& send) {
+void FaultInjector::Emit(std::span<const uint8_t> packet, uint64_t tag, const Sink& send) {
   ++counters_.sent;
-  send(packet);
+  send(packet, tag);
 }
 
-void FaultInjector::Submit(std::vector<uint8_t> packet, uint64_t now_us, const Sink& send) {
+void FaultInjector::Submit(std::vector<uint8_t> packet, uint64_t tag, uint64_t now_us,
+                           const Sink& send) {
   const uint64_t n = counters_.submitted++;
   Poll(now_us, send);
   switch (FateOf(n)) {
     case Fate::kPass:
-      Emit(packet, send);
+      Emit(packet, tag, send);
       break;
     case Fate::kDrop:
       ++counters_.dropped;
       break;
     case Fate::kDuplicate:
       ++counters_.duplicated;
-      Emit(packet, send);
-      Emit(packet, send);
+      Emit(packet, tag, send);
+      Emit(packet, tag, send);
       break;
     case Fate::kReorder:
       ++counters_.reordered;
-      reordered_.push_back({now_us + config_.delay_us, std::move(packet)});
+      reordered_.push_back({now_us + config_.delay_us, tag, std::move(packet)});
       return;  // held: nothing overtook anything
     case Fate::kDelay:
       ++counters_.delayed;
-      delayed_.push_back({now_us + config_.delay_us, std::move(packet)});
+      delayed_.push_back({now_us + config_.delay_us, tag, std::move(packet)});
       break;
     case Fate::kCorrupt:
       ++counters_.corrupted;
@@ -79,24 +80,24 @@ void FaultInjector::Submit(std::vector<uint8_t> packet, uint64_t now_us, const S
         if (byte >= kBthVariantByte) ++byte;  // skip the BTH's variant byte
         packet[byte] ^= static_cast<uint8_t>(1u << (bits & 7));
       }
-      Emit(packet, send);
+      Emit(packet, tag, send);
       break;
   }
   // This packet went (or was dropped or delayed) before the ones held for
   // reordering: they follow it now.
   while (!reordered_.empty()) {
-    Emit(reordered_.front().packet, send);
+    Emit(reordered_.front().packet, reordered_.front().tag, send);
     reordered_.pop_front();
   }
 }
 
 uint64_t FaultInjector::Poll(uint64_t now_us, const Sink& send) {
   while (!delayed_.empty() && delayed_.front().due_us <= now_us) {
-    Emit(delayed_.front().packet, send);
+    Emit(delayed_.front().packet, delayed_.front().tag, send);
     delayed_.pop_front();
   }
   while (!reordered_.empty() && reordered_.front().due_us <= now_us) {
-    Emit(reordered_.front().packet, send);
+    Emit(reordered_.front().packet, reordered_.front().tag, send);
     reordered_.pop_front();
   }
   uint64_t next = std::numeric_limits<uint64_t>::max();

@@ -33,8 +33,9 @@ struct FaultCounters {
 
 class FaultInjector {
  public:
-  // Receives each packet to put on the wire, in wire order.
-  using Sink = std::function<void(std::span<const uint8_t>)>;
+  // Receives each packet to put on the wire, in wire order, with the tag it
+  // was submitted with (the carrier's note of where it goes).
+  using Sink = std::function<void(std::span<const uint8_t>, uint64_t tag)>;
 
   explicit FaultInjector(const FaultConfig& config) : config_(config) {}
 
@@ -45,7 +46,7 @@ class FaultInjector {
   // microseconds). Sends what is due: delayed packets whose time came, then
   // this packet (unless dropped, held or after its copy), then packets held
   // for reordering, which it overtook.
-  void Submit(std::vector<uint8_t> packet, uint64_t now_us, const Sink& send);
+  void Submit(std::vector<uint8_t> packet, uint64_t tag, uint64_t now_us, const Sink& send);
 
   // Sends delayed packets whose time came, and packets held for reordering
   // longer than delay_us (no later packet came to overtake them). Returns
@@ -60,9 +61,10 @@ class FaultInjector {
  private:
   struct Held {
     uint64_t due_us;
+    uint64_t tag;
     std::vector<uint8_t> packet;
   };
-  void Emit(std::span<const uint8_t> packet, const Sink& send);
+  void Emit(std::span<const uint8_t> packet, uint64_t tag, const Sink& send);
 
   FaultConfig config_;
   FaultCounters counters_;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "roce/headers.h"
@@ -19,6 +20,12 @@ constexpr uint8_t kIpv4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0
 
 // The largest RoCE packet: 4096-byte MTU payload plus headers.
 constexpr size_t kMaxRoceBytes = 4096 + 128;
+
+uint64_t NowUs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
 
 std::string Errno(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
@@ -95,6 +102,9 @@ int UdpCarrier::SendSocket(uint16_t src_port, std::string* error) {
 }
 
 bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* error) {
+  FaultConfig faults;
+  if (!FaultConfigFromEnvironment(&faults, error)) return false;
+  if (faults.Any()) injector_ = std::make_unique<FaultInjector>(faults);
   local_ = Endpoints{};
   SetAddressFromGid(gid, /*source=*/true, &local_);
   scope_id_ = scope_id;
@@ -116,18 +126,47 @@ bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* err
   return true;
 }
 
+int64_t UdpCarrier::RouteTo(const Endpoints& ends, std::string* error) {
+  std::array<uint8_t, 16> dst;
+  std::memcpy(dst.data(), ends.dst, 16);
+  const auto key = std::make_pair(ends.src_port, dst);
+  if (auto it = route_index_.find(key); it != route_index_.end()) {
+    return static_cast<int64_t>(it->second);
+  }
+  const int fd = SendSocket(ends.src_port, error);
+  if (fd < 0) return -1;
+  Route route{fd, {}, 0};
+  route.to_len = SockaddrOf(ends, /*source=*/false, kRoceV2Port, scope_id_, &route.to);
+  routes_.push_back(route);
+  route_index_[key] = routes_.size() - 1;
+  return static_cast<int64_t>(routes_.size() - 1);
+}
+
+bool UdpCarrier::Transmit(std::span<const uint8_t> roce, uint64_t route, std::string* error) {
+  const Route& r = routes_[route];
+  const ssize_t n =
+      sendto(r.fd, roce.data(), roce.size(), 0, reinterpret_cast<const sockaddr*>(&r.to), r.to_len);
+  if (n != static_cast<ssize_t>(roce.size())) {
+    if (error) *error = Errno("sendto");
+    ++counters_.send_errors;
+    return false;
+  }
+  ++counters_.sent;
+  return true;
+}
+
 bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const TransportFields& fields,
                       std::span<const uint8_t> payload, std::string* error) {
   if (GidIsIpv4(dst_gid) == local_.ipv6) {
     *error = "destination GID and local GID are of different IP versions";
     return false;
   }
-  const int fd = SendSocket(src_port, error);
-  if (fd < 0) return false;
   Endpoints ends = local_;
   SetAddressFromGid(dst_gid, /*source=*/false, &ends);
   ends.src_port = src_port;
   ends.dst_port = kRoceV2Port;
+  const int64_t route = RouteTo(ends, error);
+  if (route < 0) return false;
   // Build the whole packet, then hand the kernel what follows the UDP header.
   uint8_t buf[48 + kMaxRoceBytes];
   WireError wire;
@@ -136,15 +175,23 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
     *error = std::string("cannot build the packet: ") + WireErrorName(wire);
     return false;
   }
-  const size_t head = IpUdpBytes(ends.ipv6);
-  sockaddr_storage sa;
-  const socklen_t sa_len = SockaddrOf(ends, /*source=*/false, kRoceV2Port, scope_id_, &sa);
-  const ssize_t n = sendto(fd, buf + head, len - head, 0, reinterpret_cast<sockaddr*>(&sa), sa_len);
-  if (n != static_cast<ssize_t>(len - head)) {
-    *error = Errno("sendto");
-    return false;
-  }
+  const std::span<const uint8_t> roce(buf + IpUdpBytes(ends.ipv6), buf + len);
+  if (!injector_) return Transmit(roce, static_cast<uint64_t>(route), error);
+  injector_->Submit(std::vector<uint8_t>(roce.begin(), roce.end()), static_cast<uint64_t>(route),
+                    NowUs(),
+                    [this](std::span<const uint8_t> p, uint64_t r) { Transmit(p, r, nullptr); });
   return true;
+}
+
+uint64_t UdpCarrier::PollFaults() {
+  if (!injector_) return UINT64_MAX;
+  return injector_->Poll(
+      NowUs(), [this](std::span<const uint8_t> p, uint64_t r) { Transmit(p, r, nullptr); });
+}
+
+void UdpCarrier::FlushFaults() {
+  if (!injector_) return;
+  injector_->Flush([this](std::span<const uint8_t> p, uint64_t r) { Transmit(p, r, nullptr); });
 }
 
 bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* error) {
@@ -160,6 +207,7 @@ bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* e
   if (static_cast<size_t>(n) > out->bytes.size()) {
     out->bytes.clear();
     *verdict = WireError::kBadLength;  // larger than any RoCE packet
+    ++counters_.refused[static_cast<size_t>(*verdict)];
     return true;
   }
   out->bytes.resize(static_cast<size_t>(n));
@@ -183,6 +231,11 @@ bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* e
   WriteIpUdp(ends, out->bytes.size(), ip_udp);
   *verdict =
       ParseRoce(std::span(ip_udp, IpUdpBytes(ends.ipv6)), out->bytes, &out->fields, &out->payload);
+  if (*verdict == WireError::kOk) {
+    ++counters_.received;
+  } else {
+    ++counters_.refused[static_cast<size_t>(*verdict)];
+  }
   return true;
 }
 

@@ -6,16 +6,22 @@
 // the carrier the transport part and an ICRC over the headers the kernel
 // will write (IPv4: DF set and, on an unconnected socket with DF, ID 0 -
 // Linux's ip_select_ident - as rxe sends; the variant fields are masked).
-// Not yet under the transport engine; the fault injector is not in front of
-// it yet either.
+// With SOFTVERBS_ROCE_FAULTS set (fault_config.h) every packet it sends goes
+// through the fault injector first. Not yet under the transport engine.
 #pragma once
 
+#include <sys/socket.h>
+
+#include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "roce/fault_injector.h"
 #include "roce/packet.h"
 
 namespace softverbs::roce {
@@ -32,6 +38,15 @@ struct ReceivedPacket {
   std::span<const uint8_t> payload;  // inside bytes, without pad (not valid in a copy)
 };
 
+// What the carrier did (the transport counters of `softverbs status` will
+// come from here).
+struct CarrierCounters {
+  uint64_t sent = 0;         // datagrams handed to the kernel
+  uint64_t send_errors = 0;  // sendto failures of packets released by the fault injector
+  uint64_t received = 0;     // packets accepted by the parser
+  uint64_t refused[kWireErrorCount] = {};  // packets refused, by reason (kBadIcrc: ICRC errors)
+};
+
 class UdpCarrier {
  public:
   UdpCarrier() = default;
@@ -40,14 +55,16 @@ class UdpCarrier {
   UdpCarrier& operator=(const UdpCarrier&) = delete;
 
   // Binds UDP 4791 on the GID's address; scope_id is the interface index
-  // (needed for link-local IPv6 GIDs). False with *error.
+  // (needed for link-local IPv6 GIDs); reads SOFTVERBS_ROCE_FAULTS. False
+  // with *error (a bad SOFTVERBS_ROCE_FAULTS included).
   bool Open(const uint8_t gid[16], uint32_t scope_id, std::string* error);
 
   // The receive socket (non-blocking), for poll/epoll.
   int fd() const { return recv_fd_; }
 
   // Sends one packet to dst_gid from the flow source port src_port (a
-  // socket bound to it is made on first use). False with *error.
+  // socket bound to it is made on first use), through the fault injector
+  // when faults are set. False with *error.
   bool Send(const uint8_t dst_gid[16], uint16_t src_port, const TransportFields& fields,
             std::span<const uint8_t> payload, std::string* error);
 
@@ -56,13 +73,36 @@ class UdpCarrier {
   // false: nothing to read (or a socket error, in *error).
   bool Receive(ReceivedPacket* out, WireError* verdict, std::string* error);
 
+  // Sends the packets the fault injector held whose time came; returns the
+  // steady-clock microsecond when the next is due (UINT64_MAX: none).
+  uint64_t PollFaults();
+  // Sends everything the fault injector still holds.
+  void FlushFaults();
+
+  const CarrierCounters& counters() const { return counters_; }
+  // Null without faults.
+  const FaultInjector* faults() const { return injector_.get(); }
+
  private:
+  // Where a packet goes: the socket of its source port and its destination.
+  struct Route {
+    int fd;
+    sockaddr_storage to;
+    socklen_t to_len;
+  };
   int SendSocket(uint16_t src_port, std::string* error);
+  // The index of the route (made on first use), or -1 with *error.
+  int64_t RouteTo(const Endpoints& ends, std::string* error);
+  bool Transmit(std::span<const uint8_t> roce, uint64_t route, std::string* error);
 
   Endpoints local_;  // our address, in src
   uint32_t scope_id_ = 0;
   int recv_fd_ = -1;
   std::map<uint16_t, int> send_fds_;  // by source port
+  std::vector<Route> routes_;
+  std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, size_t> route_index_;
+  std::unique_ptr<FaultInjector> injector_;
+  CarrierCounters counters_;
 };
 
 }  // namespace softverbs::roce

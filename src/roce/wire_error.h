@@ -2,6 +2,7 @@
 // check, for the log channel and the counters.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace softverbs::roce {
@@ -20,6 +21,8 @@ enum class WireError : uint8_t {
   kBadIcrc,            // ICRC does not match the packet
   kBufferTooSmall,     // build: the output buffer cannot hold the packet
 };
+
+inline constexpr size_t kWireErrorCount = static_cast<size_t>(WireError::kBufferTooSmall) + 1;
 
 // "too short", "bad ICRC", ... (static strings).
 const char* WireErrorName(WireError error);

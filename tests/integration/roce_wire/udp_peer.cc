@@ -2,18 +2,23 @@
 // packets of test_frames.h sent through src/roce's UDP carrier from one
 // network namespace and received, parsed and ICRC-checked in the other.
 //
-//   roce_udp_peer recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S
+//   roce_udp_peer recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S FAULTS
 //       binds UDP 4791 on both addresses, creates READY_FILE, then waits
 //       (at most TIMEOUT_S) for every test frame; exit 0 when each arrived
-//       once, accepted by the parser (ICRC included) with the bytes sent,
-//       from the frame's flow source port.
+//       as often as expected, accepted by the parser (ICRC included) with
+//       the bytes sent, from the frame's flow source port. FAULTS is the
+//       sender's SOFTVERBS_ROCE_FAULTS ("-": none): the fates are then
+//       known in advance (dropped: never; duplicated: twice; corrupted:
+//       refused), since they follow the seed and the packet number only.
 //   roce_udp_peer send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv
 //       sends every test frame (IPv4 frames between the IPv4 addresses,
-//       IPv6 between the IPv6 ones) and writes their table.
+//       IPv6 between the IPv6 ones; through the fault injector when
+//       SOFTVERBS_ROCE_FAULTS is set) and writes their table.
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -60,32 +65,83 @@ bool OpenPair(const char* ipv4, const char* ipv6, const char* ifname, Pair* pair
   return true;
 }
 
+// How many times each frame (by PSN) must be accepted, and how many packets
+// refused, when the sender's carrier runs with the fault injector set to
+// `faults` ("-": none). Fates follow the packet number per carrier (the
+// IPv4 and the IPv6 one each count from 0), as the sender's injectors do.
+bool Expect(const char* faults, const std::vector<test::TestFrame>& frames,
+            std::map<uint32_t, int>* copies, int* refusals) {
+  FaultConfig config;
+  std::string error;
+  if (std::strcmp(faults, "-") != 0 && !ParseFaultConfig(faults, &config, &error)) {
+    std::fprintf(stderr, "faults: %s\n", error.c_str());
+    return false;
+  }
+  const FaultInjector injector(config);
+  uint64_t next[2] = {0, 0};
+  *refusals = 0;
+  for (const auto& f : frames) {
+    int n = 1;
+    if (config.Any()) {
+      switch (injector.FateOf(next[f.ipv6]++)) {
+        case Fate::kDrop:
+          n = 0;
+          break;
+        case Fate::kDuplicate:
+          n = 2;
+          break;
+        case Fate::kCorrupt:
+          n = 0;
+          ++*refusals;
+          break;
+        default:
+          break;
+      }
+    }
+    (*copies)[f.fields.psn] = n;
+  }
+  return true;
+}
+
 int Receive(char** argv) {
   Pair pair;
   if (!OpenPair(argv[2], argv[3], argv[4], &pair)) return 1;
+  const auto frames = test::AllTestFrames();
+  std::map<uint32_t, int> want_copies;
+  int want_refused = 0;
+  if (!Expect(argv[7], frames, &want_copies, &want_refused)) return 2;
+  int want_accepted = 0;
+  for (const auto& [psn, n] : want_copies) want_accepted += n;
   if (std::FILE* ready = std::fopen(argv[5], "w")) {
     std::fclose(ready);
   } else {
     std::perror(argv[5]);
     return 1;
   }
-  const auto frames = test::AllTestFrames();
   std::map<uint32_t, const test::TestFrame*> by_psn;
   for (const auto& f : frames) by_psn[f.fields.psn] = &f;
-  std::map<uint32_t, int> seen;
-  int failures = 0;
+  std::map<uint32_t, int> copies;
+  int accepted = 0, refused = 0, failures = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::stoi(argv[6]));
-  while (seen.size() < frames.size() && std::chrono::steady_clock::now() < deadline) {
+  // Until everything expected came; then 300 ms more, to see any extra copy.
+  auto end = deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (accepted >= want_accepted && refused >= want_refused && end == deadline) {
+      end = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(300));
+    }
     pollfd fds[2] = {{pair.v4.fd(), POLLIN, 0}, {pair.v6.fd(), POLLIN, 0}};
-    if (poll(fds, 2, 100) <= 0) continue;
+    if (poll(fds, 2, 50) <= 0) continue;
     for (UdpCarrier* c : {&pair.v4, &pair.v6}) {
       ReceivedPacket packet;
       WireError verdict;
       std::string error;
       while (c->Receive(&packet, &verdict, &error)) {
         if (verdict != WireError::kOk) {
-          std::printf("FAIL: a packet refused: %s\n", WireErrorName(verdict));
-          ++failures;
+          ++refused;
+          if (want_refused == 0) {
+            std::printf("FAIL: a packet refused: %s\n", WireErrorName(verdict));
+            ++failures;
+          }
           continue;
         }
         const auto it = by_psn.find(packet.fields.psn);
@@ -94,17 +150,18 @@ int Receive(char** argv) {
           ++failures;
           continue;
         }
+        ++accepted;
         const test::TestFrame& want = *it->second;
+        ++copies[want.fields.psn];
         std::vector<uint8_t> sent(512);
         WireError e;
         sent.resize(BuildTransport(want.fields, want.payload, sent, &e));
         const bool same_bytes = packet.bytes.size() == sent.size() + 4 &&
                                 std::memcmp(packet.bytes.data(), sent.data(), sent.size()) == 0;
         if (!same_bytes || packet.ends.ipv6 != want.ipv6 ||
-            packet.ends.src_port != test::SourcePortOf(want) || seen[want.number]++ != 0) {
-          std::printf("FAIL: frame %u (opcode 0x%02x): bytes %s, from port %u, seen %d times\n",
-                      want.number, want.fields.opcode, same_bytes ? "same" : "differ",
-                      packet.ends.src_port, seen[want.number]);
+            packet.ends.src_port != test::SourcePortOf(want)) {
+          std::printf("FAIL: frame %u (opcode 0x%02x): bytes %s, from port %u\n", want.number,
+                      want.fields.opcode, same_bytes ? "same" : "differ", packet.ends.src_port);
           ++failures;
         }
       }
@@ -114,8 +171,21 @@ int Receive(char** argv) {
       }
     }
   }
-  std::printf("received %zu of %zu frames, %d failures\n", seen.size(), frames.size(), failures);
-  return seen.size() == frames.size() && failures == 0 ? 0 : 1;
+  for (const auto& [psn, n] : want_copies) {
+    if (copies[psn] != n) {
+      std::printf("FAIL: frame %u arrived %d times, expected %d\n", by_psn[psn]->number,
+                  copies[psn], n);
+      ++failures;
+    }
+  }
+  if (refused != want_refused) {
+    std::printf("FAIL: %d packets refused, expected %d\n", refused, want_refused);
+    ++failures;
+  }
+  std::printf(
+      "received %d packets (expected %d) of %zu frames, %d refused (expected %d), %d failures\n",
+      accepted, want_accepted, frames.size(), refused, want_refused, failures);
+  return failures == 0 ? 0 : 1;
 }
 
 int Send(char** argv) {
@@ -135,6 +205,19 @@ int Send(char** argv) {
       return 1;
     }
   }
+  pair.v4.FlushFaults();
+  pair.v6.FlushFaults();
+  for (const UdpCarrier* c : {&pair.v4, &pair.v6}) {
+    if (const FaultInjector* f = c->faults()) {
+      const FaultCounters& n = f->counters();
+      std::printf(
+          "faults: %llu packets, %llu dropped, %llu duplicated, %llu reordered, "
+          "%llu delayed, %llu corrupted\n",
+          (unsigned long long)n.submitted, (unsigned long long)n.dropped,
+          (unsigned long long)n.duplicated, (unsigned long long)n.reordered,
+          (unsigned long long)n.delayed, (unsigned long long)n.corrupted);
+    }
+  }
   std::FILE* tsv = std::fopen(argv[7], "w");
   if (!tsv || !test::WriteTestFrames(tsv, frames) || std::fclose(tsv) != 0) {
     std::perror(argv[7]);
@@ -147,10 +230,10 @@ int Send(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 7 && std::strcmp(argv[1], "recv") == 0) return Receive(argv);
+  if (argc == 8 && std::strcmp(argv[1], "recv") == 0) return Receive(argv);
   if (argc == 8 && std::strcmp(argv[1], "send") == 0) return Send(argv);
   std::fprintf(stderr,
-               "usage: %s recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S\n"
+               "usage: %s recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S FAULTS\n"
                "       %s send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv\n",
                argv[0], argv[0]);
   return 2;

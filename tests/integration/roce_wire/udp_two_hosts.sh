@@ -30,7 +30,7 @@ for _ in $(seq 200); do
 done
 grep -q "Capturing on" "$WORK/tshark.err" || { echo "FAIL: tshark did not start"; cat "$WORK/tshark.err"; exit 1; }
 
-th_exec b "$PEER" recv "$TH_ADDR_B" "$TH_LL_B" "$TH_IF_B" "$WORK/ready" 30 >"$WORK/recv.out" 2>&1 &
+th_exec b "$PEER" recv "$TH_ADDR_B" "$TH_LL_B" "$TH_IF_B" "$WORK/ready" 30 - >"$WORK/recv.out" 2>&1 &
 recv_pid=$!
 for _ in $(seq 200); do
   [ -e "$WORK/ready" ] && break

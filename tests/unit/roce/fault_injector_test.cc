@@ -96,13 +96,20 @@ uint32_t NumberOf(std::span<const uint8_t> p) {
 }
 
 // Runs n packets through an injector, 1 us apart, then flushes; returns
-// the packet numbers in wire order.
+// the packet numbers in wire order (from the tags, which a corruption of the
+// bytes does not touch; the bytes must say the same unless corrupted).
 std::vector<uint32_t> Inject(const FaultConfig& config, uint32_t n,
                              FaultCounters* counters = nullptr) {
   FaultInjector injector(config);
   std::vector<uint32_t> wire;
-  const auto sink = [&](std::span<const uint8_t> p) { wire.push_back(NumberOf(p)); };
-  for (uint32_t i = 0; i < n; ++i) injector.Submit(Numbered(i), i, sink);
+  const auto sink = [&](std::span<const uint8_t> p, uint64_t tag) {
+    const auto number = static_cast<uint32_t>(tag - 1000);
+    if (config.corrupt == 0) {
+      EXPECT_EQ(NumberOf(p), number);
+    }
+    wire.push_back(number);
+  };
+  for (uint32_t i = 0; i < n; ++i) injector.Submit(Numbered(i), i + 1000, i, sink);
   injector.Flush(sink);
   if (counters) *counters = injector.counters();
   return wire;
@@ -163,10 +170,13 @@ TEST(RoceFaultInjector, WhatEachFaultDoes) {
   FaultConfig c = Parse("reorder=0.3,seed=5");
   FaultInjector injector(c);
   std::vector<uint32_t> wire;
-  const auto sink = [&](std::span<const uint8_t> p) { wire.push_back(NumberOf(p)); };
+  const auto sink = [&](std::span<const uint8_t> p, uint64_t tag) {
+    EXPECT_EQ(tag, NumberOf(p) + 1000u);
+    wire.push_back(NumberOf(p));
+  };
   uint32_t i = 0;
   while (injector.FateOf(i) != Fate::kReorder || injector.FateOf(i + 1) != Fate::kPass) ++i;
-  for (uint32_t k = 0; k <= i + 1; ++k) injector.Submit(Numbered(k), 0, sink);
+  for (uint32_t k = 0; k <= i + 1; ++k) injector.Submit(Numbered(k), k + 1000, 0, sink);
   ASSERT_GE(wire.size(), 2u);
   EXPECT_EQ(wire[wire.size() - 2], i + 1);
   EXPECT_EQ(wire.back(), i);
@@ -174,7 +184,7 @@ TEST(RoceFaultInjector, WhatEachFaultDoes) {
   // Delay: held for delay_us; Poll says when and releases it then.
   FaultInjector delayer(Parse("delay=1,delay_us=100"));
   wire.clear();
-  delayer.Submit(Numbered(7), 1000, sink);
+  delayer.Submit(Numbered(7), 1007, 1000, sink);
   EXPECT_TRUE(wire.empty());
   EXPECT_EQ(delayer.Poll(1099, sink), 1100u);
   EXPECT_TRUE(wire.empty());
@@ -184,7 +194,7 @@ TEST(RoceFaultInjector, WhatEachFaultDoes) {
   // A packet held for reordering with nothing after it goes after delay_us.
   FaultInjector lone(Parse("reorder=1,delay_us=50"));
   wire.clear();
-  lone.Submit(Numbered(3), 0, sink);
+  lone.Submit(Numbered(3), 1003, 0, sink);
   EXPECT_EQ(lone.Poll(49, sink), 50u);
   lone.Poll(50, sink);
   EXPECT_EQ(wire, std::vector<uint32_t>{3});
@@ -213,7 +223,7 @@ TEST(RoceFaultInjector, CorruptionIsCaughtByTheIcrc) {
   FaultInjector injector(Parse("corrupt=1,seed=3"));
   int checked = 0;
   for (uint32_t i = 0; i < 2000; ++i) {
-    injector.Submit(roce, i, [&](std::span<const uint8_t> p) {
+    injector.Submit(roce, 0, i, [&](std::span<const uint8_t> p, uint64_t) {
       int bits = 0;
       for (size_t k = 0; k < p.size(); ++k) bits += __builtin_popcount(p[k] ^ roce[k]);
       EXPECT_EQ(bits, 1);
