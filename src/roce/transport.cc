@@ -1,6 +1,7 @@
 #include "roce/transport.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "datapath/ibta_opcode.h"
 #include "roce/headers.h"
@@ -26,12 +27,22 @@ constexpr HeaderSlot kWireOrder[] = {
     {dp::kHeaderImmDt, sizeof(ImmDt)}, {dp::kHeaderIeth, sizeof(Ieth)},
 };
 
-// Writes (or, with read = true, reads) one extended header at p.
-void Transfer(uint8_t bit, uint8_t* p, TransportFields* f, bool read) {
+// Reading goes from const bytes to mutable fields, writing the other way:
+// Byte (const uint8_t or uint8_t) says which, and the types follow.
+template <typename Byte>
+constexpr bool kReading = std::is_const_v<Byte>;
+template <typename Byte, typename T>
+using Like = std::conditional_t<kReading<Byte>, const T, T>;
+template <typename Byte>
+using FieldsFor = std::conditional_t<kReading<Byte>, TransportFields, const TransportFields>;
+
+// Reads or writes one extended header at p.
+template <typename Byte>
+void Transfer(uint8_t bit, Byte* p, FieldsFor<Byte>* f) {
   switch (bit) {
     case dp::kHeaderReth: {
-      auto* h = reinterpret_cast<Reth*>(p);
-      if (read) {
+      auto* h = reinterpret_cast<Like<Byte, Reth>*>(p);
+      if constexpr (kReading<Byte>) {
         f->va = h->va.get(), f->rkey = h->rkey.get(), f->dma_len = h->dma_len.get();
       } else {
         h->va.set(f->va), h->rkey.set(f->rkey), h->dma_len.set(f->dma_len);
@@ -39,8 +50,8 @@ void Transfer(uint8_t bit, uint8_t* p, TransportFields* f, bool read) {
       break;
     }
     case dp::kHeaderAtomicEth: {
-      auto* h = reinterpret_cast<AtomicEth*>(p);
-      if (read) {
+      auto* h = reinterpret_cast<Like<Byte, AtomicEth>*>(p);
+      if constexpr (kReading<Byte>) {
         f->va = h->va.get(), f->rkey = h->rkey.get();
         f->swap_add = h->swap_add.get(), f->compare = h->compare.get();
       } else {
@@ -50,8 +61,8 @@ void Transfer(uint8_t bit, uint8_t* p, TransportFields* f, bool read) {
       break;
     }
     case dp::kHeaderAeth: {
-      auto* h = reinterpret_cast<Aeth*>(p);
-      if (read) {
+      auto* h = reinterpret_cast<Like<Byte, Aeth>*>(p);
+      if constexpr (kReading<Byte>) {
         f->syndrome = h->syndrome, f->msn = h->msn.get();
       } else {
         h->syndrome = f->syndrome, h->msn.set(f->msn);
@@ -59,8 +70,8 @@ void Transfer(uint8_t bit, uint8_t* p, TransportFields* f, bool read) {
       break;
     }
     case dp::kHeaderAtomicAckEth: {
-      auto* h = reinterpret_cast<AtomicAckEth*>(p);
-      if (read) {
+      auto* h = reinterpret_cast<Like<Byte, AtomicAckEth>*>(p);
+      if constexpr (kReading<Byte>) {
         f->atomic_orig = h->orig.get();
       } else {
         h->orig.set(f->atomic_orig);
@@ -68,8 +79,8 @@ void Transfer(uint8_t bit, uint8_t* p, TransportFields* f, bool read) {
       break;
     }
     case dp::kHeaderImmDt: {
-      auto* h = reinterpret_cast<ImmDt*>(p);
-      if (read) {
+      auto* h = reinterpret_cast<Like<Byte, ImmDt>*>(p);
+      if constexpr (kReading<Byte>) {
         f->imm = h->imm.get();
       } else {
         h->imm.set(f->imm);
@@ -77,8 +88,8 @@ void Transfer(uint8_t bit, uint8_t* p, TransportFields* f, bool read) {
       break;
     }
     case dp::kHeaderIeth: {
-      auto* h = reinterpret_cast<Ieth*>(p);
-      if (read) {
+      auto* h = reinterpret_cast<Like<Byte, Ieth>*>(p);
+      if constexpr (kReading<Byte>) {
         f->invalidate_rkey = h->rkey.get();
       } else {
         h->rkey.set(f->invalidate_rkey);
@@ -88,12 +99,13 @@ void Transfer(uint8_t bit, uint8_t* p, TransportFields* f, bool read) {
   }
 }
 
-// Writes or reads all headers after the BTH; returns the bytes covered.
-size_t TransferExtended(uint8_t opcode, uint8_t* p, TransportFields* f, bool read) {
-  uint8_t* start = p;
+// Reads or writes all headers after the BTH; returns the bytes covered.
+template <typename Byte>
+size_t TransferExtended(uint8_t opcode, Byte* p, FieldsFor<Byte>* f) {
+  Byte* start = p;
   if (CarriesXrcEth(opcode)) {
-    auto* h = reinterpret_cast<XrcEth*>(p);
-    if (read) {
+    auto* h = reinterpret_cast<Like<Byte, XrcEth>*>(p);
+    if constexpr (kReading<Byte>) {
       f->xrc_srq = h->xrc_srq.get();
     } else {
       h->resv8 = 0, h->xrc_srq.set(f->xrc_srq);
@@ -101,8 +113,8 @@ size_t TransferExtended(uint8_t opcode, uint8_t* p, TransportFields* f, bool rea
     p += sizeof(XrcEth);
   }
   if (CarriesDeth(opcode)) {
-    auto* h = reinterpret_cast<Deth*>(p);
-    if (read) {
+    auto* h = reinterpret_cast<Like<Byte, Deth>*>(p);
+    if constexpr (kReading<Byte>) {
       f->qkey = h->qkey.get(), f->src_qp = h->src_qp.get();
     } else {
       h->qkey.set(f->qkey), h->resv8 = 0, h->src_qp.set(f->src_qp);
@@ -112,7 +124,7 @@ size_t TransferExtended(uint8_t opcode, uint8_t* p, TransportFields* f, bool rea
   const uint8_t headers = RowOf(opcode).headers;
   for (const HeaderSlot& slot : kWireOrder) {
     if (headers & slot.bit) {
-      Transfer(slot.bit, p, f, read);
+      Transfer(slot.bit, p, f);
       p += slot.bytes;
     }
   }
@@ -168,8 +180,7 @@ size_t BuildTransport(const TransportFields& fields, std::span<const uint8_t> pa
   bth->dest_qp.set(fields.dest_qp);
   bth->ackreq_resv7 = fields.ack_req ? kBthAckReq : 0;
   bth->psn.set(fields.psn);
-  TransportFields copy = fields;
-  TransferExtended(fields.opcode, out.data() + sizeof(Bth), &copy, /*read=*/false);
+  TransferExtended(fields.opcode, out.data() + sizeof(Bth), &fields);
   if (!payload.empty()) std::memcpy(out.data() + header_bytes, payload.data(), payload.size());
   std::memset(out.data() + header_bytes + payload.size(), 0, pad);
   *error = WireError::kOk;
@@ -199,7 +210,7 @@ WireError ParseTransport(std::span<const uint8_t> in, TransportFields* fields,
   fields->dest_qp = static_cast<uint32_t>(bth->dest_qp.get());
   fields->ack_req = bth->ackreq_resv7 & kBthAckReq;
   fields->psn = static_cast<uint32_t>(bth->psn.get());
-  TransferExtended(opcode, const_cast<uint8_t*>(in.data()) + sizeof(Bth), fields, /*read=*/true);
+  TransferExtended(opcode, in.data() + sizeof(Bth), fields);
   *payload = in.subspan(header_bytes, rest - pad);
   return WireError::kOk;
 }
