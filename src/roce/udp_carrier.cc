@@ -167,15 +167,21 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
   ends.dst_port = kRoceV2Port;
   const int64_t route = RouteTo(ends, error);
   if (route < 0) return false;
-  // Build the whole packet, then hand the kernel what follows the UDP header.
+  // The transport part and its ICRC over the IP/UDP headers the kernel
+  // will write; the kernel fills the IP and UDP checksums itself.
   uint8_t buf[48 + kMaxRoceBytes];
+  const size_t head = IpUdpBytes(ends.ipv6);
   WireError wire;
-  const size_t len = BuildPacket(ends, fields, payload, std::span(buf), &wire);
-  if (len == 0) {
+  const size_t transport = BuildTransport(
+      fields, payload, std::span(buf + head, sizeof(buf) - head - kIcrcBytes), &wire);
+  if (transport == 0) {
     *error = std::string("cannot build the packet: ") + WireErrorName(wire);
     return false;
   }
-  const std::span<const uint8_t> roce(buf + IpUdpBytes(ends.ipv6), buf + len);
+  WriteIpUdp(ends, transport + kIcrcBytes, buf);
+  StoreIcrc(ComputeIcrc(std::span(buf, head), std::span(buf + head, transport)),
+            buf + head + transport);
+  const std::span<const uint8_t> roce(buf + head, transport + kIcrcBytes);
   if (!injector_) return Transmit(roce, static_cast<uint64_t>(route), error);
   injector_->Submit(std::vector<uint8_t>(roce.begin(), roce.end()), static_cast<uint64_t>(route),
                     NowUs(),
