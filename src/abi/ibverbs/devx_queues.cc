@@ -27,9 +27,12 @@ namespace mlx5 = softverbs::datapath::mlx5;
 
 namespace {
 
-// Backing off when no queue has work: spin this long, then sleep, doubling
-// the nap up to kMaxNap.
-constexpr uint64_t kSpinNs = 50'000;
+// Backing off when no queue has work: keep looking (yielding the CPU) for
+// kSpinNs after the last work - a ping-pong's next message comes within
+// that - then sleep, from kFirstNapUs doubling up to kMaxNapUs, so an idle
+// queue costs a wake-up per millisecond at most.
+constexpr uint64_t kSpinNs = 2'000'000;
+constexpr useconds_t kFirstNapUs = 20;
 constexpr useconds_t kMaxNapUs = 1000;
 
 uint32_t LoadBe32(volatile uint32_t* word) {
@@ -303,7 +306,7 @@ bool ServiceCq(DevxCq& cq) {
 
 void EngineLoop(DevxEngine* engine) {
   uint64_t idle_since = 0;
-  useconds_t nap = 1;
+  useconds_t nap = kFirstNapUs;
   while (!engine->stop.load(std::memory_order_acquire)) {
     bool busy = false;
     {
@@ -313,7 +316,7 @@ void EngineLoop(DevxEngine* engine) {
     }
     if (busy) {
       idle_since = 0;
-      nap = 1;
+      nap = kFirstNapUs;
       continue;
     }
     const uint64_t now = dp::NowNs();

@@ -254,7 +254,7 @@ void CheckSomeIdle(SelfMaps& maps) {
 // entry is dropped (its pages are private now). Ranges of live MRs stay
 // shared (docs/datapath.md, "Fork").
 void PrivatizeIdleBeforeFork() {
-  g_mutex.lock();  // released by the parent and child handlers
+  g_mutex.lock();  // released by AfterForkInParent / AfterForkInChild
   SelfMaps maps;
   for (size_t i = g_backings.size(); i-- > 0;) {
     const Backing& b = g_backings[i];
@@ -267,14 +267,59 @@ void PrivatizeIdleBeforeFork() {
   }
 }
 
-void UnlockAfterFork() {
+// Live MRs' ranges (MAP_SHARED over their memfd) are copied just before
+// fork into private snapshots that the child maps over the ranges, as the
+// kernel gives a child copies of pinned pages (Linux 5.13 and later): the
+// child has none of the parent's MRs, and its writes there - a heap
+// buffer's neighbours, the allocator's own metadata - must not reach the
+// parent, nor the parent's later ones reach it. With ibv_fork_init the
+// ranges are MADV_DONTFORK: the child gets nothing there, nothing to copy.
+struct Snapshot {
+  uint64_t begin;
+  size_t len;
+  void* copy;
+};
+std::vector<Snapshot> g_snapshots;  // between the prepare and the parent/child handlers
+
+void SnapshotLiveRanges() {
+  g_snapshots.clear();
+  if (g_fork_initialized) return;
+  for (const Backing& b : g_backings) {
+    if (b.detached || b.refs == 0) continue;
+    const size_t len = b.end - b.begin;
+    void* copy = RawMmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED) continue;  // this range stays shared: no better choice
+    memcpy(copy, reinterpret_cast<const void*>(b.begin), len);
+    g_snapshots.push_back({b.begin, len, copy});
+  }
+}
+
+void BeforeFork() {
+  PrivatizeIdleBeforeFork();  // takes g_mutex
+  SnapshotLiveRanges();
+}
+
+void AfterForkInParent() {
+  for (const Snapshot& s : g_snapshots) syscall(SYS_munmap, s.copy, s.len);
+  g_snapshots.clear();
+  g_mutex.unlock();
+}
+
+void AfterForkInChild() {
+  for (const Snapshot& s : g_snapshots) {
+    if (syscall(SYS_mremap, s.copy, s.len, s.len, MREMAP_MAYMOVE | MREMAP_FIXED, s.begin) == -1) {
+      syscall(SYS_munmap, s.copy, s.len);
+    }
+  }
+  g_snapshots.clear();
+  for (const Backing& b : g_backings) close(b.fd);
+  g_backings.clear();  // the child registered nothing
   g_mutex.unlock();
 }
 
 void InstallForkHandlers() {
   static std::once_flag once;
-  std::call_once(once,
-                 [] { pthread_atfork(PrivatizeIdleBeforeFork, UnlockAfterFork, UnlockAfterFork); });
+  std::call_once(once, [] { pthread_atfork(BeforeFork, AfterForkInParent, AfterForkInChild); });
 }
 
 }  // namespace

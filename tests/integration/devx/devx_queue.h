@@ -7,6 +7,7 @@
 
 #include <endian.h>
 #include <infiniband/mlx5dv.h>
+#include <sched.h>
 #include <time.h>
 
 #include <cstring>
@@ -140,6 +141,9 @@ class DevxQueue {
     for (;;) {
       const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
       if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) break;
+      // Polite polling: the device's engine is a thread of this process,
+      // and with more spinning threads than cores it must get the CPU.
+      sched_yield();
       clock_gettime(CLOCK_MONOTONIC, &now);
       if (now.tv_sec - start.tv_sec + (now.tv_nsec - start.tv_nsec) / 1e9 > seconds) return result;
     }

@@ -501,5 +501,42 @@ TEST_F(PdMrTest, ForkAfterDeregGivesTheChildPrivateMemory) {
   munmap(mem, len);
 }
 
+// A live MR's pages across fork (no ibv_fork_init): the child gets a private
+// copy of what the parent had (as the kernel copies pinned pages), its writes
+// stay in the child, and the parent's later writes do not reach the child.
+TEST_F(PdMrTest, ForkWithALiveMrGivesTheChildACopy) {
+  const size_t len = 16 * 4096;
+  void* mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* bytes = static_cast<uint8_t*>(mem);
+  memset(bytes, 'p', len);
+  ibv_mr* mr = ibv_reg_mr(pd_, mem, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(3);  // the parent has written 'P' meanwhile
+    if (bytes[0] != 'p') _exit(1);          // the parent's write reached the child
+    memset(bytes, 'c', len);
+    _exit(0);
+  }
+  memset(bytes, 'P', len);
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the parent's write after fork reached the child";
+  for (size_t i = 0; i < len; i += 4096) {
+    ASSERT_EQ(bytes[i], 'P') << "the child's write reached the parent at offset " << i;
+  }
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  munmap(mem, len);
+  close(go[0]);
+  close(go[1]);
+}
+
 }  // namespace
 }  // namespace softverbs::it
