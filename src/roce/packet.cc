@@ -71,6 +71,19 @@ void WriteIpUdp(const Endpoints& ends, size_t roce_bytes, uint8_t* out) {
   udp->checksum.set(0);
 }
 
+void WriteGrh(const Endpoints& ends, size_t roce_bytes, uint8_t grh[40]) {
+  uint8_t ip_udp[sizeof(Ipv6Header) + sizeof(UdpHeader)];
+  WriteIpUdp(ends, roce_bytes, ip_udp);
+  if (ends.ipv6) {
+    std::memcpy(grh, ip_udp, sizeof(Ipv6Header));
+    return;
+  }
+  auto* ip = reinterpret_cast<Ipv4Header*>(ip_udp);
+  ip->checksum.set(Fold(SumWords(0, ip_udp, sizeof(Ipv4Header))));
+  std::memset(grh, 0, 40 - sizeof(Ipv4Header));
+  std::memcpy(grh + 40 - sizeof(Ipv4Header), ip_udp, sizeof(Ipv4Header));
+}
+
 size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,
                    std::span<const uint8_t> payload, std::span<uint8_t> out, WireError* error) {
   const size_t head = IpUdpBytes(ends.ipv6);

@@ -33,6 +33,12 @@ size_t IpUdpBytes(bool ipv6);
 // and as a socket's kernel would fill them). out holds IpUdpBytes.
 void WriteIpUdp(const Endpoints& ends, size_t roce_bytes, uint8_t* out);
 
+// The 40-byte GRH a UD receive buffer starts with for a packet that came
+// with these IP headers (roce_bytes after its UDP header), as rxe writes it
+// (union rdma_network_hdr): IPv6: the IPv6 header; IPv4: 20 zero bytes,
+// then the IPv4 header (ID 0, DF, checksum filled).
+void WriteGrh(const Endpoints& ends, size_t roce_bytes, uint8_t grh[40]);
+
 // Builds a whole packet into out. Returns its length, or 0 with *error.
 size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,
                    std::span<const uint8_t> payload, std::span<uint8_t> out, WireError* error);

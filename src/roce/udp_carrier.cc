@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+// After netinet/in.h (libc-compat): IPV6_FLOWINFO, which glibc does not define.
+#include <linux/in6.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -49,6 +51,31 @@ socklen_t SockaddrOf(const Endpoints& ends, bool source, uint16_t port, uint32_t
   sa->sin_port = htons(port);
   std::memcpy(&sa->sin_addr, addr, 4);
   return sizeof(*sa);
+}
+
+// TOS/traffic class, TTL/hop limit and flow label from recvmsg's control
+// messages.
+void ReadVariantFields(msghdr* msg, Endpoints* ends) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+    const uint8_t* data = CMSG_DATA(c);
+    int value = 0;
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      ends->traffic_class = data[0];
+    } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+      std::memcpy(&value, data, sizeof(value));
+      ends->hop_limit = static_cast<uint8_t>(value);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+      std::memcpy(&value, data, sizeof(value));
+      ends->traffic_class = static_cast<uint8_t>(value);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
+      std::memcpy(&value, data, sizeof(value));
+      ends->hop_limit = static_cast<uint8_t>(value);
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_FLOWINFO) {
+      uint32_t flowinfo;  // traffic class and flow label, network order
+      std::memcpy(&flowinfo, data, sizeof(flowinfo));
+      ends->flow_label = ntohl(flowinfo) & 0xfffff;
+    }
+  }
 }
 
 }  // namespace
@@ -113,9 +140,17 @@ bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* err
     *error = Errno("socket");
     return false;
   }
+  // The variant IP fields of each packet come as control messages: a UD
+  // receive buffer's GRH holds the real IP header.
+  const int on = 1;
   if (local_.ipv6) {
-    const int only = 1;
-    setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
+    setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+    setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on));
+    setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &on, sizeof(on));
+    setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_FLOWINFO, &on, sizeof(on));
+  } else {
+    setsockopt(recv_fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
+    setsockopt(recv_fd_, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
   }
   sockaddr_storage sa;
   const socklen_t len = SockaddrOf(local_, /*source=*/true, kRoceV2Port, scope_id, &sa);
@@ -203,11 +238,18 @@ void UdpCarrier::FlushFaults() {
 bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* error) {
   out->bytes.resize(kMaxRoceBytes);
   sockaddr_storage from;
-  socklen_t from_len = sizeof(from);
-  const ssize_t n = recvfrom(recv_fd_, out->bytes.data(), out->bytes.size(), MSG_TRUNC,
-                             reinterpret_cast<sockaddr*>(&from), &from_len);
+  iovec iov{out->bytes.data(), out->bytes.size()};
+  alignas(cmsghdr) uint8_t control[256];
+  msghdr msg{};
+  msg.msg_name = &from;
+  msg.msg_namelen = sizeof(from);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(recv_fd_, &msg, MSG_TRUNC);
   if (n < 0) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK) *error = Errno("recvfrom");
+    if (errno != EAGAIN && errno != EWOULDBLOCK) *error = Errno("recvmsg");
     return false;
   }
   if (static_cast<size_t>(n) > out->bytes.size()) {
@@ -217,8 +259,9 @@ bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* e
     return true;
   }
   out->bytes.resize(static_cast<size_t>(n));
-  // The IP and UDP headers as they were, for the ICRC: addresses and ports
-  // from the socket, lengths from the datagram, the variant fields masked.
+  // The IP and UDP headers as they were, for the ICRC and the GRH:
+  // addresses and ports from the socket, lengths from the datagram, the
+  // variant fields from the control messages (the ICRC masks them).
   Endpoints& ends = out->ends;
   ends = Endpoints{};
   ends.ipv6 = local_.ipv6;
@@ -233,6 +276,7 @@ bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* e
     ends.src_port = ntohs(sa->sin_port);
   }
   ends.dst_port = kRoceV2Port;
+  ReadVariantFields(&msg, &ends);
   uint8_t ip_udp[48];
   WriteIpUdp(ends, out->bytes.size(), ip_udp);
   *verdict =

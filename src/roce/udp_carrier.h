@@ -32,7 +32,11 @@ bool GidIsIpv4(const uint8_t gid[16]);
 void SetAddressFromGid(const uint8_t gid[16], bool source, Endpoints* ends);
 
 struct ReceivedPacket {
-  Endpoints ends;                    // as the packet came (the masked fields zero)
+  // As the packet came: addresses, ports, TOS/traffic class, TTL/hop limit
+  // and IPv6 flow label from the socket (IP_RECVTOS, IP_RECVTTL,
+  // IPV6_RECVTCLASS, IPV6_RECVHOPLIMIT, IPV6_FLOWINFO), so WriteGrh
+  // (packet.h) gives the GRH of the real IP header.
+  Endpoints ends;
   TransportFields fields;            // its headers
   std::vector<uint8_t> bytes;        // the UDP payload: BTH up to the ICRC
   std::span<const uint8_t> payload;  // inside bytes, without pad (not valid in a copy)

@@ -10,6 +10,8 @@
 //       sender's SOFTVERBS_ROCE_FAULTS ("-": none): the fates are then
 //       known in advance (dropped: never; duplicated: twice; corrupted:
 //       refused), since they follow the seed and the packet number only.
+//       GRH_FILE: each accepted packet's PSN and the GRH (40 bytes, hex)
+//       a UD receive buffer would get for it (check_grh.py).
 //   roce_udp_peer send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv
 //       sends every test frame (IPv4 frames between the IPv4 addresses,
 //       IPv6 between the IPv6 ones; through the fault injector when
@@ -118,6 +120,11 @@ int Receive(char** argv) {
     std::perror(argv[5]);
     return 1;
   }
+  std::FILE* grh_file = argv[8] ? std::fopen(argv[8], "w") : nullptr;
+  if (argv[8] && !grh_file) {
+    std::perror(argv[8]);
+    return 1;
+  }
   std::map<uint32_t, const test::TestFrame*> by_psn;
   for (const auto& f : frames) by_psn[f.fields.psn] = &f;
   std::map<uint32_t, int> copies;
@@ -151,6 +158,14 @@ int Receive(char** argv) {
           continue;
         }
         ++accepted;
+        if (grh_file) {
+          // The GRH a UD receive buffer would start with, for check_grh.py.
+          uint8_t grh[40];
+          WriteGrh(packet.ends, packet.bytes.size(), grh);
+          std::fprintf(grh_file, "%u\t", packet.fields.psn);
+          for (uint8_t b : grh) std::fprintf(grh_file, "%02x", b);
+          std::fprintf(grh_file, "\n");
+        }
         const test::TestFrame& want = *it->second;
         ++copies[want.fields.psn];
         std::vector<uint8_t> sent(512);
@@ -180,6 +195,10 @@ int Receive(char** argv) {
   }
   if (refused != want_refused) {
     std::printf("FAIL: %d packets refused, expected %d\n", refused, want_refused);
+    ++failures;
+  }
+  if (grh_file && std::fclose(grh_file) != 0) {
+    std::perror(argv[8]);
     ++failures;
   }
   std::printf(
@@ -230,10 +249,10 @@ int Send(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 8 && std::strcmp(argv[1], "recv") == 0) return Receive(argv);
+  if ((argc == 8 || argc == 9) && std::strcmp(argv[1], "recv") == 0) return Receive(argv);
   if (argc == 8 && std::strcmp(argv[1], "send") == 0) return Send(argv);
   std::fprintf(stderr,
-               "usage: %s recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S FAULTS\n"
+               "usage: %s recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S FAULTS [GRH_FILE]\n"
                "       %s send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv\n",
                argv[0], argv[0]);
   return 2;

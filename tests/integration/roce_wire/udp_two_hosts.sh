@@ -5,7 +5,9 @@
 # whose carrier receives them and whose parser accepts each (ICRC included)
 # with the bytes sent; tshark captures them on B's interface, and the
 # capture - packets as the kernel put them on the wire - is checked by
-# tshark's InfiniBand dissector and by scapy's ICRC (check_*.py --capture).
+# tshark's InfiniBand dissector and by scapy's ICRC (check_*.py --capture),
+# and the GRH B's carrier would put in a UD receive buffer must be the
+# captured IP header, byte for byte (check_grh.py).
 #
 #   udp_two_hosts.sh SOFTVERBS_CLI ROCE_UDP_PEER SOURCE_DIR WORK_DIR
 #
@@ -30,7 +32,7 @@ for _ in $(seq 200); do
 done
 grep -q "Capturing on" "$WORK/tshark.err" || { echo "FAIL: tshark did not start"; cat "$WORK/tshark.err"; exit 1; }
 
-th_exec b "$PEER" recv "$TH_ADDR_B" "$TH_LL_B" "$TH_IF_B" "$WORK/ready" 30 - >"$WORK/recv.out" 2>&1 &
+th_exec b "$PEER" recv "$TH_ADDR_B" "$TH_LL_B" "$TH_IF_B" "$WORK/ready" 30 - "$WORK/grh.tsv" >"$WORK/recv.out" 2>&1 &
 recv_pid=$!
 for _ in $(seq 200); do
   [ -e "$WORK/ready" ] && break
@@ -47,5 +49,6 @@ wait "$tshark_pid"
 echo "capture: $(tshark -r "$WORK/capture.pcap" 2>/dev/null | wc -l) frames"
 /usr/bin/python3 "$SRC/check_tshark.py" --capture "$WORK/capture.pcap" "$WORK/sent.tsv" || rc=1
 /usr/bin/python3 "$SRC/check_icrc_scapy.py" --capture "$WORK/capture.pcap" "$WORK/sent.tsv" || rc=1
-[ $rc = 0 ] && echo "OK: $frames frames from host A to host B over UDP 4791, checked by our parser, tshark and scapy"
+/usr/bin/python3 "$SRC/check_grh.py" "$WORK/capture.pcap" "$WORK/grh.tsv" || rc=1
+[ $rc = 0 ] && echo "OK: $frames frames from host A to host B over UDP 4791, checked by our parser, tshark and scapy; GRHs are the real IP headers"
 exit $rc
