@@ -375,6 +375,8 @@ def main():
     ap.add_argument('--personality', choices=('generic', 'mlx5'),
                     help='what softverbs0 reports itself as (SOFTVERBS_PERSONALITY); '
                     'mlx5 runs the test_mlx5_* modules on their mlx5 paths')
+    ap.add_argument('--mlx5-modules', action='store_true',
+                    help='run every shipped test_mlx5_* module (with --personality mlx5)')
     ap.add_argument('-v', '--verbose', action='store_true',
                     help='print every test and its outcome')
     if len(sys.argv) > 1 and sys.argv[1] == '--inner':
@@ -391,6 +393,10 @@ def main():
         sys.exit(77)  # ctest SKIP_RETURN_CODE
     excludes, problems = read_excludes(args.excludes)
     modules = set(args.modules.split(',')) if args.modules else None
+    if args.mlx5_modules:
+        modules = (modules or set()) | {
+            re.sub(r'\.py(\.gz)?$', '', f) for f in os.listdir(args.tests)
+            if f.startswith('test_mlx5_') and re.search(r'\.py(\.gz)?$', f)}
 
     workdir = tempfile.mkdtemp(prefix='sv-rdma-core-')
     env = dict(os.environ)
