@@ -1,9 +1,12 @@
 #include "test_frames.h"
 
+#include <algorithm>
 #include <cinttypes>
 
 #include "datapath/ibta_opcode.h"
+#include "roce/aeth.h"
 #include "roce/flow.h"
+#include "roce/segment.h"
 
 namespace softverbs::roce::test {
 namespace dp = softverbs::datapath;
@@ -40,6 +43,36 @@ std::vector<TestFrame> AllTestFrames() {
       std::vector<uint8_t> payload(row.payload ? 1 + frame % 9 : 0);
       for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<uint8_t>(frame + i);
       frames.push_back({frame, ipv6, f, std::move(payload)});
+    }
+    // Then whole RC messages of 2.5 KiB at a 1024-byte MTU, as the
+    // requester and responder segment them (segment.h): 1024 + 1024 + 512.
+    constexpr uint32_t kMtu = 1024, kLength = 2560;
+    const uint32_t n = PacketsOf(kLength, kMtu);
+    for (uint32_t wr : {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_SEND_WITH_INV, IBV_WR_RDMA_WRITE,
+                        IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ}) {
+      for (uint32_t i = 0; i < n; ++i) {
+        ++frame;
+        // A READ's message is its response.
+        const dp::IbtaOperation op = wr == IBV_WR_RDMA_READ
+                                         ? ReadResponseOperation(i, n)
+                                         : RequestOperation(dp::WrOpcode(wr), i, n);
+        TransportFields f;
+        f.opcode = dp::IbtaOpcode(dp::IbtaTransport::kRc, op);
+        f.dest_qp = 0x100 + wr;
+        f.psn = 0x1000 + frame;
+        f.ack_req = i + 1 == n;
+        f.src_qp = 0x400 + wr;
+        f.va = 0x7f0000000000;
+        f.rkey = 0x5000 + wr;
+        f.dma_len = kLength;
+        f.syndrome = kUnlimitedCredits;
+        f.msn = wr;
+        f.imm = 0xa0000 + frame;
+        f.invalidate_rkey = 0xb000 + wr;
+        std::vector<uint8_t> payload(std::min(kMtu, kLength - i * kMtu));
+        for (size_t k = 0; k < payload.size(); ++k) payload[k] = static_cast<uint8_t>(frame ^ k);
+        frames.push_back({frame, ipv6, f, std::move(payload)});
+      }
     }
   }
   return frames;

@@ -1,7 +1,9 @@
-// The packets the RoCE wire tests send: every opcode of the opcode table,
-// over IPv4 and then IPv6, each frame's fields distinct values derived from
-// its number (its PSN is 0x1000 + number), so that a dissector reading a
-// header at the wrong offset shows. Written as a table (TSV) for the
+// The packets the RoCE wire tests send, over IPv4 and then IPv6: every
+// opcode of the opcode table, each frame's fields distinct values derived
+// from its number (its PSN is 0x1000 + number), so that a dissector reading
+// a header at the wrong offset shows; then RC messages of 2.5 KiB cut into
+// 1 KiB packets (SEND, SEND with immediate / invalidate, WRITE, WRITE with
+// immediate, a READ response) as segment.h cuts them. Written as a table (TSV) for the
 // independent checkers (check_tshark.py, check_icrc_scapy.py).
 #pragma once
 

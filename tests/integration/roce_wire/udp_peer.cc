@@ -12,6 +12,8 @@
 //       refused), since they follow the seed and the packet number only.
 //       GRH_FILE: each accepted packet's PSN and the GRH (40 bytes, hex)
 //       a UD receive buffer would get for it (check_grh.py).
+//   roce_udp_peer count
+//       prints how many test frames there are.
 //   roce_udp_peer send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv
 //       sends every test frame (IPv4 frames between the IPv4 addresses,
 //       IPv6 between the IPv6 ones; through the fault injector when
@@ -168,7 +170,7 @@ int Receive(char** argv) {
         }
         const test::TestFrame& want = *it->second;
         ++copies[want.fields.psn];
-        std::vector<uint8_t> sent(512);
+        std::vector<uint8_t> sent(want.payload.size() + 128);
         WireError e;
         sent.resize(BuildTransport(want.fields, want.payload, sent, &e));
         const bool same_bytes = packet.bytes.size() == sent.size() + 4 &&
@@ -249,11 +251,16 @@ int Send(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "count") == 0) {
+    std::printf("%zu\n", test::AllTestFrames().size());
+    return 0;
+  }
   if ((argc == 8 || argc == 9) && std::strcmp(argv[1], "recv") == 0) return Receive(argv);
   if (argc == 8 && std::strcmp(argv[1], "send") == 0) return Send(argv);
   std::fprintf(stderr,
                "usage: %s recv IPV4 IPV6 IFNAME READY_FILE TIMEOUT_S FAULTS [GRH_FILE]\n"
-               "       %s send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv\n",
-               argv[0], argv[0]);
+               "       %s send IPV4 IPV6 IFNAME DST_IPV4 DST_IPV6 FILE.tsv\n"
+               "       %s count\n",
+               argv[0], argv[0], argv[0]);
   return 2;
 }

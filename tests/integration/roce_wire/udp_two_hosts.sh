@@ -20,7 +20,7 @@ command -v tshark >/dev/null || th_skip "tshark is not installed"
 /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null || th_skip "python3-scapy is not installed"
 th_setup "$CLI"
 rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
-frames=120
+frames=$("$PEER" count) || exit 1
 
 # Capture on B's side of the link, as pcap (raw Ethernet frames).
 ip netns exec "$TH_NS_B" tshark -q -i "$TH_IF_B" -f "udp dst port 4791" -c $frames \

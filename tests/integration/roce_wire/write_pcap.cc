@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<test::TestFrame> frames = test::AllTestFrames();
   for (const test::TestFrame& frame : frames) {
-    std::vector<uint8_t> buf(512);
+    std::vector<uint8_t> buf(frame.payload.size() + 128);
     WireError error;
     const size_t len = BuildPacket(EndpointsOf(frame), frame.fields, frame.payload, buf, &error);
     if (len == 0) {
