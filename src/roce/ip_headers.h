@@ -46,7 +46,7 @@ struct UdpHeader {
   Be16 src_port;  // flow entropy: from the QP (flow.h)
   Be16 dst_port;  // 4791
   Be16 length;    // UDP header + RoCE bytes
-  Be16 checksum;  // 0 over IPv4 (as rxe sends), computed over IPv6; variant for the ICRC
+  Be16 checksum;  // filled by BuildPacket (by the kernel for the carrier); variant for the ICRC
 };
 static_assert(sizeof(UdpHeader) == 8);
 

@@ -129,6 +129,10 @@ int UdpCarrier::SendSocket(uint16_t src_port, std::string* error) {
 }
 
 bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* error) {
+  if (recv_fd_ >= 0) {
+    *error = "the carrier is already open";
+    return false;
+  }
   FaultConfig faults;
   if (!FaultConfigFromEnvironment(&faults, error)) return false;
   if (faults.Any()) injector_ = std::make_unique<FaultInjector>(faults);

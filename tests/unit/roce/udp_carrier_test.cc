@@ -1,0 +1,143 @@
+// The UDP carrier (src/roce/udp_carrier.h) on loopback, which needs no root
+// (the two-namespace tests in tests/integration/roce_wire need ip netns):
+// every opcode from 127.0.0.3 to 127.0.0.4 arrives, parsed and checked;
+// garbage is refused and counted; Open's errors say what is wrong.
+#include "roce/udp_carrier.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "datapath/ibta_opcode.h"
+#include "roce/flow.h"
+#include "roce/ip_headers.h"
+
+namespace softverbs::roce {
+namespace {
+namespace dp = softverbs::datapath;
+
+void Gid(const char* ipv4, uint8_t gid[16]) {
+  std::memset(gid, 0, 16);
+  gid[10] = gid[11] = 0xff;
+  ASSERT_EQ(inet_pton(AF_INET, ipv4, gid + 12), 1);
+}
+
+// Receives until want packets came or 5 s passed (a bound, not a timing).
+std::vector<std::pair<ReceivedPacket, WireError>> ReceiveUpTo(UdpCarrier& c, size_t want) {
+  std::vector<std::pair<ReceivedPacket, WireError>> out;
+  for (int i = 0; i < 500 && out.size() < want; ++i) {
+    pollfd p{c.fd(), POLLIN, 0};
+    poll(&p, 1, 10);
+    ReceivedPacket packet;
+    WireError verdict;
+    std::string error;
+    while (c.Receive(&packet, &verdict, &error)) out.emplace_back(std::move(packet), verdict);
+    EXPECT_EQ(error, "");
+  }
+  return out;
+}
+
+TEST(RoceUdpCarrier, EveryOpcodeOverLoopback) {
+  unsetenv(kFaultsEnvironmentVariable);
+  uint8_t ga[16], gb[16];
+  Gid("127.0.0.3", ga);
+  Gid("127.0.0.4", gb);
+  UdpCarrier a, b;
+  std::string error;
+  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.4: " << error;
+  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  std::map<uint32_t, uint8_t> sent;  // PSN -> opcode
+  for (int op = 0; op < 256; ++op) {
+    if (!dp::IbtaOpcodeValid(static_cast<uint8_t>(op))) continue;
+    TransportFields f;
+    f.opcode = static_cast<uint8_t>(op);
+    f.dest_qp = 0x42;
+    f.psn = 0x100 + op;
+    f.src_qp = 0x77;
+    f.imm = 0x1234;
+    const std::vector<uint8_t> payload(
+        dp::IbtaOperationRow(dp::OperationOfOpcode(f.opcode)).payload ? 33 : 0, 0xab);
+    ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), f, payload, &error)) << error;
+    sent[f.psn] = f.opcode;
+  }
+  const auto received = ReceiveUpTo(b, sent.size());
+  ASSERT_EQ(received.size(), sent.size());
+  for (const auto& [packet, verdict] : received) {
+    EXPECT_EQ(verdict, WireError::kOk) << WireErrorName(verdict);
+    ASSERT_EQ(sent.count(packet.fields.psn), 1u);
+    EXPECT_EQ(packet.fields.opcode, sent[packet.fields.psn]);
+    EXPECT_EQ(packet.ends.src_port, SourcePortOfQpn(0x77));
+    EXPECT_EQ(packet.ends.hop_limit, 64);  // the kernel's default TTL, from IP_RECVTTL
+    const uint8_t from[4] = {127, 0, 0, 3};
+    EXPECT_EQ(std::memcmp(packet.ends.src, from, 4), 0);
+    sent.erase(packet.fields.psn);
+  }
+  EXPECT_EQ(b.counters().received, 60u);
+  EXPECT_EQ(a.counters().sent, 60u);
+}
+
+TEST(RoceUdpCarrier, GarbageIsRefusedAndCounted) {
+  unsetenv(kFaultsEnvironmentVariable);
+  uint8_t gb[16];
+  Gid("127.0.0.5", gb);
+  UdpCarrier b;
+  std::string error;
+  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.5: " << error;
+  const int s = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(kRoceV2Port);
+  inet_pton(AF_INET, "127.0.0.5", &to.sin_addr);
+  const uint8_t short_packet[8] = {4, 0, 0xff, 0xff, 0, 0, 0, 1};
+  uint8_t bad_icrc[12 + 4] = {4, 0, 0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 1, 1, 2, 3, 4};
+  sendto(s, short_packet, sizeof(short_packet), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+  sendto(s, bad_icrc, sizeof(bad_icrc), 0, reinterpret_cast<sockaddr*>(&to), sizeof(to));
+  close(s);
+  const auto received = ReceiveUpTo(b, 2);
+  ASSERT_EQ(received.size(), 2u);
+  EXPECT_EQ(received[0].second, WireError::kTooShort);
+  EXPECT_EQ(received[1].second, WireError::kBadIcrc);
+  EXPECT_EQ(b.counters().refused[static_cast<size_t>(WireError::kBadIcrc)], 1u);
+  EXPECT_EQ(b.counters().refused[static_cast<size_t>(WireError::kTooShort)], 1u);
+  EXPECT_EQ(b.counters().received, 0u);
+}
+
+TEST(RoceUdpCarrier, OpenErrorsSayWhatIsWrong) {
+  uint8_t g[16];
+  Gid("127.0.0.6", g);
+  std::string error;
+  setenv(kFaultsEnvironmentVariable, "drop=2", 1);
+  UdpCarrier bad_faults;
+  EXPECT_FALSE(bad_faults.Open(g, 0, &error));
+  EXPECT_EQ(error, "SOFTVERBS_ROCE_FAULTS: drop=2: not a fraction between 0 and 1");
+  setenv(kFaultsEnvironmentVariable, "drop=0.5,seed=3", 1);
+  UdpCarrier with_faults;
+  if (!with_faults.Open(g, 0, &error)) GTEST_SKIP() << error;
+  ASSERT_NE(with_faults.faults(), nullptr);
+  EXPECT_FALSE(with_faults.Open(g, 0, &error));
+  EXPECT_EQ(error, "the carrier is already open");
+  unsetenv(kFaultsEnvironmentVariable);
+  // An address this host does not have (TEST-NET-2, never assigned here).
+  uint8_t elsewhere[16];
+  Gid("198.51.100.77", elsewhere);
+  UdpCarrier foreign;
+  EXPECT_FALSE(foreign.Open(elsewhere, 0, &error));
+  EXPECT_EQ(error, "bind of UDP 4791: Cannot assign requested address");
+  // Another IP version than the carrier's.
+  uint8_t v6[16] = {0xfe, 0x80};
+  v6[15] = 2;
+  EXPECT_FALSE(with_faults.Send(v6, 0xc000, TransportFields{}, {}, &error));
+  EXPECT_EQ(error, "destination GID and local GID are of different IP versions");
+}
+
+}  // namespace
+}  // namespace softverbs::roce
