@@ -97,11 +97,14 @@ void SetAddressFromGid(const uint8_t gid[16], bool source, Endpoints* ends) {
 
 UdpCarrier::~UdpCarrier() {
   if (recv_fd_ >= 0) close(recv_fd_);
-  for (const auto& [port, fd] : send_fds_) close(fd);
+  for (const auto& [port, socket] : send_fds_) close(socket.first);
 }
 
-int UdpCarrier::SendSocket(uint16_t src_port, std::string* error) {
-  if (auto it = send_fds_.find(src_port); it != send_fds_.end()) return it->second;
+int UdpCarrier::SendSocket(uint16_t src_port, uint16_t* bound, std::string* error) {
+  if (auto it = send_fds_.find(src_port); it != send_fds_.end()) {
+    *bound = it->second.second;
+    return it->second.first;
+  }
   const int family = local_.ipv6 ? AF_INET6 : AF_INET;
   const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -118,13 +121,20 @@ int UdpCarrier::SendSocket(uint16_t src_port, std::string* error) {
     setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
   }
   sockaddr_storage sa;
-  const socklen_t len = SockaddrOf(local_, /*source=*/true, src_port, scope_id_, &sa);
+  socklen_t len = SockaddrOf(local_, /*source=*/true, src_port, scope_id_, &sa);
   if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
-    *error = Errno("bind of the flow source port");
-    close(fd);
-    return -1;
+    // Someone else has the flow port: any port will do.
+    len = SockaddrOf(local_, /*source=*/true, 0, scope_id_, &sa);
+    if (errno != EADDRINUSE || bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+      *error = Errno("bind of the flow source port");
+      close(fd);
+      return -1;
+    }
   }
-  send_fds_[src_port] = fd;
+  *bound = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
+  send_fds_[src_port] = {fd, *bound};
   return fd;
 }
 
@@ -172,9 +182,10 @@ int64_t UdpCarrier::RouteTo(const Endpoints& ends, std::string* error) {
   if (auto it = route_index_.find(key); it != route_index_.end()) {
     return static_cast<int64_t>(it->second);
   }
-  const int fd = SendSocket(ends.src_port, error);
+  uint16_t bound = 0;
+  const int fd = SendSocket(ends.src_port, &bound, error);
   if (fd < 0) return -1;
-  Route route{fd, {}, 0};
+  Route route{fd, bound, {}, 0};
   route.to_len = SockaddrOf(ends, /*source=*/false, kRoceV2Port, scope_id_, &route.to);
   routes_.push_back(route);
   route_index_[key] = routes_.size() - 1;
@@ -206,6 +217,7 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
   ends.dst_port = kRoceV2Port;
   const int64_t route = RouteTo(ends, error);
   if (route < 0) return false;
+  ends.src_port = routes_[static_cast<size_t>(route)].src_port;
   // The transport part and its ICRC over the IP/UDP headers the kernel
   // will write; the kernel fills the IP and UDP checksums itself.
   uint8_t buf[48 + kMaxRoceBytes];

@@ -67,8 +67,9 @@ class UdpCarrier {
   int fd() const { return recv_fd_; }
 
   // Sends one packet to dst_gid from the flow source port src_port (a
-  // socket bound to it is made on first use), through the fault injector
-  // when faults are set. False with *error.
+  // socket bound to it is made on first use; if another socket of the host
+  // holds that port, one the kernel picks), through the fault injector when
+  // faults are set. False with *error.
   bool Send(const uint8_t dst_gid[16], uint16_t src_port, const TransportFields& fields,
             std::span<const uint8_t> payload, std::string* error);
 
@@ -91,10 +92,14 @@ class UdpCarrier {
   // Where a packet goes: the socket of its source port and its destination.
   struct Route {
     int fd;
+    uint16_t src_port;  // the port its socket has (see SendSocket)
     sockaddr_storage to;
     socklen_t to_len;
   };
-  int SendSocket(uint16_t src_port, std::string* error);
+  // The socket sending from flow port src_port, made on first use. If
+  // another socket holds that port, the kernel picks one (*bound says
+  // which): the port is only flow entropy, the ICRC covers whichever goes.
+  int SendSocket(uint16_t src_port, uint16_t* bound, std::string* error);
   // The index of the route (made on first use), or -1 with *error.
   int64_t RouteTo(const Endpoints& ends, std::string* error);
   bool Transmit(std::span<const uint8_t> roce, uint64_t route, std::string* error);
@@ -102,7 +107,7 @@ class UdpCarrier {
   Endpoints local_;  // our address, in src
   uint32_t scope_id_ = 0;
   int recv_fd_ = -1;
-  std::map<uint16_t, int> send_fds_;  // by source port
+  std::map<uint16_t, std::pair<int, uint16_t>> send_fds_;  // flow port -> socket, bound port
   std::vector<Route> routes_;
   std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, size_t> route_index_;
   std::unique_ptr<FaultInjector> injector_;

@@ -111,6 +111,37 @@ TEST(RoceUdpCarrier, GarbageIsRefusedAndCounted) {
   EXPECT_EQ(b.counters().received, 0u);
 }
 
+TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
+  unsetenv(kFaultsEnvironmentVariable);
+  uint8_t ga[16], gb[16];
+  Gid("127.0.0.7", ga);
+  Gid("127.0.0.8", gb);
+  // Another socket holds the flow port on the sender's address.
+  const uint16_t flow_port = SourcePortOfQpn(0x99);
+  const int squatter = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(flow_port);
+  inet_pton(AF_INET, "127.0.0.7", &sa.sin_addr);
+  if (bind(squatter, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(squatter);
+    GTEST_SKIP() << "cannot take the flow port for the test";
+  }
+  UdpCarrier a, b;
+  std::string error;
+  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << error;
+  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  TransportFields f;
+  f.opcode = 0x04;
+  f.dest_qp = 0x12;
+  ASSERT_TRUE(a.Send(gb, flow_port, f, {}, &error)) << error;
+  const auto received = ReceiveUpTo(b, 1);
+  close(squatter);
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(received[0].second, WireError::kOk);  // the ICRC covers the port that went
+  EXPECT_NE(received[0].first.ends.src_port, flow_port);
+}
+
 TEST(RoceUdpCarrier, OpenErrorsSayWhatIsWrong) {
   uint8_t g[16];
   Gid("127.0.0.6", g);
