@@ -11,6 +11,7 @@
 
 #include <new>
 
+#include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
@@ -305,6 +306,7 @@ SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   // has been acknowledged, completion events and async events alike
   // (event_lifetime.h).
   ctx->Untrack(c->handle);
+  ForgetDvQueue(ctx, false, c->cqn);  // mlx5 buffers of mlx5dv_init_obj, if any
   DropUnreadEventsOfDestroyedObjects(ctx);
   uint32_t comp_events_reported = 0;
   if (cq->channel) {

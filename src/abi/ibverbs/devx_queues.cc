@@ -2,6 +2,7 @@
 
 #include <endian.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -39,6 +40,26 @@ uint32_t LoadBe32(volatile uint32_t* word) {
   return be32toh(__atomic_load_n(word, __ATOMIC_ACQUIRE));
 }
 
+// Memory the engine made (mlx5dv_init_obj on verbs queues), unmapped with
+// the queue.
+struct OwnedBuffer {
+  void* base = nullptr;
+  size_t len = 0;
+  OwnedBuffer() = default;
+  OwnedBuffer(const OwnedBuffer&) = delete;
+  OwnedBuffer& operator=(const OwnedBuffer&) = delete;
+  ~OwnedBuffer() {
+    if (base) munmap(base, len);
+  }
+  bool Allocate(size_t bytes) {
+    len = (bytes + 4095) & ~size_t{4095};
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    base = p == MAP_FAILED ? nullptr : p;
+    return base != nullptr;
+  }
+  uint8_t* at(size_t offset) const { return static_cast<uint8_t*>(base) + offset; }
+};
+
 struct DevxCq {
   uint32_t cqn = 0;
   uint8_t* buf = nullptr;
@@ -49,6 +70,7 @@ struct DevxCq {
   dp::SharedMapping ring_mapping;
   dp::CqRing ring;        // the shadow ring producers push completions into
   uint64_t producer = 0;  // CQEs written (the owner bit is bit log_ncqe of it)
+  OwnedBuffer owned;      // mlx5dv_init_obj on a verbs CQ: its CQE buffer
 };
 
 struct DevxQp {
@@ -73,6 +95,8 @@ struct DevxQp {
   bool has_pending = false;  // the WQE at sq_head is parsed and waits for a retry
   mlx5::ParsedSendWqe pending;
   dp::PeerQp* peer_cache = nullptr;
+  Qp* verbs_qp = nullptr;  // mlx5dv_init_obj on a verbs QP: its retry attributes
+  OwnedBuffer owned;       // and the mlx5 buffers made for it
 };
 
 }  // namespace
@@ -165,6 +189,11 @@ bool RunPending(Context* ctx, DevxQp& qp) {
                           4096,
                           static_cast<uint8_t>(qp.entry->sl.load(std::memory_order_relaxed)),
                           &qp.peer_cache};
+  if (qp.verbs_qp != nullptr) {  // a verbs QP: its own attributes, as last modified
+    qp.timeout = qp.verbs_qp->timeout;
+    qp.retry_cnt = qp.verbs_qp->retry_cnt;
+    qp.rnr_retry = qp.verbs_qp->rnr_retry;
+  }
   dp::Outcome out = dp::Execute(*ctx->peers, local, wr);
   dp::Completion& c = out.completion;
   const uint64_t now = dp::NowNs();
@@ -370,6 +399,17 @@ void StopDevxQueues(Context* ctx) {
   delete engine;
 }
 
+void ForgetDvQueue(Context* ctx, bool qp, uint32_t number) {
+  DevxEngine* engine = ctx->devx_engine;
+  if (engine == nullptr) return;
+  std::lock_guard lock(engine->mutex);
+  if (qp) {
+    engine->qps.erase(number);
+  } else {
+    engine->cqs.erase(number);
+  }
+}
+
 }  // namespace softverbs::provider
 
 using namespace softverbs::provider;
@@ -464,4 +504,100 @@ SV_EXPORT void softverbs_devx_detach(ibv_context* context, uint32_t kind, uint32
   } else {
     ctx->devx_engine->qps.erase(number);
   }
+}
+
+namespace {
+
+// A page that stands for the UAR of verbs queues given mlx5 buffers:
+// doorbell writes land there and are not needed (the engine reads the
+// doorbell records).
+void* DummyUarPage() {
+  static void* page = [] {
+    void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }();
+  return page;
+}
+
+Cq* ProviderCq(ibv_cq* cq) {
+  return cq ? FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq)) : nullptr;
+}
+
+}  // namespace
+
+SV_EXPORT int softverbs_dv_init_qp(ibv_qp* ibqp, softverbs_dv_queue* out) {
+  if (ibqp == nullptr || out == nullptr) return EINVAL;
+  if (ibqp->qp_type != IBV_QPT_RC) return EOPNOTSUPP;
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(ibqp));
+  Context* ctx = Context::From(ibqp->context);
+  Cq* send_cq = ProviderCq(ibqp->send_cq);
+  Cq* recv_cq = ProviderCq(ibqp->recv_cq);
+  if (send_cq == nullptr || recv_cq == nullptr || q->entry == nullptr) return EINVAL;
+  DevxEngine* engine = EngineOf(ctx);
+  std::lock_guard lock(engine->mutex);
+  auto it = engine->qps.find(ibqp->qp_num);
+  if (it == engine->qps.end()) {
+    auto qp = std::make_unique<DevxQp>();
+    qp->qpn = ibqp->qp_num;
+    qp->verbs_qp = q;
+    qp->entry = q->entry;
+    const bool own_rq = q->rq.valid();
+    qp->rq_wqes = own_rq ? q->rq.capacity() : 0;
+    qp->rq_stride = 16 * dp::RoundUpPow2(std::max<uint32_t>(1, own_rq ? q->rq.max_sge() : 1));
+    // Up to four basic blocks per send WQE (a WQE with several segments).
+    qp->sq_bbs = dp::RoundUpPow2(std::max<uint32_t>(1, q->cap.max_send_wr) * 4);
+    const size_t rq_bytes = size_t{qp->rq_wqes} * qp->rq_stride;
+    const size_t sq_bytes = size_t{qp->sq_bbs} * mlx5::kSendWqeBb;
+    if (!qp->owned.Allocate(rq_bytes + sq_bytes + 64)) return ENOMEM;
+    qp->rq = qp->owned.at(0);
+    qp->sq = qp->owned.at(rq_bytes);
+    qp->dbr = reinterpret_cast<volatile uint32_t*>(qp->owned.at(rq_bytes + sq_bytes));
+    if (own_rq) qp->shadow_rq.Attach(q->rq_mapping.base());
+    qp->send_ring.Attach(send_cq->ring_mapping.base());
+    qp->recv_ring.Attach(recv_cq->ring_mapping.base());
+    it = engine->qps.emplace(ibqp->qp_num, std::move(qp)).first;
+  }
+  const DevxQp& qp = *it->second;
+  *out = {};
+  out->sq_buf = qp.sq;
+  out->sq_wqebb_cnt = qp.sq_bbs;
+  out->rq_buf = qp.rq;
+  out->rq_wqe_cnt = qp.rq_wqes;
+  out->rq_stride = qp.rq_stride;
+  out->dbr = qp.dbr;
+  out->uar = DummyUarPage();
+  return 0;
+}
+
+SV_EXPORT int softverbs_dv_init_cq(ibv_cq* ibcq, softverbs_dv_queue* out) {
+  if (ibcq == nullptr || out == nullptr) return EINVAL;
+  Cq* c = ProviderCq(ibcq);
+  Context* ctx = Context::From(ibcq->context);
+  DevxEngine* engine = EngineOf(ctx);
+  std::lock_guard lock(engine->mutex);
+  auto it = engine->cqs.find(c->cqn);
+  if (it == engine->cqs.end()) {
+    auto cq = std::make_unique<DevxCq>();
+    cq->cqn = c->cqn;
+    cq->ncqe = dp::RoundUpPow2(static_cast<uint32_t>(ibcq->cqe) + 1);
+    cq->log_ncqe = static_cast<uint32_t>(__builtin_ctz(cq->ncqe));
+    cq->stride = mlx5::kCqeBytes;
+    if (!cq->owned.Allocate(size_t{cq->ncqe} * mlx5::kCqeBytes + 64)) return ENOMEM;
+    cq->buf = cq->owned.at(0);
+    // As libmlx5 does: every CQE starts invalid, owned by software.
+    for (uint32_t i = 0; i < cq->ncqe; ++i) {
+      cq->buf[i * mlx5::kCqeBytes + mlx5::kCqeBytes - 1] = MLX5_CQE_INVALID << 4;
+    }
+    cq->dbr =
+        reinterpret_cast<volatile uint32_t*>(cq->owned.at(size_t{cq->ncqe} * mlx5::kCqeBytes));
+    cq->ring.Attach(c->ring_mapping.base());
+    it = engine->cqs.emplace(c->cqn, std::move(cq)).first;
+  }
+  const DevxCq& cq = *it->second;
+  *out = {};
+  out->cq_buf = cq.buf;
+  out->cqe_cnt = cq.ncqe;
+  out->dbr = cq.dbr;
+  out->uar = DummyUarPage();
+  return 0;
 }

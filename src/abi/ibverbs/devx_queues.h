@@ -22,4 +22,8 @@ namespace softverbs::provider {
 // copy of the context has no engine thread, it only forgets the engine.
 void StopDevxQueues(Context* ctx);
 
+// A verbs QP or CQ is being destroyed: if mlx5dv_init_obj gave it mlx5
+// buffers, the engine stops serving them and frees them.
+void ForgetDvQueue(Context* ctx, bool qp, uint32_t number);
+
 }  // namespace softverbs::provider

@@ -8,6 +8,7 @@
 
 #include <new>
 
+#include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/ops.h"
@@ -306,6 +307,7 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   DropUnreadEventsOfDestroyedObjects(ctx);
   WaitUnderMutex(&qp->mutex, &qp->cond, [&] { return qp->events_completed == q->events_reported; });
   ForgetQp(ctx, q);
+  ForgetDvQueue(ctx, true, qp->qp_num);  // mlx5 buffers of mlx5dv_init_obj, if any
   // The QP is unpublished: nothing completes on it any more.
   CleanQpCompletions(q);
   UnuseParentDomain(qp->pd);

@@ -78,6 +78,27 @@ void softverbs_devx_set_qp_timers(struct ibv_context* context, uint32_t qpn, uin
 /* The object is destroyed: the engine stops touching its buffers. kind: 1 CQ, 2 QP. */
 void softverbs_devx_detach(struct ibv_context* context, uint32_t kind, uint32_t number);
 
+/*
+ * mlx5dv_init_obj on verbs queues: mlx5 buffers for a verbs RC QP or a verbs
+ * CQ, which the context's DEVX queue engine serves as it serves DEVX queues
+ * (send WQEs executed on the QP, receive WQEs posted to its receive queue,
+ * completions of the CQ written as CQEs). The buffers live until the object
+ * is destroyed. Returns 0, EOPNOTSUPP (a QP type other than RC) or an errno.
+ */
+struct softverbs_dv_queue {
+  void* sq_buf; /* QP: send basic blocks of 64 bytes */
+  uint32_t sq_wqebb_cnt;
+  void* rq_buf; /* QP: receive WQEs */
+  uint32_t rq_wqe_cnt;
+  uint32_t rq_stride;
+  void* cq_buf; /* CQ: 64-byte CQEs */
+  uint32_t cqe_cnt;
+  volatile uint32_t* dbr; /* QP: [0] receive, [1] send counters; CQ: [0] consumer index */
+  void* uar;              /* a doorbell register page (writes are not needed) */
+};
+int softverbs_dv_init_qp(struct ibv_qp* qp, struct softverbs_dv_queue* out);
+int softverbs_dv_init_cq(struct ibv_cq* cq, struct softverbs_dv_queue* out);
+
 #ifdef __cplusplus
 }
 #endif

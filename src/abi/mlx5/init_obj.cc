@@ -1,10 +1,9 @@
-// mlx5dv_init_obj: the mlx5 view of verbs objects. softverbs has no mlx5
-// rings behind its verbs objects (the data path lives in the daemon), so
-// only the object numbers are real: pdn, cqn, srqn (and, for a QP, the
-// number is ibv_qp::qp_num, which mlx5dv_qp has no field for). Every
-// buffer, doorbell record, BlueFlame register, stride and ring size is
-// reported as 0/NULL rather than pointing at memory the device never reads;
-// optional comp_mask fields are cleared except MLX5DV_SRQ_MASK_SRQN.
+// mlx5dv_init_obj: the mlx5 view of verbs objects. An RC QP and a CQ get
+// mlx5 buffers and doorbell records that the context's DEVX queue engine
+// serves (docs/devx.md, "mlx5dv_init_obj on verbs queues"): software that
+// writes mlx5 WQEs and polls mlx5 CQEs on verbs-created queues runs. Other
+// QP types and SRQs report their numbers only (buffers NULL); optional
+// comp_mask fields are cleared except MLX5DV_SRQ_MASK_SRQN.
 // RWQ, DM and AH objects do not exist on softverbs: EOPNOTSUPP.
 #include <cstring>
 
@@ -37,16 +36,43 @@ int CheckObj(const char* kind, In* in, Out* out) {
   return 0;
 }
 
+// An RC QP gets mlx5 buffers that the DEVX queue engine serves (send WQEs
+// executed, receive WQEs posted to the QP); other QP types keep the zeroed
+// answer (their WQE formats - UD address vectors - are not emulated).
 int InitQp(ibv_qp* in, mlx5dv_qp* out) {
   if (int err = CheckObj("qp", in, out)) return err;
   memset(out, 0, sizeof(*out));  // comp_mask too: no optional field is provided
+  softverbs_dv_queue q{};
+  const int err = softverbs_dv_init_qp(in, &q);
+  if (err == EOPNOTSUPP) return 0;
+  if (err) return Reject(err, "mlx5dv_init_obj: qp 0x%x: no mlx5 buffers", in->qp_num);
+  out->dbrec = const_cast<__be32*>(reinterpret_cast<volatile __be32*>(q.dbr));
+  out->sq.buf = q.sq_buf;
+  out->sq.wqe_cnt = q.sq_wqebb_cnt;
+  out->sq.stride = 64;
+  out->rq.buf = q.rq_buf;
+  out->rq.wqe_cnt = q.rq_wqe_cnt;
+  out->rq.stride = q.rq_stride;
+  out->bf.reg = static_cast<uint8_t*>(q.uar) + 0x800;
+  out->bf.size = 0;  // no BlueFlame: ring the doorbell record
   return 0;
 }
 
+// A CQ gets a CQE buffer that the engine fills from the CQ's completions:
+// poll the CQEs, not ibv_poll_cq, from then on (one consumer).
 int InitCq(ibv_cq* in, mlx5dv_cq* out) {
   if (int err = CheckObj("cq", in, out)) return err;
   memset(out, 0, sizeof(*out));
   out->cqn = softverbs_cq_number(in);
+  softverbs_dv_queue q{};
+  if (int err = softverbs_dv_init_cq(in, &q)) {
+    return Reject(err, "mlx5dv_init_obj: cq 0x%x: no mlx5 buffer", out->cqn);
+  }
+  out->buf = q.cq_buf;
+  out->dbrec = const_cast<__be32*>(reinterpret_cast<volatile __be32*>(q.dbr));
+  out->cqe_cnt = q.cqe_cnt;
+  out->cqe_size = 64;
+  out->cq_uar = q.uar;
   return 0;
 }
 

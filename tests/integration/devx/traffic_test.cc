@@ -388,3 +388,153 @@ TEST(DevxKill, RequesterKilledMidTrafficLeavesNothingBehind) {
 
 }  // namespace
 }  // namespace devx_it
+
+namespace devx_it {
+namespace {
+
+// A verbs RC QP of `pd` on `cq` (RESET).
+ibv_qp* RcQp(ibv_pd* pd, ibv_cq* cq) {
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {16, 16, 1, 1, 0};
+  return ibv_create_qp(pd, &init);
+}
+
+// RESET -> RTS, connected to `remote`.
+bool Connect(ibv_context* ctx, ibv_qp* qp, uint32_t remote) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return false;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = remote;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 1;
+  a.ah_attr.port_num = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.hop_limit = 64;
+  ibv_query_gid(ctx, 1, 0, &a.ah_attr.grh.dgid);
+  if (ibv_modify_qp(qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return false;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  return ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+}
+
+// mlx5dv_init_obj on verbs queues: mlx5 WQEs posted on a verbs RC QP's
+// buffers are executed, and its CQ's completions arrive as mlx5 CQEs.
+TEST(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
+  ibv_context* a_ctx = ibv_open_device(FindSoftverbs());
+  ibv_context* b_ctx = ibv_open_device(FindSoftverbs());
+  ASSERT_TRUE(a_ctx && b_ctx);
+  ibv_pd* a_pd = ibv_alloc_pd(a_ctx);
+  ibv_pd* b_pd = ibv_alloc_pd(b_ctx);
+  std::vector<uint8_t> a_buf(8192, 0), b_buf(8192, 0);
+  ibv_mr* a_mr = ibv_reg_mr(a_pd, a_buf.data(), a_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* b_mr = ibv_reg_mr(b_pd, b_buf.data(), b_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_cq* a_cq = ibv_create_cq(a_ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* b_cq = ibv_create_cq(b_ctx, 16, nullptr, nullptr, 0);
+  ibv_qp* a_qp = RcQp(a_pd, a_cq);
+  ibv_qp* b_qp = RcQp(b_pd, b_cq);
+  ASSERT_TRUE(a_qp && b_qp);
+  ASSERT_TRUE(Connect(a_ctx, a_qp, b_qp->qp_num));
+  ASSERT_TRUE(Connect(b_ctx, b_qp, a_qp->qp_num));
+
+  mlx5dv_qp dv_qp{};
+  mlx5dv_cq dv_cq{};
+  mlx5dv_obj obj{};
+  obj.qp.in = a_qp;
+  obj.qp.out = &dv_qp;
+  obj.cq.in = a_cq;
+  obj.cq.out = &dv_cq;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ), 0);
+  ASSERT_NE(dv_qp.sq.buf, nullptr);
+  ASSERT_NE(dv_qp.dbrec, nullptr);
+  ASSERT_NE(dv_cq.buf, nullptr);
+  ASSERT_EQ(dv_cq.cqe_size, 64u);
+  EXPECT_EQ(dv_qp.sq.stride, 64u);
+
+  // A -> B: an mlx5 SEND WQE on the verbs QP's send queue.
+  ibv_sge rsge{reinterpret_cast<uintptr_t>(b_buf.data()), 64, b_mr->lkey};
+  ibv_recv_wr rwr{}, *rbad = nullptr;
+  rwr.wr_id = 7;
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(b_qp, &rwr, &rbad), 0);
+  memcpy(a_buf.data(), "mlx5 wqe", 9);
+  auto* ctrl = static_cast<mlx5_wqe_ctrl_seg*>(dv_qp.sq.buf);
+  mlx5dv_set_ctrl_seg(ctrl, 0, MLX5_OPCODE_SEND, 0, a_qp->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 2, 0, 0);
+  mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(ctrl + 1), 9, a_mr->lkey,
+                      reinterpret_cast<uintptr_t>(a_buf.data()));
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_store_n(&dv_qp.dbrec[MLX5_SND_DBR], htobe32(1), __ATOMIC_RELEASE);
+  ibv_wc wc{};
+  int n = 0;
+  for (int i = 0; i < 50000000 && n == 0; ++i) n = ibv_poll_cq(b_cq, 1, &wc);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data()), "mlx5 wqe");
+
+  // A's CQ: the send's CQE.
+  auto poll_cqe = [&](uint32_t index) -> mlx5_cqe64* {
+    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) + index * 64);
+    const uint8_t owner = (index / dv_cq.cqe_cnt) & 1;
+    for (int i = 0; i < 20000000; ++i) {
+      const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+      if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) return cqe;
+      sched_yield();
+    }
+    return nullptr;
+  };
+  mlx5_cqe64* sent = poll_cqe(0);
+  ASSERT_NE(sent, nullptr);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(sent), MLX5_CQE_REQ);
+  dv_cq.dbrec[0] = htobe32(1);
+
+  // B -> A: an mlx5 receive WQE on the verbs QP's receive queue.
+  mlx5dv_set_data_seg(static_cast<mlx5_wqe_data_seg*>(dv_qp.rq.buf), 64, a_mr->lkey,
+                      reinterpret_cast<uintptr_t>(a_buf.data() + 4096));
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_store_n(&dv_qp.dbrec[MLX5_RCV_DBR], htobe32(1), __ATOMIC_RELEASE);
+  memcpy(b_buf.data() + 1024, "verbs send", 11);
+  ibv_sge ssge{reinterpret_cast<uintptr_t>(b_buf.data() + 1024), 11, b_mr->lkey};
+  ibv_send_wr swr{}, *sbad = nullptr;
+  swr.sg_list = &ssge;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  swr.send_flags = IBV_SEND_SIGNALED;
+  ASSERT_EQ(ibv_post_send(b_qp, &swr, &sbad), 0);
+  mlx5_cqe64* received = poll_cqe(1);
+  ASSERT_NE(received, nullptr);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(received), MLX5_CQE_RESP_SEND);
+  EXPECT_EQ(be32toh(received->byte_cnt), 11u);
+  EXPECT_STREQ(reinterpret_cast<char*>(a_buf.data() + 4096), "verbs send");
+
+  EXPECT_EQ(ibv_destroy_qp(a_qp), 0);
+  EXPECT_EQ(ibv_destroy_qp(b_qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(a_cq), 0);
+  EXPECT_EQ(ibv_destroy_cq(b_cq), 0);
+  ibv_dereg_mr(a_mr);
+  ibv_dereg_mr(b_mr);
+  ibv_dealloc_pd(a_pd);
+  ibv_dealloc_pd(b_pd);
+  ibv_close_device(a_ctx);
+  ibv_close_device(b_ctx);
+}
+
+}  // namespace
+}  // namespace devx_it
