@@ -82,7 +82,9 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
   Pd* pd = FindOwned(pds_, c, req.pd);
   if (!pd) return Verdict::Fail(EINVAL, "reg_mr: no such PD in this context");
   if (!(zero_length_ok && req.length == 0)) {
-    if (Verdict v = CheckMrRange(req.addr, req.length); !v.ok()) return v;
+    verbs::MrRuleVerdict rule =
+        verbs::CheckMrRegistration(req.addr, req.length, req.access, lim::kMaxMrSize);
+    if (!rule.ok()) return Verdict::Fail(rule.err, rule.why);
   }
   if (Verdict v = CheckMrAccess(req.access); !v.ok()) return v;
   if (mrs_.size() >= static_cast<size_t>(lim::kMaxMr)) {

@@ -34,10 +34,18 @@ MrRuleVerdict CheckMrAccess(uint32_t access) {
       !(access & IBV_ACCESS_LOCAL_WRITE)) {
     return {EINVAL, "IBV_ACCESS_REMOTE_WRITE/REMOTE_ATOMIC require IBV_ACCESS_LOCAL_WRITE"};
   }
-  if (access & IBV_ACCESS_ON_DEMAND) {
-    return {EOPNOTSUPP, "on-demand paging (IBV_ACCESS_ON_DEMAND) is not supported"};
-  }
   return {};
+}
+
+bool IsImplicitOdp(uint64_t addr, uint64_t length, uint32_t access) {
+  return addr == 0 && length == UINT64_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
+
+MrRuleVerdict CheckMrRegistration(uint64_t addr, uint64_t length, uint32_t access,
+                                  uint64_t max_mr_size) {
+  if (MrRuleVerdict v = CheckMrAccess(access); !v.ok()) return v;
+  if (IsImplicitOdp(addr, length, access)) return {};
+  return CheckMrRange(addr, length, max_mr_size);
 }
 
 }  // namespace softverbs::verbs

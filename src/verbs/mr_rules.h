@@ -23,6 +23,15 @@ uint32_t SupportedMrAccess();
 MrRuleVerdict CheckMrRange(uint64_t addr, uint64_t length, uint64_t max_mr_size);
 MrRuleVerdict CheckMrAccess(uint32_t access);
 
+// An implicit on-demand MR: ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND
+// | ...) covers the whole address space (rdma-core's implicit ODP).
+bool IsImplicitOdp(uint64_t addr, uint64_t length, uint32_t access);
+
+// Range and access of a new registration: CheckMrRange and CheckMrAccess,
+// except that an implicit ODP MR has no range to check.
+MrRuleVerdict CheckMrRegistration(uint64_t addr, uint64_t length, uint32_t access,
+                                  uint64_t max_mr_size);
+
 }  // namespace softverbs::verbs
 
 #endif  // SOFTVERBS_VERBS_MR_RULES_H_

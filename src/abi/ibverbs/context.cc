@@ -46,6 +46,7 @@ void InstallContextOps(ibv_context* ctx) {
   v->free_dm = FreeDmOp;
   v->reg_dm_mr = RegDmMrOp;
   v->query_rt_values = QueryRtValuesOp;
+  v->advise_mr = AdviseMrOp;
   v->alloc_td = AllocTdOp;
   v->dealloc_td = DeallocTdOp;
   v->alloc_parent_domain = AllocParentDomainOp;

@@ -14,6 +14,8 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
 // cq.cc
 int PollCqOp(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int QueryRtValuesOp(ibv_context* context, ibv_values_ex* values);  // query.cc
+int AdviseMrOp(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+               uint32_t num_sge);  // pd_mr.cc
 // Device memory (dm.cc).
 ibv_dm* AllocDmOp(ibv_context* context, ibv_alloc_dm_attr* attr);
 int FreeDmOp(ibv_dm* dm);

@@ -8,6 +8,7 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mr_backing.h"
+#include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
@@ -15,6 +16,7 @@
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
+#include "datapath/memory.h"
 #include "verbs/mr_rules.h"
 
 #undef ibv_reg_mr
@@ -37,13 +39,15 @@ bool RangeIsAccessible(const void* addr, size_t length, unsigned access) {
 // against max_mr_size and the access flags. Returns 0 or the errno.
 int CheckRegistration(ibv_pd* pd, const void* addr, size_t length, unsigned access) {
   if (!pd) return Reject(EINVAL, "ibv_reg_mr: pd is NULL");
-  verbs::MrRuleVerdict v =
-      verbs::CheckMrRange(reinterpret_cast<uint64_t>(addr), length, limits::kMaxMrSize);
-  if (v.ok()) v = verbs::CheckMrAccess(access);
+  const verbs::MrRuleVerdict v = verbs::CheckMrRegistration(reinterpret_cast<uint64_t>(addr),
+                                                            length, access, limits::kMaxMrSize);
   if (!v.ok()) {
     Log("ibv_reg_mr: %s", v.why.c_str());
     return v.err;
   }
+  // On-demand paging: nothing is pinned or copied; the range need not be
+  // mapped yet (an access to a page that is not mapped then fails).
+  if (access & IBV_ACCESS_ON_DEMAND) return 0;
   if (!addr || !RangeIsAccessible(addr, length, access)) {
     Log("ibv_reg_mr: [%p, +%zu) is not mapped memory the access flags allow", addr, length);
     return EFAULT;
@@ -59,8 +63,10 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   Context* ctx = Context::From(pd->context);
   protocol::RegMrBackedRequest req{};
   req.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
-  // The data path: whole pages become shared memory peers can map.
-  MrBacking backing = AcquireMrBacking(addr, length);
+  // The data path: whole pages become shared memory peers can map (not for
+  // on-demand MRs, reached through the owner's /proc/self/mem at access).
+  MrBacking backing =
+      (access & IBV_ACCESS_ON_DEMAND) ? MrBacking{} : AcquireMrBacking(addr, length);
   req.backed_begin = backing.begin;
   req.backed_end = backing.end;
   req.backed_offset = backing.offset;
@@ -120,6 +126,48 @@ void WaitForPeersToLeave(Context* ctx, uint32_t lkey) {
 }
 
 }  // namespace
+
+// ibv_advise_mr(3): prefetching an on-demand MR's pages. Nothing needs to
+// happen ahead (every access reaches the page as it is at that moment), so
+// the verb checks what the kernel and libmlx5 check and succeeds: the PD,
+// the advice and flags, and that each SGE lies inside an on-demand MR of
+// the PD (EINVAL: no such MR or not on demand; EFAULT: out of its bounds).
+int AdviseMrOp(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+               uint32_t num_sge) {
+  if (!pd) return Reject(EINVAL, "ibv_advise_mr: pd is NULL");
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT) {
+    return Reject(EOPNOTSUPP, "ibv_advise_mr: advice %d is not a prefetch",
+                  static_cast<int>(advice));
+  }
+  if (flags & ~static_cast<uint32_t>(IBV_ADVISE_MR_FLAG_FLUSH)) {
+    return Reject(EINVAL, "ibv_advise_mr: flags 0x%x has unknown bits", flags);
+  }
+  if (!sg_list || num_sge == 0) return Reject(EINVAL, "ibv_advise_mr: no SGE");
+  Context* ctx = Context::From(pd->context);
+  if (!ctx->table.valid()) return Reject(EINVAL, "ibv_advise_mr: the device has no MR table");
+  const uint32_t pdn = FromPublic<Pd>(pd)->pdn;
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const datapath::MrEntry& e = *ctx->table.MrSlot(sg_list[i].lkey);
+    if (!(e.access.load(std::memory_order_relaxed) & IBV_ACCESS_ON_DEMAND)) {
+      return Reject(EINVAL, "ibv_advise_mr: SGE %u: lkey 0x%x is not an on-demand MR", i,
+                    sg_list[i].lkey);
+    }
+    uint64_t va = 0;
+    switch (datapath::CheckMrAccess(e, sg_list[i].lkey, false, pdn, ctx->client_id, 0,
+                                    sg_list[i].addr, sg_list[i].length, &va)) {
+      case datapath::MrCheck::kOk:
+        break;
+      case datapath::MrCheck::kOutOfRange:
+        return Reject(EFAULT, "ibv_advise_mr: SGE %u is outside its MR", i);
+      default:
+        return Reject(EINVAL, "ibv_advise_mr: SGE %u: lkey 0x%x is not an MR of this PD", i,
+                      sg_list[i].lkey);
+    }
+  }
+  return 0;
+}
+
 }  // namespace softverbs::provider
 
 using namespace softverbs::provider;

@@ -1,5 +1,6 @@
 #include "abi/ibverbs/peers.h"
 
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ PeerCache::PeerCache(Context* ctx) : ctx_(ctx) {
 
 PeerCache::~PeerCache() {
   for (auto& [owner, fd] : mem_fds_) close(fd);
+  if (local_odp_.mem_fd >= 0) close(local_odp_.mem_fd);
   if (own_inflight_) munmap(own_inflight_, dp::kMrSlots * sizeof(std::atomic<uint32_t>));
 }
 
@@ -93,7 +95,17 @@ dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
 }
 
 const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e) {
-  if (e.owner.load(std::memory_order_relaxed) == ctx_->client_id) return &local_;
+  if (e.owner.load(std::memory_order_relaxed) == ctx_->client_id) {
+    // An on-demand MR of this process: its pages may not be mapped yet, so
+    // even its owner reaches them through /proc/self/mem (an unmapped page
+    // fails the access instead of faulting the process).
+    if (e.access.load(std::memory_order_relaxed) & IBV_ACCESS_ON_DEMAND) {
+      std::lock_guard lock(mutex_);
+      if (local_odp_.mem_fd < 0) local_odp_.mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+      if (local_odp_.mem_fd >= 0) return &local_odp_;
+    }
+    return &local_;
+  }
   const uint32_t generation = e.generation.load(std::memory_order_acquire);
   std::lock_guard lock(mutex_);
   auto it = mrs_.find(key);

@@ -59,6 +59,9 @@ class PeerCache : public datapath::Host {
   std::vector<std::unique_ptr<QpFiles>> retired_qps_;
   std::vector<std::unique_ptr<MrFiles>> retired_mrs_;
   datapath::MrMapping local_{0, true, nullptr, 0, 0, -1};
+  // This process's on-demand MRs: through its own /proc/self/mem (opened at
+  // first use, closed with the context).
+  datapath::MrMapping local_odp_{0, false, nullptr, 0, 0, -1};
   // In-flight counts of this context's accesses to its own MRs, by MR slot
   // (kMrSlots; anonymous memory, pages appear as slots are used).
   std::atomic<uint32_t>* own_inflight_ = nullptr;

@@ -123,6 +123,18 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
   full.phys_port_cnt_ex = lim::kPhysPortCount;
   full.max_dm_size = lim::kMaxDmSize;
+  // On-demand paging (docs/datapath.md, "On-demand paging"): explicit and
+  // implicit MRs, every operation of the transports the device has.
+  constexpr uint32_t kOdpOps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                               IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
+                               IBV_ODP_SUPPORT_SRQ_RECV;
+  full.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  full.odp_caps.per_transport_caps.rc_odp_caps = kOdpOps;
+  full.odp_caps.per_transport_caps.uc_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
+  full.odp_caps.per_transport_caps.ud_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  full.xrc_odp_caps = kOdpOps;
   // Completion timestamps count the device clock: nanoseconds, 64 bits.
   full.completion_timestamp_mask = UINT64_MAX;
   full.hca_core_clock = lim::kHcaCoreClockKhz;
