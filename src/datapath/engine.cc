@@ -316,8 +316,11 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
     Fail(out, status, why);
   };
   if (!(te->access.load() & need)) return responder_error(IBV_WC_REM_INV_REQ_ERR, kVendorQpAccess);
-  if (is_atomic && (wr.remote_addr & 7)) {
+  if ((is_atomic || info.atomic_write) && (wr.remote_addr & 7)) {
     return responder_error(IBV_WC_REM_INV_REQ_ERR, kVendorMisaligned);
+  }
+  if (info.atomic_write && bytes != 8) {
+    return responder_error(IBV_WC_REM_INV_REQ_ERR, kVendorMessageTooLong);
   }
   PieceList remote;
   if (bytes > 0) {
@@ -346,6 +349,12 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
     moved = moved && CopyPieces(local, result);
   } else if (is_read) {
     moved = CopyPieces(local, remote);
+  } else if (info.atomic_write) {
+    // The 8 bytes are gathered first, then stored at once.
+    uint64_t value = 0;
+    PieceList staging;
+    staging.Add({reinterpret_cast<uint8_t*>(&value), -1, 0, 8});
+    moved = CopyPieces(staging, local) && AtomicStore(remote.piece[0], value);
   } else {
     moved = CopyPieces(remote, local);
   }

@@ -128,4 +128,12 @@ bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old) {
   return pwrite(p.mem_fd, &cur, 8, static_cast<off_t>(p.va)) == 8;
 }
 
+bool AtomicStore(const MemPiece& p, uint64_t value) {
+  if (p.ptr) {
+    __atomic_store_n(reinterpret_cast<uint64_t*>(p.ptr), value, __ATOMIC_SEQ_CST);
+    return true;
+  }
+  return pwrite(p.mem_fd, &value, 8, static_cast<off_t>(p.va)) == 8;
+}
+
 }  // namespace softverbs::datapath

@@ -70,6 +70,8 @@ bool CopyPieces(const PieceList& dst, const PieceList& src);
 // A 64-bit atomic at one 8-byte aligned piece. Returns false on failure.
 bool AtomicCompareSwap(const MemPiece& p, uint64_t compare, uint64_t swap, uint64_t* old);
 bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old);
+// An 8-byte store at one aligned piece, at once (IBV_WR_ATOMIC_WRITE).
+bool AtomicStore(const MemPiece& p, uint64_t value);
 
 // Marks a peer as inside an access of an MR, so that ibv_dereg_mr waits for
 // it. Taken before the key check (Dekker style: either the deregistering

@@ -49,6 +49,7 @@ struct WrOpcodeInfo {
   bool consumes_recv = false;           // claims a receive WQE at the responder
   bool immediate = false;               // carries imm_data (IBV_WC_WITH_IMM at the receiver)
   bool invalidate = false;              // carries an rkey to invalidate (IBV_WC_WITH_INV)
+  bool atomic_write = false;            // its 8-byte payload lands in one store, aligned
   ibv_wc_opcode send_wc = IBV_WC_SEND;  // the requester's completion opcode
   ibv_wc_opcode recv_wc = IBV_WC_RECV;  // the receiver's (consumes_recv)
   uint64_t send_ops_flag = 0;           // its IBV_QP_EX_WITH_* bit
@@ -150,14 +151,30 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .consumes_recv = true,
      .send_wc = IBV_WC_TSO,
      .send_ops_flag = IBV_QP_EX_WITH_TSO},
+    {.name = "DRIVER1"},  // provider-specific: none here
+    {},                   // 12-14: not opcodes in rdma-core 44
+    {},
+    {},
+    // IBTA 1.5 ATOMIC WRITE: an RDMA WRITE of exactly 8 bytes that the
+    // responder stores at once (8-byte aligned), needing remote write access
+    // as rxe does. No wire row yet: the RoCE carrier does not send it.
+    {.name = "ATOMIC_WRITE",
+     .action = WrAction::kWrite,
+     .qp_types = kReliableRequesters,
+     .headers = kHeaderReth,
+     .inline_allowed = true,
+     .remote_access = IBV_ACCESS_REMOTE_WRITE,
+     .atomic_write = true,
+     .send_wc = IBV_WC_ATOMIC_WRITE,
+     .send_ops_flag = IBV_QP_EX_WITH_ATOMIC_WRITE},
 };
 
 static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_WR_SEND == 2 &&
               IBV_WR_SEND_WITH_IMM == 3 && IBV_WR_RDMA_READ == 4 &&
               IBV_WR_ATOMIC_CMP_AND_SWP == 5 && IBV_WR_ATOMIC_FETCH_AND_ADD == 6 &&
               IBV_WR_LOCAL_INV == 7 && IBV_WR_BIND_MW == 8 && IBV_WR_SEND_WITH_INV == 9 &&
-              IBV_WR_TSO == 10);
-static_assert(std::size(kWrOpcodeRows) == IBV_WR_TSO + 1);
+              IBV_WR_TSO == 10 && IBV_WR_DRIVER1 == 11 && IBV_WR_ATOMIC_WRITE == 15);
+static_assert(std::size(kWrOpcodeRows) == IBV_WR_ATOMIC_WRITE + 1);
 
 // A work request's headers are those of its one-packet request (the wire
 // rows of ibta_opcode.h): the two tables cannot disagree.
