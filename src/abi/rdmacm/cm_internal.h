@@ -63,6 +63,10 @@ struct Id {
   bool connect_error = false;
   uint32_t option_flags = 0;  // protocol::kCmReuseAddr, kCmAfOnly
   uint8_t tos = 0;
+  // RDMA_OPTION_ID_ACK_TIMEOUT: the QP's local ACK timeout in RTS, as the
+  // kernel's cma_init_qp_attr applies it (unset: the rdma_cm default).
+  bool ack_timeout_set = false;
+  uint8_t ack_timeout = 0;
   ibv_qp_init_attr* qp_init_attr = nullptr;  // passive endpoints: QP of each request
   std::vector<uint8_t> connect_data;         // rdma_addrinfo ai_connect
   ibv_sa_path_rec path{};

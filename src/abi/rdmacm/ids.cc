@@ -121,7 +121,12 @@ SV_EXPORT int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optv
           return RejectMinusOne(EINVAL, "rdma_set_option: option %d takes a uint8_t, not %zu bytes",
                                 optname, optlen);
         }
-        if (optname == RDMA_OPTION_ID_TOS) priv->tos = *static_cast<uint8_t*>(optval);
+        if (optname == RDMA_OPTION_ID_TOS) {
+          priv->tos = *static_cast<uint8_t*>(optval);
+        } else {
+          priv->ack_timeout = *static_cast<uint8_t*>(optval);
+          priv->ack_timeout_set = true;
+        }
         return 0;
       case RDMA_OPTION_ID_REUSEADDR:
       case RDMA_OPTION_ID_AFONLY: {

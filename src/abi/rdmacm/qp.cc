@@ -24,6 +24,10 @@ SV_EXPORT int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_at
   if (Call(Op::kCmInitQpAttr, req, &rep)) return -1;
   *qp_attr = rep.qp_attr;
   *qp_attr_mask = rep.qp_attr_mask;
+  const Id* priv = IdOf(id);
+  if ((rep.qp_attr_mask & IBV_QP_TIMEOUT) && priv->ack_timeout_set) {
+    qp_attr->timeout = priv->ack_timeout;
+  }
   return 0;
 }
 
