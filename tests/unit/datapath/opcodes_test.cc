@@ -11,7 +11,8 @@ TEST(OpcodeTable, SendOpsFlagsPerQpType) {
   constexpr uint64_t kSend = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
   constexpr uint64_t kWrite = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
   constexpr uint64_t kReadAtomic = IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                                   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                                   IBV_QP_EX_WITH_ATOMIC_WRITE;
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_RC), kSend | kWrite | kReadAtomic);
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_XRC_SEND), kSend | kWrite | kReadAtomic);
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_UC), kSend | kWrite);
@@ -33,7 +34,19 @@ TEST(OpcodeTable, RowsFollowTheirOpcode) {
       EXPECT_FALSE(row.inline_allowed) << row.name;
     }
   }
-  EXPECT_EQ(WrOpcode(IBV_WR_ATOMIC_WRITE).action, WrAction::kUnknown);
+  // DRIVER1 and the numbers rdma-core 44 leaves unused are no opcodes.
+  for (uint32_t op = IBV_WR_DRIVER1; op < IBV_WR_ATOMIC_WRITE; ++op) {
+    EXPECT_EQ(WrOpcode(op).action, WrAction::kUnknown) << op;
+    EXPECT_EQ(WrOpcode(op).qp_types, 0u) << op;
+  }
+  // ATOMIC WRITE: an 8-byte write with remote write access, reliable QPs only.
+  const WrOpcodeInfo& atomic_write = WrOpcode(IBV_WR_ATOMIC_WRITE);
+  EXPECT_EQ(atomic_write.action, WrAction::kWrite);
+  EXPECT_TRUE(atomic_write.atomic_write);
+  EXPECT_EQ(atomic_write.remote_access, uint32_t{IBV_ACCESS_REMOTE_WRITE});
+  EXPECT_EQ(atomic_write.send_wc, IBV_WC_ATOMIC_WRITE);
+  EXPECT_EQ(atomic_write.send_ops_flag, uint64_t{IBV_QP_EX_WITH_ATOMIC_WRITE});
+  EXPECT_EQ(atomic_write.qp_types, kReliableRequesters);
   EXPECT_EQ(WrOpcode(1000).qp_types, 0u);
 }
 
