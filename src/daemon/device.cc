@@ -95,6 +95,10 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
   const uint32_t index = AllocateMrIndex();
   if (index == 0) return Verdict::Fail(ENOMEM, "reg_mr: no MR key index left");
   uint32_t key = (index << 8) | (index & 0xff);
+  // A slot a previous MR left with a raised in-flight count (a peer that
+  // died inside an access of it) starts clean: its owner's dereg already
+  // stopped waiting for that peer (docs/datapath.md).
+  if (table_.valid()) table_.MrSlot(key)->inflight.store(0, std::memory_order_relaxed);
   Mr mr{NextHandle(), c,          req.pd, req.addr,         req.length,
         req.iova,     req.access, key,    key | 0x80000000u};
   mrs_[mr.handle] = mr;

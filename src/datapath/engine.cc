@@ -1,6 +1,7 @@
 #include "datapath/engine.h"
 
 #include <endian.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,6 +32,17 @@ class MrGuards {
   std::atomic<uint32_t>* held_[kMax];
   int count_ = 0;
 };
+
+// Test hook (docs/datapath.md, "A peer that dies inside an access"):
+// SOFTVERBS_TEST_STALL_IN_ACCESS_US=<n> makes this process sleep n us while
+// it holds an MR's in-flight count, so a test can kill it there. Read once.
+void StallInsideAccessForTests() {
+  static const long stall_us = [] {
+    const char* env = getenv("SOFTVERBS_TEST_STALL_IN_ACCESS_US");
+    return env ? atol(env) : 0L;
+  }();
+  if (stall_us > 0) usleep(static_cast<useconds_t>(stall_us));
+}
 
 bool IsReceiveState(uint32_t s) {
   return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
@@ -338,6 +350,7 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
     }
     return;
   }
+  StallInsideAccessForTests();
   bool moved = true;
   if (is_atomic) {
     uint64_t old = 0;
