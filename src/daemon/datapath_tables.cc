@@ -242,15 +242,17 @@ Verdict Device::MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::
   (void)c;
   for (const auto& [h, mr] : mrs_) {
     if (mr.lkey != key && mr.rkey != key) continue;
+    // A non-dumpable owner gave no /proc/self/mem: its MRs are whole pages
+    // (ibv_reg_mr refuses the rest), reached through the backing alone.
     auto mem = mem_fds_.find(mr.owner);
-    if (mem == mem_fds_.end()) {
-      return Verdict::Fail(
-          ENODEV, "map_mr: the owner of key 0x" + ToHex(key) + " gave no memory descriptor");
+    if (mem == mem_fds_.end() && mr.backing_fd < 0) {
+      return Verdict::Fail(ENODEV, "map_mr: the owner of key 0x" + ToHex(key) +
+                                       " gave no memory descriptor and the MR has no backing");
     }
-    fds->push_back(mem->second);
+    if (mem != mem_fds_.end()) fds->push_back(mem->second);
     if (mr.backing_fd >= 0) fds->push_back(mr.backing_fd);
     *out = {mr.owner, table_.valid() ? table_.MrSlot(key)->generation.load() : 0,
-            mr.backing_fd >= 0 ? 1u : 0u, 0};
+            mr.backing_fd >= 0 ? 1u : 0u, mem != mem_fds_.end() ? 1u : 0u};
     return Verdict::Ok();
   }
   return Verdict::Fail(ENOENT, "map_mr: no MR with key 0x" + ToHex(key));

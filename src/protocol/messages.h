@@ -374,7 +374,7 @@ struct MapMrReply {
   uint32_t owner;
   uint32_t generation;
   uint32_t has_backing;
-  uint32_t reserved;
+  uint32_t has_mem_fd;  // 0: the owner is not dumpable; only the backing comes
 };
 static_assert(sizeof(MapMrReply) == 16);
 

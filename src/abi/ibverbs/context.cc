@@ -108,6 +108,7 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     // The data path: our /proc/self/mem goes to the daemon (peers reach the
     // partial pages of our MRs through it), the device table comes back.
     int mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    ctx->has_mem_fd = mem_fd >= 0;
     err = ctx->channel.Call(softverbs::protocol::Op::kHello, &hello, sizeof(hello), &reply,
                             sizeof(reply), mem_fd >= 0 ? &mem_fd : nullptr, mem_fd >= 0 ? 1 : 0,
                             nullptr, &fds);

@@ -46,6 +46,20 @@ int CheckRegistration(ibv_pd* pd, const void* addr, size_t length, unsigned acce
     Log("ibv_reg_mr: %s", v.why.c_str());
     return v.err;
   }
+  // A non-dumpable process (PR_SET_DUMPABLE 0) cannot give the device its
+  // /proc/self/mem: peers could not reach partial pages or on-demand MRs,
+  // so those fail here, explained, rather than later in silence.
+  if (!Context::From(pd->context)->has_mem_fd) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<uintptr_t>(addr);
+    if ((access & IBV_ACCESS_ON_DEMAND) || begin % page != 0 || length % page != 0) {
+      Log("ibv_reg_mr: this process is not dumpable (PR_SET_DUMPABLE 0), so the device "
+          "cannot reach its memory through /proc/self/mem: only whole pages, not on demand, "
+          "can be registered ([%p, +%zu) is not)",
+          addr, length);
+      return EPERM;
+    }
+  }
   // On-demand paging: nothing is pinned or copied; the range need not be
   // mapped yet (an access to a page that is not mapped then fails).
   if (access & IBV_ACCESS_ON_DEMAND) return 0;
@@ -68,6 +82,14 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   // on-demand MRs, reached through the owner's /proc/self/mem at access).
   MrBacking backing =
       (access & IBV_ACCESS_ON_DEMAND) ? MrBacking{} : AcquireMrBacking(addr, length);
+  if (!ctx->has_mem_fd && backing.id == 0) {
+    // Not dumpable and no shared backing (memory that cannot be remapped,
+    // or pages another registration holds differently): unreachable.
+    return RejectNull(EPERM,
+                      "ibv_reg_mr: this process is not dumpable and [%p, +%zu) cannot be "
+                      "backed with shared memory: peers could not reach it",
+                      addr, length);
+  }
   req.backed_begin = backing.begin;
   req.backed_end = backing.end;
   req.backed_offset = backing.offset;

@@ -126,14 +126,17 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
   auto files = std::make_unique<MrFiles>();
   dp::MrMapping& m = files->mapping;
   m.generation = rep.generation;
-  m.mem_fd = OwnerMemFd(rep.owner, fds[0]);
-  if (rep.has_backing && fds.size() >= 2) {
-    if (files->backing.Map(fds[1]) == 0) {
+  // fds: the owner's /proc/self/mem (unless it is not dumpable), then the
+  // backing memfd (if any).
+  size_t next = 0;
+  m.mem_fd = rep.has_mem_fd ? OwnerMemFd(rep.owner, fds[next++]) : -1;
+  if (rep.has_backing && fds.size() > next) {
+    if (files->backing.Map(fds[next]) == 0) {
       m.backed_begin = e.backed_begin.load();
       m.backed_end = e.backed_end.load();
       m.backed = static_cast<uint8_t*>(files->backing.base()) + e.backed_offset.load();
     }
-    close(fds[1]);
+    close(fds[next]);
   }
   const dp::MrMapping* result = &files->mapping;
   mrs_[key] = std::move(files);

@@ -49,6 +49,10 @@ struct Context {
   DaemonChannel channel;  // requests to softverbsd
   int event_fd = -1;      // the event connection; also ibv_context.async_fd
   uint32_t client_id = 0;
+  // The daemon holds this process's /proc/self/mem (peers reach the partial
+  // pages of its MRs through it). False for a non-dumpable process
+  // (PR_SET_DUMPABLE 0), which cannot open it: only whole pages register.
+  bool has_mem_fd = false;
   ibv_mtu active_mtu = IBV_MTU_1024;
   GidTable gids{};
   std::mutex objects_mutex;                   // guards objects (async events look objects up)

@@ -14,35 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "peer_process.h"
 #include "test_env.h"
 
 namespace softverbs::it {
 namespace {
-
-struct Target {
-  uint32_t qpn;
-  uint32_t rkey;
-  uint64_t addr;
-};
-
-bool ReadAll(int fd, void* buf, size_t len) {
-  auto* p = static_cast<uint8_t*>(buf);
-  while (len) {
-    ssize_t n = read(fd, p, len);
-    if (n <= 0) return false;
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-ibv_qp* RcQp(ibv_pd* pd, ibv_cq* cq) {
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {4, 4, 1, 1, 0};
-  return ibv_create_qp(pd, &init);
-}
 
 // The peer: connects to the target and writes into its MR, stalling inside
 // the access until it is killed.
@@ -55,7 +31,7 @@ ibv_qp* RcQp(ibv_pd* pd, ibv_cq* cq) {
   static char src[4096];
   ibv_mr* mr = qp ? ibv_reg_mr(pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE) : nullptr;
   if (!mr) _exit(10);
-  Target target{};
+  RemoteMr target{};
   if (write(up, &qp->qp_num, 4) != 4 || !ReadAll(down, &target, sizeof(target))) _exit(11);
   if (!ConnectRc(ctx, qp, target.qpn)) _exit(12);
   if (write(up, "r", 1) != 1) _exit(13);
@@ -77,6 +53,8 @@ TEST(DeadPeer, DeregDoesNotWaitForAPeerKilledInsideAnAccess) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) RunPeer(up[1], down[0]);
+  close(up[1]);  // so a child that dies early is seen as EOF
+  close(down[0]);
   ibv_context* ctx = OpenDevice();
   ASSERT_NE(ctx, nullptr);
   ibv_pd* pd = ibv_alloc_pd(ctx);
@@ -90,7 +68,7 @@ TEST(DeadPeer, DeregDoesNotWaitForAPeerKilledInsideAnAccess) {
   uint32_t peer_qpn = 0;
   ASSERT_TRUE(ReadAll(up[0], &peer_qpn, 4));
   ASSERT_TRUE(ConnectRc(ctx, qp, peer_qpn));
-  const Target target{qp->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(buf.data())};
+  const RemoteMr target{qp->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(buf.data())};
   ASSERT_EQ(write(down[1], &target, sizeof(target)), static_cast<ssize_t>(sizeof(target)));
   char ready = 0;
   ASSERT_TRUE(ReadAll(up[0], &ready, 1)) << "the peer could not connect";
