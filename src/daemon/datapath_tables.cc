@@ -7,7 +7,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "common/device_limits.h"
+#include "common/log.h"
 #include "daemon/device.h"
 #include "datapath/cq_ring.h"
 #include "datapath/recv_queue.h"
@@ -48,6 +51,51 @@ void Device::CreateDeviceTable() {
 void Device::SetClientMemFd(ClientId c, int fd) {
   if (auto it = mem_fds_.find(c); it != mem_fds_.end()) close(it->second);
   mem_fds_[c] = fd;
+}
+
+void Device::SetClientAccessRecord(ClientId c, int fd) {
+  if (auto it = access_records_.find(c); it != access_records_.end()) close(it->second);
+  access_records_[c] = fd;
+}
+
+// Read with pread, not mapped: a client may shrink its file, which must cost
+// the daemon nothing (a mapping would fault). A count is taken back only as
+// far as the counter holds it: a slot reset at its reuse (RegMr) already
+// dropped the dead client's part.
+void Device::ReleaseAccessRecord(ClientId c) {
+  auto it = access_records_.find(c);
+  if (it == access_records_.end()) return;
+  const int fd = it->second;
+  access_records_.erase(it);
+  if (!table_.valid()) {
+    close(fd);
+    return;
+  }
+  constexpr uint32_t kChunk = 4096;
+  uint32_t counts[kChunk];
+  uint64_t released = 0;
+  for (uint32_t first = 0; first < dp::kMrSlots; first += kChunk) {
+    const uint32_t n = std::min(kChunk, dp::kMrSlots - first);
+    ssize_t got = pread(fd, counts, n * sizeof(uint32_t), first * sizeof(uint32_t));
+    if (got <= 0) break;
+    for (uint32_t i = 0; i < static_cast<uint32_t>(got) / sizeof(uint32_t); ++i) {
+      if (counts[i] == 0) continue;
+      // MrSlot takes a key: slot s is key index s (MrSlotOf).
+      std::atomic<uint32_t>& inflight = table_.MrSlot((first + i) << 8)->inflight;
+      uint32_t now = inflight.load(std::memory_order_relaxed);
+      uint32_t take = 0;
+      do {
+        take = std::min(now, counts[i]);
+      } while (take && !inflight.compare_exchange_weak(now, now - take, std::memory_order_release,
+                                                       std::memory_order_relaxed));
+      released += take;
+    }
+  }
+  close(fd);
+  if (released) {
+    Log("client %u went away inside %llu MR access(es): the device took them back", c,
+        static_cast<unsigned long long>(released));
+  }
 }
 
 void Device::AttachCqEventFd(Handle h, int fd) {

@@ -115,6 +115,8 @@ class Device {
   // the out vectors stay owned by the device.
   int table_fd() const { return table_fd_; }
   void SetClientMemFd(ClientId c, int fd);  // takes ownership
+  // The client's access record (datapath/layout.h); takes ownership.
+  void SetClientAccessRecord(ClientId c, int fd);
   void AttachCqEventFd(Handle cq, int fd);  // takes ownership
   int CqRingFd(Handle cq) const;
   int QpRecvQueueFd(Handle qp_handle) const;
@@ -133,6 +135,8 @@ class Device {
   // DEVX (mlx5dv_devx_*): the emulated firmware over these tables.
   DevxService& devx();
   void ReleaseDevxObjects(ClientId c);  // first step of RemoveClient
+  // Takes back the MR in-flight counts a gone client's access record holds.
+  void ReleaseAccessRecord(ClientId c);
 
   // DEVX queues (devx_queues.cc): shadows of the CQs and QPs created through
   // DEVX in the verbs tables, so that the owner's DEVX queue engine and verbs
@@ -218,6 +222,7 @@ class Device {
   datapath::DeviceTable table_;
   int table_fd_ = -1;
   std::map<ClientId, int> mem_fds_;                        // each client's /proc/self/mem
+  std::map<ClientId, int> access_records_;                 // each client's access record
   std::unique_ptr<DevxService, DevxServiceDeleter> devx_;  // made on first DEVX request
   friend class DevxDeviceObjects;                          // DEVX objects share these tables
 };

@@ -19,7 +19,8 @@ std::vector<Handle> HandlesOwnedBy(const Table& table, ClientId c) {
 }  // namespace
 
 void Device::RemoveClient(ClientId c) {
-  ReleaseDevxObjects(c);  // DEVX objects hold verbs objects: they go first
+  ReleaseAccessRecord(c);  // what it held inside accesses of any MR
+  ReleaseDevxObjects(c);   // DEVX objects hold verbs objects: they go first
   for (Handle h : HandlesOwnedBy(qp_handles_, c)) {
     qps_.at(qp_handles_.at(h).qpn).mcast_groups.clear();
     DropQpHandle(h);

@@ -425,7 +425,13 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     std::vector<int> out_fds;
     if (conn.role == protocol::Role::kContext) {
       // The data path: the client's /proc/self/mem in, the device table out.
-      if (!fds.empty()) device_.SetClientMemFd(conn.client, dup(fds[0]));
+      size_t next = 0;
+      if ((req.files & protocol::kHelloMemFd) && next < fds.size()) {
+        device_.SetClientMemFd(conn.client, dup(fds[next++]));
+      }
+      if ((req.files & protocol::kHelloAccessRecord) && next < fds.size()) {
+        device_.SetClientAccessRecord(conn.client, dup(fds[next++]));
+      }
       if (device_.table_fd() >= 0) out_fds.push_back(device_.table_fd());
     }
     return Reply(conn, hdr.seq, Verdict::Ok(), &out, sizeof(out), out_fds);

@@ -12,24 +12,35 @@ namespace {
 // Holds in-flight counts on every MR an execution touches (the Dekker
 // protocol of InflightGuard, memory.h: the increment is seq_cst and comes
 // before the key check; the decrement is a release, ordering our accesses
-// before the owner's wait sees zero).
+// before the owner's wait sees zero). A count taken in an MR's shared counter
+// is also noted in the host's access record (Host::AccessRecord), which the
+// daemon reads if this process dies holding it: noted after the increment,
+// un-noted before the decrement, so a death in between can leave a count
+// behind (bounded by the dereg wait) but never make the device take one back
+// twice.
 class MrGuards {
  public:
   MrGuards() = default;
   MrGuards(const MrGuards&) = delete;
   MrGuards& operator=(const MrGuards&) = delete;
   ~MrGuards() {
-    for (int i = 0; i < count_; ++i) held_[i]->fetch_sub(1, std::memory_order_release);
+    for (int i = 0; i < count_; ++i) {
+      if (records_[i]) records_[i]->fetch_sub(1, std::memory_order_relaxed);
+      held_[i]->fetch_sub(1, std::memory_order_release);
+    }
   }
-  void Enter(std::atomic<uint32_t>* counter) {
+  void Enter(std::atomic<uint32_t>* counter, std::atomic<uint32_t>* record) {
     if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
     counter->fetch_add(1, std::memory_order_seq_cst);
-    held_[count_++] = counter;
+    if (record) record->fetch_add(1, std::memory_order_relaxed);
+    held_[count_] = counter;
+    records_[count_++] = record;
   }
 
  private:
   static constexpr int kMax = 2 * kMaxSendSge + 2;
   std::atomic<uint32_t>* held_[kMax];
+  std::atomic<uint32_t>* records_[kMax];
   int count_ = 0;
 };
 
@@ -66,9 +77,13 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
   for (uint32_t i = 0; i < num_sge; ++i) {
     if (sge[i].length == 0) continue;
     MrEntry* e = host.table().MrSlot(sge[i].lkey);
-    std::atomic<uint32_t>* counter =
+    std::atomic<uint32_t>* own =
         owner == host.client_id() ? host.OwnInflight(sge[i].lkey) : nullptr;
-    guards.Enter(counter ? counter : &e->inflight);
+    if (own) {
+      guards.Enter(own, nullptr);
+    } else {
+      guards.Enter(&e->inflight, host.AccessRecord(sge[i].lkey));
+    }
     uint64_t va = 0;
     switch (
         CheckMrAccess(*e, sge[i].lkey, remote, pdn, owner, need, sge[i].addr, sge[i].length, &va)) {

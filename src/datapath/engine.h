@@ -121,6 +121,14 @@ class Host {
     (void)key;
     return nullptr;
   }
+  // Where this host notes the counts it holds in MR slot key's shared
+  // in-flight counter (MrEntry::inflight), so that the device can take them
+  // back if the host dies inside an access (the daemon reads the record at
+  // its death, as the kernel fences a dead process's DMA); nullptr: no record.
+  virtual std::atomic<uint32_t>* AccessRecord(uint32_t key) {
+    (void)key;
+    return nullptr;
+  }
   // Moves QP qpn to the error state (via the daemon, which publishes it).
   virtual void SetQpError(uint32_t qpn) = 0;
   // An SRQ dropped below its armed limit.

@@ -115,6 +115,15 @@ inline constexpr uint64_t kDeviceTableMrOffset = 4096;
 inline constexpr uint64_t kDeviceTableQpOffset = kDeviceTableMrOffset + kMrSlots * sizeof(MrEntry);
 inline constexpr uint64_t kDeviceTableSize = kDeviceTableQpOffset + kQpSlots * sizeof(QpEntry);
 
+// A context's access record: a memfd of kMrSlots counts (uint32_t, index
+// MrSlotOf(key)), the part of each MR's shared `inflight` this context holds
+// right now. The context writes it (Host::AccessRecord); the daemon, which
+// got the file at hello, reads it when the context is gone and takes those
+// counts back, so a process killed inside an access does not leave an MR
+// waited for. Pages appear only for the slots a context touches.
+inline constexpr uint64_t kAccessRecordSize = kMrSlots * sizeof(std::atomic<uint32_t>);
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+
 // A completion queue: a bounded multi-producer, single-consumer ring. Any
 // process that completes work for this CQ (its owner for send completions,
 // peers for receive completions) reserves a slot by CAS on `tail`, fills the

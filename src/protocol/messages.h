@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr uint32_t kProtocolVersion = 6;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -112,12 +112,21 @@ using Handle = uint32_t;
 // and gets the channel's number back in HelloReply::context_token.
 enum class Role : uint32_t { kContext = 1, kEvents = 2, kCli = 3, kCmEvents = 4 };
 
+// The files a kContext hello carries, in this order, each present when its
+// bit is set in HelloRequest::files.
+enum HelloFile : uint32_t {
+  kHelloMemFd = 1u << 0,         // the process's /proc/self/mem (not if non-dumpable)
+  kHelloAccessRecord = 1u << 1,  // its access record (datapath/layout.h kAccessRecordSize)
+};
+
 struct HelloRequest {
   uint32_t role;           // Role
   uint32_t pid;            // informational; the daemon trusts SO_PEERCRED
   uint64_t context_token;  // kEvents: the token the context connection got
+  uint32_t files;          // kContext: HelloFile bits of the fds sent along
+  uint32_t reserved;
 };
-static_assert(sizeof(HelloRequest) == 16);
+static_assert(sizeof(HelloRequest) == 24);
 
 struct HelloReply {
   uint64_t context_token;  // identifies this context for its event connection

@@ -101,21 +101,37 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   softverbs::protocol::HelloReply reply{};
   std::vector<int> fds;
   int err = 0;
+  const int record_fd = softverbs::datapath::CreateSharedFile(
+      "softverbs-access-record", softverbs::datapath::kAccessRecordSize);
+  if (record_fd >= 0) ctx->access_record.Map(record_fd);
   // A daemon that reached its idle timeout just as we connected closes the
   // connection unanswered (ENODEV): connect again, which starts a new one.
   for (int attempt = 0; attempt < 3; ++attempt) {
     if ((err = ctx->channel.Connect(softverbs::protocol::Role::kContext))) break;
     // The data path: our /proc/self/mem goes to the daemon (peers reach the
     // partial pages of our MRs through it), the device table comes back.
+    // Our access record goes along (the daemon takes back the in-flight
+    // counts it holds if we die inside an access).
+    int hello_fds[2];
+    int nfds = 0;
+    hello.files = 0;
     int mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
     ctx->has_mem_fd = mem_fd >= 0;
+    if (mem_fd >= 0) {
+      hello_fds[nfds++] = mem_fd;
+      hello.files |= softverbs::protocol::kHelloMemFd;
+    }
+    if (record_fd >= 0 && ctx->access_record.base()) {
+      hello_fds[nfds++] = record_fd;
+      hello.files |= softverbs::protocol::kHelloAccessRecord;
+    }
     err = ctx->channel.Call(softverbs::protocol::Op::kHello, &hello, sizeof(hello), &reply,
-                            sizeof(reply), mem_fd >= 0 ? &mem_fd : nullptr, mem_fd >= 0 ? 1 : 0,
-                            nullptr, &fds);
+                            sizeof(reply), nfds ? hello_fds : nullptr, nfds, nullptr, &fds);
     if (mem_fd >= 0) close(mem_fd);
     if (err != ENODEV) break;
     ctx->channel.Disconnect();
   }
+  if (record_fd >= 0) close(record_fd);
   if (!err) err = MapDeviceTable(ctx, fds);
   for (int fd : fds) close(fd);
   if (!err) err = OpenEventConnection(ctx, reply.context_token);

@@ -33,6 +33,11 @@ std::atomic<uint32_t>* PeerCache::OwnInflight(uint32_t key) {
   return own_inflight_ ? own_inflight_ + dp::MrSlotOf(key) : nullptr;
 }
 
+std::atomic<uint32_t>* PeerCache::AccessRecord(uint32_t key) {
+  void* base = ctx_->access_record.base();
+  return base ? static_cast<std::atomic<uint32_t>*>(base) + dp::MrSlotOf(key) : nullptr;
+}
+
 int PeerCache::OwnerMemFd(uint32_t owner, int received_fd) {
   auto it = mem_fds_.find(owner);
   if (it != mem_fds_.end()) {

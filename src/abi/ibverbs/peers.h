@@ -25,6 +25,7 @@ class PeerCache : public datapath::Host {
   datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override;
   const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override;
   std::atomic<uint32_t>* OwnInflight(uint32_t key) override;
+  std::atomic<uint32_t>* AccessRecord(uint32_t key) override;
   void SetQpError(uint32_t qpn) override;
   // Moves this process's unreliable QP qpn to SQE (a requester error).
   void SetSendQueueError(uint32_t qpn);

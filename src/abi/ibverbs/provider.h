@@ -53,6 +53,9 @@ struct Context {
   // pages of its MRs through it). False for a non-dumpable process
   // (PR_SET_DUMPABLE 0), which cannot open it: only whole pages register.
   bool has_mem_fd = false;
+  // This context's access record (datapath/layout.h kAccessRecordSize), shared
+  // with the daemon, which takes back what it holds if the process dies.
+  datapath::SharedMapping access_record;
   ibv_mtu active_mtu = IBV_MTU_1024;
   GidTable gids{};
   std::mutex objects_mutex;                   // guards objects (async events look objects up)
