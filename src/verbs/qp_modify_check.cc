@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/raw_enum.h"
 #include "verbs/qp_names.h"
 #include "verbs/qp_state_table.h"
 
@@ -115,7 +116,7 @@ std::string CheckAv(const Request& r) {
 }
 
 std::string CheckPathMtu(const Request& r) {
-  const auto mtu = static_cast<uint32_t>(r.attr.path_mtu);
+  const uint32_t mtu = RawEnum(r.attr.path_mtu);
   if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096) {
     return "path_mtu " + Num(mtu) + " is not an ibv_mtu (1..5 = 256..4096 bytes)";
   }
@@ -177,7 +178,7 @@ std::string CheckMaxDestRdAtomic(const Request& r) {
 }
 
 std::string CheckPathMigState(const Request& r) {
-  const auto state = static_cast<uint32_t>(r.attr.path_mig_state);
+  const uint32_t state = RawEnum(r.attr.path_mig_state);
   if (state <= IBV_MIG_ARMED) return {};
   return "path_mig_state " + Num(state) + " is not an ibv_mig_state (MIGRATED, REARM, ARMED)";
 }
@@ -287,14 +288,16 @@ ModifyVerdict CheckModifyQp(ibv_qp_type qp_type, ibv_qp_state current_state,
     return Reject(std::move(verdict), EINVAL,
                   "the QP's current state " + Num(current_state) + " is not a QP state");
   }
-  if ((mask & IBV_QP_STATE) && !IsQpState(attr.qp_state)) {
-    return Reject(std::move(verdict), EINVAL,
-                  "qp_state " + Num(attr.qp_state) + " is not a QP state (0..6 = RESET..ERR)");
-  }
-  if ((mask & IBV_QP_CUR_STATE) && !IsQpState(attr.cur_qp_state)) {
+  // Read as integers first: an out-of-range value may not be loaded as the enum.
+  if ((mask & IBV_QP_STATE) && !IsQpState(RawEnum(attr.qp_state))) {
     return Reject(
         std::move(verdict), EINVAL,
-        "cur_qp_state " + Num(attr.cur_qp_state) + " is not a QP state (0..6 = RESET..ERR)");
+        "qp_state " + Num(RawEnum(attr.qp_state)) + " is not a QP state (0..6 = RESET..ERR)");
+  }
+  if ((mask & IBV_QP_CUR_STATE) && !IsQpState(RawEnum(attr.cur_qp_state))) {
+    return Reject(std::move(verdict), EINVAL,
+                  "cur_qp_state " + Num(RawEnum(attr.cur_qp_state)) +
+                      " is not a QP state (0..6 = RESET..ERR)");
   }
 
   // Like Linux, an asserted cur_qp_state is trusted as the starting state.

@@ -5,6 +5,7 @@
 // event_lifetime.h: counted as reported when handed out, dropped when their
 // object was destroyed before they were read.
 #include <errno.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "abi/ibverbs/device_fatal.h"
@@ -48,6 +49,19 @@ AckedOn AckedOnOf(uint32_t event_type) {
   }
 }
 
+// ibv_async_event.event_type as the integer it may hold: the legacy XRC API
+// ORs IBV_XRC_QP_EVENT_FLAG (0x80000000) into it, a value outside the enum
+// that C++ may not load through the enum type. Stored and read as bytes.
+static_assert(sizeof(ibv_event_type) == sizeof(uint32_t));
+uint32_t RawEventType(const ibv_async_event* event) {
+  uint32_t v;
+  memcpy(&v, &event->event_type, sizeof(v));
+  return v;
+}
+void SetRawEventType(ibv_async_event* event, uint32_t v) {
+  memcpy(&event->event_type, &v, sizeof(v));
+}
+
 bool NamesAnObject(const protocol::AsyncEventRecord& rec) {
   switch (static_cast<protocol::EventElement>(rec.element)) {
     case protocol::EventElement::kCq:
@@ -84,7 +98,7 @@ bool Deliver(Context* ctx, const protocol::AsyncEventRecord& rec, ibv_async_even
     object = it->second;
   }
   const AckedOn acked_on = AckedOnOf(rec.event_type);
-  event->event_type = static_cast<ibv_event_type>(rec.event_type);
+  SetRawEventType(event, rec.event_type);
   switch (static_cast<protocol::EventElement>(rec.element)) {
     case protocol::EventElement::kCq: {
       auto* cq = static_cast<ibv_cq*>(object);
@@ -101,7 +115,7 @@ bool Deliver(Context* ctx, const protocol::AsyncEventRecord& rec, ibv_async_even
       if (LegacyXrcQpNumber(qp, &qpn)) {
         // A legacy receive QP has no ibv_qp of its own in the OFED API: the
         // event names it by number, flagged (and its ack counts on nothing).
-        event->event_type = static_cast<ibv_event_type>(rec.event_type | IBV_XRC_QP_EVENT_FLAG);
+        SetRawEventType(event, rec.event_type | IBV_XRC_QP_EVENT_FLAG);
         *reinterpret_cast<uint32_t*>(&event->element) = qpn;
       } else {
         event->element.qp = qp;
@@ -205,7 +219,7 @@ SV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) 
 
 SV_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
   if (!event) return;
-  switch (AckedOnOf(event->event_type)) {
+  switch (AckedOnOf(RawEventType(event))) {
     case AckedOn::kCq:
       if (event->element.cq) {
         CountUnderMutex(&event->element.cq->mutex, &event->element.cq->async_events_completed,

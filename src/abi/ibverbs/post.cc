@@ -11,6 +11,7 @@
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
 #include "common/log.h"
+#include "common/raw_enum.h"
 
 namespace softverbs::provider {
 
@@ -26,12 +27,12 @@ Cq* CqOf(ibv_cq* cq) {
 // ibv_post_send reports.
 int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) {
   out->wr_id = in.wr_id;
-  out->opcode = in.opcode;
+  out->opcode = RawEnum(in.opcode);  // any value: the opcode table refuses unknown ones
   out->send_flags = in.send_flags;
   out->imm_data = in.imm_data;
   // Which member of the wr union holds the remote side: the headers the
   // opcode's request carries (opcode table).
-  const uint8_t headers = dp::WrOpcode(in.opcode).headers;
+  const uint8_t headers = dp::WrOpcode(out->opcode).headers;
   if (headers & dp::kHeaderReth) {
     out->remote_addr = in.wr.rdma.remote_addr;
     out->rkey = in.wr.rdma.rkey;

@@ -19,6 +19,7 @@
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
 #include "common/log.h"
+#include "common/raw_enum.h"
 #include "softverbs/xrc_legacy.h"
 
 namespace softverbs::provider {
@@ -67,6 +68,12 @@ Qp* NewQp(ibv_context* context, Handle handle, uint32_t qpn, ibv_qp_type type, v
 ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (!context || !attr) {
     return RejectNull(EINVAL, "ibv_create_qp_ex: %s is NULL", !context ? "context" : "attr");
+  }
+  // ibv_qp_type's range is 0..255 (IBV_QPT_DRIVER): beyond it the field may
+  // not even be read as the enum; within it the daemon refuses the unknown.
+  if (RawEnum(attr->qp_type) > 0xff) {
+    return RejectNull(EINVAL, "ibv_create_qp_ex: qp_type %u is not a QP type",
+                      RawEnum(attr->qp_type));
   }
   if (attr->comp_mask & ~kKnownQpInitComp) {
     Log("ibv_create_qp_ex: comp_mask 0x%x has unknown bits", attr->comp_mask);
@@ -168,8 +175,8 @@ ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr) {
     return FailNull<ibv_qp>(EINVAL);
   }
   Context* ctx = Context::From(context);
-  protocol::OpenQpRequest req{HandleOf(attr->xrcd), attr->qp_num,
-                              static_cast<uint32_t>(attr->qp_type), 0};
+  // The daemon checks the type (only XRC_RECV); after that it may be loaded.
+  protocol::OpenQpRequest req{HandleOf(attr->xrcd), attr->qp_num, RawEnum(attr->qp_type), 0};
   protocol::OpenQpReply rep{};
   if (int err = ctx->channel.Call(protocol::Op::kOpenQp, req, &rep)) {
     return FailNull<ibv_qp>(err);
@@ -186,12 +193,16 @@ ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr) {
 
 using namespace softverbs::provider;
 using softverbs::Log;
+using softverbs::RawEnum;
 namespace protocol = softverbs::protocol;
 
 SV_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (!pd || !attr) return RejectNull(EINVAL, "ibv_create_qp: %s is NULL", !pd ? "pd" : "attr");
   // The legacy OFED send QP: attr is really a struct ibv_xrc_qp_init_attr
   // (xrc_domain trailing); it runs as an XRC_SEND QP of that PD.
+  if (RawEnum(attr->qp_type) > 0xff) {
+    return RejectNull(EINVAL, "ibv_create_qp: qp_type %u is not a QP type", RawEnum(attr->qp_type));
+  }
   const bool legacy_xrc = attr->qp_type == kLegacyQptXrc;
   if (legacy_xrc && !reinterpret_cast<ibv_xrc_qp_init_attr*>(attr)->xrc_domain) {
     Log("ibv_create_qp: an IBV_QPT_XRC QP needs xrc_domain (struct ibv_xrc_qp_init_attr)");

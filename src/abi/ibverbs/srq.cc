@@ -11,6 +11,7 @@
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
+#include "common/raw_enum.h"
 
 namespace softverbs::provider {
 namespace {
@@ -77,7 +78,12 @@ ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     Log("ibv_create_srq_ex: IBV_SRQ_INIT_ATTR_PD is required");
     return FailNull<ibv_srq>(EINVAL);
   }
-  ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+  const uint32_t raw_type =
+      (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? RawEnum(attr->srq_type) : IBV_SRQT_BASIC;
+  if (raw_type > IBV_SRQT_TM) {
+    return RejectNull(EINVAL, "ibv_create_srq_ex: srq_type %u is not an SRQ type", raw_type);
+  }
+  ibv_srq_type type = static_cast<ibv_srq_type>(raw_type);
   if (type == IBV_SRQT_TM) {
     return RejectNull(EOPNOTSUPP, "ibv_create_srq_ex: tag-matching SRQs are not supported");
   }

@@ -58,7 +58,9 @@ bool FillConn(Id* id, const rdma_conn_param* src, uint32_t qp_num, uint8_t srq, 
   size_t len = id->connect_data.size();
   if (src && src->private_data && src->private_data_len) len += src->private_data_len;
   if (len > limit) return false;
-  memcpy(dst->private_data, id->connect_data.data(), id->connect_data.size());
+  if (!id->connect_data.empty()) {  // data() of an empty vector may be NULL: no memcpy from it
+    memcpy(dst->private_data, id->connect_data.data(), id->connect_data.size());
+  }
   dst->private_data_len = static_cast<uint8_t>(id->connect_data.size());
   if (src) {
     dst->flow_control = src->flow_control;

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "case_checks.h"
 
 namespace {
@@ -169,11 +171,12 @@ void PostSrqRecv(ibv_srq* srq, uint64_t addr, uint32_t len, uint32_t lkey, uint6
 }
 
 // The next async event within `ms` (event_type -1 if none).
-ibv_async_event NextAsyncEvent(ibv_context* ctx, int ms) {
+// The next async event within `ms`, acknowledged; nullopt if none came.
+std::optional<ibv_async_event> NextAsyncEvent(ibv_context* ctx, int ms) {
   ibv_async_event ev{};
-  ev.event_type = static_cast<ibv_event_type>(-1);
   pollfd p{ctx->async_fd, POLLIN, 0};
-  if (poll(&p, 1, ms) == 1 && ibv_get_async_event(ctx, &ev) == 0) ibv_ack_async_event(&ev);
+  if (poll(&p, 1, ms) != 1 || ibv_get_async_event(ctx, &ev) != 0) return std::nullopt;
+  ibv_ack_async_event(&ev);
   return ev;
 }
 
@@ -209,9 +212,8 @@ void McastReceiver(int in, int out) {
   for (int round = 0; round < 2; ++round) {
     if (read(in, &c, 1) != 1) _exit(3);  // the sender sent
     ibv_wc wc = PollWithin(cq, round == 0 ? 5000 : 300);
-    bool got = static_cast<int>(wc.status) != -1 && wc.status == IBV_WC_SUCCESS &&
-               wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_GRH) &&
-               strcmp(buf + wc.wr_id * 512 + 40, "group") == 0;
+    bool got = !NoCompletion(wc) && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV &&
+               (wc.wc_flags & IBV_WC_GRH) && strcmp(buf + wc.wr_id * 512 + 40, "group") == 0;
     c = got ? 'R' : '-';
     if (write(out, &c, 1) != 1) _exit(3);
     if (round == 0) {
@@ -325,17 +327,18 @@ void SrqLimitEvent(ibv_context* ctx) {
     EXPECT_EQ(Poll(p.cq[0]).status, IBV_WC_SUCCESS);
     EXPECT_EQ(Poll(p.cq[1]).status, IBV_WC_SUCCESS);
   }
-  EXPECT_EQ(static_cast<int>(NextAsyncEvent(ctx, 100).event_type), -1);
+  EXPECT_FALSE(NextAsyncEvent(ctx, 100).has_value());
   // 6 -> 2: below 5, one event.
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(PostSend(source, A(p.buf), 8, p.mr->lkey, i, IBV_SEND_SIGNALED), 0);
     EXPECT_EQ(Poll(p.cq[0]).status, IBV_WC_SUCCESS);
     EXPECT_EQ(Poll(p.cq[1]).status, IBV_WC_SUCCESS);
   }
-  ibv_async_event ev = NextAsyncEvent(ctx, 2000);
-  EXPECT_EQ(ev.event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
-  if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) EXPECT_EQ(ev.element.srq == srq, 1);
-  EXPECT_EQ(static_cast<int>(NextAsyncEvent(ctx, 200).event_type), -1);
+  std::optional<ibv_async_event> ev = NextAsyncEvent(ctx, 2000);
+  EXPECT_TRUE(ev.has_value());
+  if (ev) EXPECT_EQ(ev->event_type, IBV_EVENT_SRQ_LIMIT_REACHED);
+  if (ev && ev->event_type == IBV_EVENT_SRQ_LIMIT_REACHED) EXPECT_EQ(ev->element.srq == srq, 1);
+  EXPECT_FALSE(NextAsyncEvent(ctx, 200).has_value());
   ibv_srq_attr q{};
   EXPECT_EQ(ibv_query_srq(srq, &q), 0);
   EXPECT_EQ(q.srq_limit, 0);
@@ -344,8 +347,9 @@ void SrqLimitEvent(ibv_context* ctx) {
   err.qp_state = IBV_QPS_ERR;
   EXPECT_EQ(ibv_modify_qp(target, &err, IBV_QP_STATE), 0);
   ev = NextAsyncEvent(ctx, 2000);
-  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
-  if (ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED) EXPECT_EQ(ev.element.qp == target, 1);
+  EXPECT_TRUE(ev.has_value());
+  if (ev) EXPECT_EQ(ev->event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+  if (ev && ev->event_type == IBV_EVENT_QP_LAST_WQE_REACHED) EXPECT_EQ(ev->element.qp == target, 1);
   ibv_destroy_qp(source);
   ibv_destroy_qp(target);
   ibv_destroy_srq(srq);
@@ -522,7 +526,7 @@ void InlineLimit(ibv_context* ctx) {
   EXPECT_EQ(PostSend(p.qp[0], A(p.buf), max_inline + 1, p.mr->lkey, 2,
                      IBV_SEND_SIGNALED | IBV_SEND_INLINE),
             EINVAL);
-  EXPECT_EQ(static_cast<int>(PollWithin(p.cq[0], 100).status), -1);  // nothing was posted
+  EXPECT_TRUE(NoCompletion(PollWithin(p.cq[0], 100)));  // nothing was posted
   Destroy(p);
 }
 
@@ -547,7 +551,7 @@ void Signaling(ibv_context* ctx) {
   }
   ibv_wc wc = Poll(p.cq[0]);
   EXPECT_EQ(wc.wr_id, 3);
-  EXPECT_EQ(static_cast<int>(PollWithin(p.cq[0], 100).status), -1);
+  EXPECT_TRUE(NoCompletion(PollWithin(p.cq[0], 100)));
   Destroy(p);
 }
 
@@ -561,7 +565,7 @@ void UdWrongQkeyDropped(ibv_context* ctx) {
   PostRecv(p.qp[1], A(p.buf) + 4096, 256, p.mr->lkey, 1);
   EXPECT_EQ(PostUd(p.qp[0], ah, p.qp[1]->qp_num, kQkey + 1, A(p.buf), 8, p.mr->lkey, 1), 0);
   EXPECT_EQ(Poll(p.cq[0]).status, IBV_WC_SUCCESS);
-  EXPECT_EQ(static_cast<int>(PollWithin(p.cq[1], 200).status), -1);
+  EXPECT_TRUE(NoCompletion(PollWithin(p.cq[1], 200)));
   // The right Q_Key still reaches it (the receive was not consumed).
   EXPECT_EQ(PostUd(p.qp[0], ah, p.qp[1]->qp_num, kQkey, A(p.buf), 8, p.mr->lkey, 2), 0);
   EXPECT_EQ(Poll(p.cq[0]).status, IBV_WC_SUCCESS);
@@ -579,13 +583,14 @@ void CommEst(ibv_context* ctx) {
   PostRecv(p.qp[1], A(p.buf) + 4096, 64, p.mr->lkey, 2);
   EXPECT_EQ(PostSend(p.qp[0], A(p.buf), 8, p.mr->lkey, 1, IBV_SEND_SIGNALED), 0);
   EXPECT_EQ(Poll(p.cq[1]).status, IBV_WC_SUCCESS);
-  ibv_async_event ev = NextAsyncEvent(ctx, 2000);
-  EXPECT_EQ(ev.event_type, IBV_EVENT_COMM_EST);
-  if (ev.event_type == IBV_EVENT_COMM_EST) EXPECT_EQ(ev.element.qp == p.qp[1], 1);
+  std::optional<ibv_async_event> ev = NextAsyncEvent(ctx, 2000);
+  EXPECT_TRUE(ev.has_value());
+  if (ev) EXPECT_EQ(ev->event_type, IBV_EVENT_COMM_EST);
+  if (ev && ev->event_type == IBV_EVENT_COMM_EST) EXPECT_EQ(ev->element.qp == p.qp[1], 1);
   // Once: the second message raises nothing.
   EXPECT_EQ(PostSend(p.qp[0], A(p.buf), 8, p.mr->lkey, 2, IBV_SEND_SIGNALED), 0);
   EXPECT_EQ(Poll(p.cq[1]).status, IBV_WC_SUCCESS);
-  EXPECT_EQ(static_cast<int>(NextAsyncEvent(ctx, 200).event_type), -1);
+  EXPECT_FALSE(NextAsyncEvent(ctx, 200).has_value());
   Destroy(p);
 }
 

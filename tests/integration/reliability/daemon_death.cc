@@ -156,7 +156,7 @@ int main() {
         return;
       }
       ibv_wc wc = PollWithin(send_cq, 10000);
-      if (static_cast<int>(wc.status) == -1) return;  // no completion at all: a hang
+      if (NoCompletion(wc)) return;  // no completion at all: a hang
       if (wc.status != IBV_WC_SUCCESS) {
         first_error = wc.status;
         return;
@@ -221,13 +221,13 @@ int main() {
   int flushed_recvs = 0;
   for (;;) {
     ibv_wc wc = PollWithin(recv_cq, 500);
-    if (static_cast<int>(wc.status) == -1) break;
+    if (NoCompletion(wc)) break;
     EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
     ++flushed_recvs;
   }
   printf("receives flushed: %d of %d\n", flushed_recvs, kRecvs);
   EXPECT_EQ(flushed_recvs, kRecvs);
-  while (static_cast<int>(PollWithin(send_cq, 100).status) != -1) {
+  while (!NoCompletion(PollWithin(send_cq, 100))) {
   }
   EXPECT_EQ(PostWrite(a, mr, buf, 7), 0);
   EXPECT_EQ(Poll(send_cq).status, IBV_WC_WR_FLUSH_ERR);

@@ -46,7 +46,8 @@ int ToRtr(ibv_qp* qp, uint32_t dest_qpn) {
 
 Buffer RegisterBuffer(ibv_pd* pd, size_t size) {
   Buffer b;
-  b.data = static_cast<char*>(aligned_alloc(4096, size));
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  b.data = static_cast<char*>(aligned_alloc(4096, (size + 4095) / 4096 * 4096));
   memset(b.data, 0, size);
   b.mr = ibv_reg_mr(pd, b.data, size,
                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
