@@ -203,14 +203,17 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
   *te_out = te;
   if (qp.type != IBV_QPT_XRC_SEND) {
     const uint32_t generation = te->generation.load();
-    PeerQp* p = qp.peer_cache ? *qp.peer_cache : nullptr;
+    // The epoch is read before the lookup: a retirement after it makes the
+    // cached pointer unusable next time.
+    const uint64_t epoch = host.PeerEpoch();
+    PeerQp* p = qp.peer_cache && qp.peer_cache->epoch == epoch ? qp.peer_cache->peer : nullptr;
     if (!p || p->qpn != target_qpn || p->generation != generation) {
       p = host.FindPeerQp(target_qpn, generation);
       if (!p) {
         if (reliable) out->result = ExecResult::kNoResponse;
         return false;
       }
-      if (qp.peer_cache) *qp.peer_cache = p;
+      if (qp.peer_cache) *qp.peer_cache = {p, epoch};
     }
     t->peer = p;
     t->qpn = target_qpn;
@@ -419,7 +422,22 @@ void FlushRecvQueue(RecvQueue& rq, CqRing& cq, int event_fd, uint32_t qpn) {
   }
 }
 
+namespace {
+// An execution in progress, as the host counts them (Host::EnterExecution).
+class ExecutionScope {
+ public:
+  explicit ExecutionScope(Host& host) : host_(host) { host_.EnterExecution(); }
+  ExecutionScope(const ExecutionScope&) = delete;
+  ExecutionScope& operator=(const ExecutionScope&) = delete;
+  ~ExecutionScope() { host_.LeaveExecution(); }
+
+ private:
+  Host& host_;
+};
+}  // namespace
+
 Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
+  ExecutionScope scope(host);
   Outcome out;
   Completion& c = out.completion;
   c.wr_id = wr.wr_id;

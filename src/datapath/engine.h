@@ -100,16 +100,32 @@ struct PeerQp {
   uint32_t xrcd = 0;
 };
 
+// A requester's last target, reused while its QP number and generation
+// match and the host has retired nothing since (`epoch`, Host::PeerEpoch):
+// a retired PeerQp may be freed once no execution is in progress.
+struct PeerQpCache {
+  PeerQp* peer = nullptr;
+  uint64_t epoch = 0;
+};
+
 // What the engine needs from the process it runs in (the provider).
 class Host {
  public:
   virtual ~Host() = default;
   virtual uint32_t client_id() const = 0;
   virtual const DeviceTable& table() const = 0;
+  // Every Execute runs between these two calls: what Find* returned stays
+  // valid until the execution that got it leaves. A host may release the
+  // mappings of peers that are gone once no execution is in progress.
+  virtual void EnterExecution() {}
+  virtual void LeaveExecution() {}
+  // Bumped whenever the host retires a PeerQp: a PeerQpCache filled in an
+  // older epoch is not used.
+  virtual uint64_t PeerEpoch() const { return 0; }
   // Rings of QP qpn as currently published, or nullptr (gone / unknown).
-  // The object stays valid (and at the same address) while the host lives,
-  // so callers may cache the pointer; it is not const because producers
-  // keep state in it (CqRing's cached head).
+  // Valid during the execution that asked (and while cached, see
+  // PeerQpCache); not const because producers keep state in it (CqRing's
+  // cached head).
   virtual PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) = 0;
   // How to reach the MR in slot e (whose key was just checked).
   virtual const MrMapping* FindMrMapping(uint32_t key, const MrEntry& e) = 0;
@@ -156,7 +172,7 @@ struct LocalQp {
   // QP number and generation match: the common case costs a compare, not
   // a locked map lookup. Owned by the caller, which serialises executions
   // on this QP (the send queue lock); nullptr: no cache.
-  PeerQp** peer_cache = nullptr;
+  PeerQpCache* peer_cache = nullptr;
 };
 
 enum class ExecResult {

@@ -94,7 +94,7 @@ struct DevxQp {
   uint16_t sq_head = 0;      // send basic blocks consumed
   bool has_pending = false;  // the WQE at sq_head is parsed and waits for a retry
   mlx5::ParsedSendWqe pending;
-  dp::PeerQp* peer_cache = nullptr;
+  dp::PeerQpCache peer_cache;
   Qp* verbs_qp = nullptr;  // mlx5dv_init_obj on a verbs QP: its retry attributes
   OwnedBuffer owned;       // and the mlx5 buffers made for it
 };

@@ -23,8 +23,11 @@ PeerCache::PeerCache(Context* ctx) : ctx_(ctx) {
   if (p != MAP_FAILED) own_inflight_ = static_cast<std::atomic<uint32_t>*>(p);
 }
 
+PeerCache::OwnerMem::~OwnerMem() {
+  if (fd >= 0) close(fd);
+}
+
 PeerCache::~PeerCache() {
-  for (auto& [owner, fd] : mem_fds_) close(fd);
   if (local_odp_.mem_fd >= 0) close(local_odp_.mem_fd);
   if (own_inflight_) munmap(own_inflight_, dp::kMrSlots * sizeof(std::atomic<uint32_t>));
 }
@@ -38,14 +41,96 @@ std::atomic<uint32_t>* PeerCache::AccessRecord(uint32_t key) {
   return base ? static_cast<std::atomic<uint32_t>*>(base) + dp::MrSlotOf(key) : nullptr;
 }
 
-int PeerCache::OwnerMemFd(uint32_t owner, int received_fd) {
+std::shared_ptr<PeerCache::OwnerMem> PeerCache::OwnerMemFd(uint32_t owner, int received_fd) {
   auto it = mem_fds_.find(owner);
   if (it != mem_fds_.end()) {
-    close(received_fd);
-    return it->second;
+    if (std::shared_ptr<OwnerMem> held = it->second.lock()) {
+      close(received_fd);
+      return held;
+    }
   }
-  mem_fds_[owner] = received_fd;
-  return received_fd;
+  auto mem = std::make_shared<OwnerMem>();
+  mem->fd = received_fd;
+  mem_fds_[owner] = mem;
+  return mem;
+}
+
+void PeerCache::EnterExecution() {
+  executing_.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void PeerCache::LeaveExecution() {
+  if (executing_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      retired_pending_.load(std::memory_order_acquire)) {
+    FreeRetired();
+  }
+}
+
+void PeerCache::RetireGoneEntries() {
+  const dp::DeviceTable& table = ctx_->table;
+  bool retired = false;
+  for (auto it = qps_.begin(); it != qps_.end();) {
+    const dp::QpEntry* e = table.QpSlot(it->first);
+    const bool gone =
+        e->qpn.load(std::memory_order_acquire) != it->first ||
+        e->generation.load(std::memory_order_acquire) != it->second->peer.generation ||
+        e->state.load(std::memory_order_acquire) == dp::kQpGone;
+    if (!gone) {
+      ++it;
+      continue;
+    }
+    retired_qps_.push_back(std::move(it->second));
+    it = qps_.erase(it);
+    retired = true;
+  }
+  for (auto it = xrc_srqs_.begin(); it != xrc_srqs_.end();) {
+    if (it->second->peer.rq.header()->srqn.load(std::memory_order_acquire) == it->first) {
+      ++it;
+      continue;
+    }
+    retired_qps_.push_back(std::move(it->second));
+    it = xrc_srqs_.erase(it);
+    retired = true;
+  }
+  for (auto it = mrs_.begin(); it != mrs_.end();) {
+    const dp::MrEntry* e = table.MrSlot(it->first);
+    const bool gone =
+        e->generation.load(std::memory_order_acquire) != it->second->mapping.generation ||
+        (e->lkey.load(std::memory_order_acquire) != it->first &&
+         e->rkey.load(std::memory_order_acquire) != it->first);
+    if (!gone) {
+      ++it;
+      continue;
+    }
+    retired_mrs_.push_back(std::move(it->second));
+    it = mrs_.erase(it);
+    retired = true;
+  }
+  for (auto it = mem_fds_.begin(); it != mem_fds_.end();) {
+    it = it->second.expired() ? mem_fds_.erase(it) : std::next(it);
+  }
+  if (retired) {
+    // Before the retired entries can be freed: a cache filled earlier is
+    // stale from here on (PeerQpCache).
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    retired_pending_.store(true, std::memory_order_release);
+  }
+}
+
+void PeerCache::FreeRetired() {
+  std::vector<std::unique_ptr<QpFiles>> qps;
+  std::vector<std::unique_ptr<MrFiles>> mrs;
+  {
+    std::lock_guard lock(mutex_);
+    // An execution that began after our caller left may hold nothing
+    // retired (it finds only live entries, and its cache is of an older
+    // epoch), but one that began before the retirement would: only free
+    // while none is in progress.
+    if (executing_.load(std::memory_order_seq_cst) != 0) return;
+    qps.swap(retired_qps_);
+    mrs.swap(retired_mrs_);
+    retired_pending_.store(false, std::memory_order_release);
+  }
 }
 
 // The receive side a peer's map_qp / map_srq reply hands over: fds[0] its
@@ -74,10 +159,15 @@ std::unique_ptr<PeerCache::QpFiles> PeerCache::MapReceiveSide(std::vector<int>* 
 dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
   std::lock_guard lock(mutex_);
   auto it = qps_.find(qpn);
-  if (it != qps_.end()) {
-    if (it->second->peer.generation == generation) return &it->second->peer;
-    retired_qps_.push_back(std::move(it->second));
-    qps_.erase(it);
+  if (it != qps_.end() && it->second->peer.generation == generation) return &it->second->peer;
+  // A miss: a new peer, or this number's QP was replaced. Entries of peers
+  // that are gone go now (this one too if it is stale).
+  RetireGoneEntries();
+  if (auto stale = qps_.find(qpn); stale != qps_.end()) {
+    retired_qps_.push_back(std::move(stale->second));
+    qps_.erase(stale);
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    retired_pending_.store(true, std::memory_order_release);
   }
   protocol::MapQpRequest req{qpn, 0};
   protocol::MapQpReply rep{};
@@ -114,10 +204,14 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
   const uint32_t generation = e.generation.load(std::memory_order_acquire);
   std::lock_guard lock(mutex_);
   auto it = mrs_.find(key);
-  if (it != mrs_.end()) {
-    if (it->second->mapping.generation == generation) return &it->second->mapping;
-    retired_mrs_.push_back(std::move(it->second));
-    mrs_.erase(it);
+  if (it != mrs_.end() && it->second->mapping.generation == generation) {
+    return &it->second->mapping;
+  }
+  RetireGoneEntries();
+  if (auto stale = mrs_.find(key); stale != mrs_.end()) {
+    retired_mrs_.push_back(std::move(stale->second));
+    mrs_.erase(stale);
+    retired_pending_.store(true, std::memory_order_release);
   }
   protocol::MapMrRequest req{key, 0};
   protocol::MapMrReply rep{};
@@ -134,7 +228,8 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
   // fds: the owner's /proc/self/mem (unless it is not dumpable), then the
   // backing memfd (if any).
   size_t next = 0;
-  m.mem_fd = rep.has_mem_fd ? OwnerMemFd(rep.owner, fds[next++]) : -1;
+  if (rep.has_mem_fd) files->owner_mem = OwnerMemFd(rep.owner, fds[next++]);
+  m.mem_fd = files->owner_mem ? files->owner_mem->fd : -1;
   if (rep.has_backing && fds.size() > next) {
     if (files->backing.Map(fds[next]) == 0) {
       m.backed_begin = e.backed_begin.load();
@@ -158,9 +253,8 @@ dp::PeerQp* PeerCache::FindXrcSrq(uint32_t srqn) {
     if (it->second->peer.rq.header()->srqn.load(std::memory_order_acquire) == srqn) {
       return &it->second->peer;
     }
-    retired_qps_.push_back(std::move(it->second));
-    xrc_srqs_.erase(it);
   }
+  RetireGoneEntries();  // this SRQ's stale entry among them
   protocol::MapSrqRequest req{srqn, 0};
   protocol::MapSrqReply rep{};
   std::vector<int> fds;

@@ -3,6 +3,12 @@
 // it (map_qp / map_mr) and maps them; later uses are a lookup. Entries are
 // checked against the generation in the device table, so a QP number or key
 // that was reused is mapped afresh.
+//
+// Peers come and go (a server meets thousands of short-lived clients): at
+// every new mapping the cache retires the entries the device table says are
+// gone (QP destroyed or its number reused, MR deregistered, SRQ destroyed),
+// and the last execution to leave frees what was retired - mappings, the
+// owners' /proc/<pid>/mem descriptors - so a long-lived process stays flat.
 #pragma once
 
 #include <memory>
@@ -24,6 +30,9 @@ class PeerCache : public datapath::Host {
   const datapath::DeviceTable& table() const override { return ctx_->table; }
   datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override;
   const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override;
+  void EnterExecution() override;
+  void LeaveExecution() override;
+  uint64_t PeerEpoch() const override { return epoch_.load(std::memory_order_seq_cst); }
   std::atomic<uint32_t>* OwnInflight(uint32_t key) override;
   std::atomic<uint32_t>* AccessRecord(uint32_t key) override;
   void SetQpError(uint32_t qpn) override;
@@ -42,11 +51,23 @@ class PeerCache : public datapath::Host {
     int event_fd = -1;
     ~QpFiles();
   };
+  // An owner's /proc/<pid>/mem, shared by the MRs of that owner we map;
+  // closed with the last of them.
+  struct OwnerMem {
+    int fd = -1;
+    ~OwnerMem();
+  };
   struct MrFiles {
     datapath::MrMapping mapping;
     datapath::SharedMapping backing;
+    std::shared_ptr<OwnerMem> owner_mem;
   };
-  int OwnerMemFd(uint32_t owner, int received_fd);
+  std::shared_ptr<OwnerMem> OwnerMemFd(uint32_t owner, int received_fd);
+  // Moves the entries the device table says are gone to the retired lists
+  // and bumps the epoch if any was. Called with mutex_ held.
+  void RetireGoneEntries();
+  // Frees the retired entries (no execution may be in progress).
+  void FreeRetired();
   std::unique_ptr<QpFiles> MapReceiveSide(std::vector<int>* fds, bool has_event_fd);
 
   Context* ctx_;
@@ -54,11 +75,14 @@ class PeerCache : public datapath::Host {
   std::unordered_map<uint32_t, std::unique_ptr<QpFiles>> qps_;
   std::unordered_map<uint32_t, std::unique_ptr<QpFiles>> xrc_srqs_;  // by SRQ number
   std::unordered_map<uint32_t, std::unique_ptr<MrFiles>> mrs_;
-  std::unordered_map<uint32_t, int> mem_fds_;  // owner client id -> its /proc/self/mem
-  // Stale entries stay mapped until the context closes: another thread may
-  // still be executing a work request through them.
+  std::unordered_map<uint32_t, std::weak_ptr<OwnerMem>> mem_fds_;  // by owner client id
+  // Stale entries stay mapped until no execution is in progress: another
+  // thread may still be executing a work request through them.
   std::vector<std::unique_ptr<QpFiles>> retired_qps_;
   std::vector<std::unique_ptr<MrFiles>> retired_mrs_;
+  std::atomic<bool> retired_pending_{false};
+  std::atomic<uint32_t> executing_{0};  // executions in progress (Host::EnterExecution)
+  std::atomic<uint64_t> epoch_{0};      // Host::PeerEpoch
   datapath::MrMapping local_{0, true, nullptr, 0, 0, -1};
   // This process's on-demand MRs: through its own /proc/self/mem (opened at
   // first use, closed with the context).

@@ -192,7 +192,7 @@ struct Qp {
   // (under sq_mutex).
   bool sqd_notify_pending = false;
   // The target last reached (datapath::LocalQp::peer_cache; under sq_mutex).
-  datapath::PeerQp* peer_cache = nullptr;
+  datapath::PeerQpCache peer_cache;
   // ibv_wr_* batch being built between ibv_wr_start and ibv_wr_complete.
   std::vector<datapath::SendWr> batch;
   int batch_error = 0;
