@@ -36,7 +36,8 @@ std::string Device::StatusJson() const {
         mrs.push_back(
             {{"lkey", mr.lkey}, {"rkey", mr.rkey}, {"length", mr.length}, {"access", mr.access}});
     for (const auto& [h, cq] : cqs_)
-      if (cq.owner == id && !cq.devx) cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});
+      if (cq.owner == id && !cq.devx)
+        cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});
     for (const auto& [h, srq] : srqs_)
       if (srq.owner == id)
         srqs.push_back({{"srqn", srq.srqn},
@@ -68,7 +69,12 @@ std::string Device::StatusJson() const {
     if (devx_) cl["devx"] = devx_->StatusJson(id);
     clients.push_back(cl);
   }
-  json all{{"device", dev}, {"clients", clients}};
+  // Every object the device holds, whoever owns it: what a leak check
+  // compares (0 everywhere once every client is gone).
+  json objects{{"pd", pds_.size()},     {"mr", mrs_.size()}, {"cq", cqs_.size()},
+               {"srq", srqs_.size()},   {"qp", qps_.size()}, {"ah", ahs_.size()},
+               {"xrcd", xrcds_.size()}, {"dm", dms_.size()}};
+  json all{{"device", dev}, {"clients", clients}, {"objects", objects}};
   return all.dump(2);
 }
 
