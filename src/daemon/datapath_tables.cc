@@ -98,6 +98,16 @@ void Device::ReleaseAccessRecord(ClientId c) {
   }
 }
 
+uint32_t Device::MrPeersInside(uint32_t key) const {
+  uint64_t inside = 0;
+  const off_t at = static_cast<off_t>(dp::MrSlotOf(key)) * sizeof(uint32_t);
+  for (const auto& [client, fd] : access_records_) {
+    uint32_t count = 0;
+    if (pread(fd, &count, sizeof(count), at) == sizeof(count)) inside += count;
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(inside, UINT32_MAX));
+}
+
 void Device::AttachCqEventFd(Handle h, int fd) {
   auto it = cqs_.find(h);
   if (it == cqs_.end()) {

@@ -137,6 +137,8 @@ class Device {
   void ReleaseDevxObjects(ClientId c);  // first step of RemoveClient
   // Takes back the MR in-flight counts a gone client's access record holds.
   void ReleaseAccessRecord(ClientId c);
+  // The accesses of key's MR slot that live clients hold (their records).
+  uint32_t MrPeersInside(uint32_t key) const;
 
   // DEVX queues (devx_queues.cc): shadows of the CQs and QPs created through
   // DEVX in the verbs tables, so that the owner's DEVX queue engine and verbs

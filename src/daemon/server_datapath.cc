@@ -51,6 +51,13 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       Reply(conn, hdr.seq, v, &out, sizeof(out), out_fds);
       return true;
     }
+    case Op::kMrPeersInside: {
+      protocol::MrPeersInsideRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      protocol::MrPeersInsideReply out{device_.MrPeersInside(req.key), 0};
+      Reply(conn, hdr.seq, Verdict::Ok(), &out, sizeof(out));
+      return true;
+    }
     case Op::kQpError: {
       protocol::QpErrorRequest req;
       if (!ReadBody(body, len, &req)) return bad_size();

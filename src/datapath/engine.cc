@@ -16,8 +16,21 @@ namespace {
 // is also noted in the host's access record (Host::AccessRecord), which the
 // daemon reads if this process dies holding it: noted after the increment,
 // un-noted before the decrement, so a death in between can leave a count
-// behind (bounded by the dereg wait) but never make the device take one back
-// twice.
+// behind but never make the device take one back twice. Such a leftover
+// count is one no live record holds, which the owner's dereg asks the
+// daemon about (mr_peers_inside) instead of waiting it out.
+// Test hook (docs/datapath.md, "A peer that dies inside an access"):
+// SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US=<n> makes this process sleep n us
+// between an MR's shared count and its access record, so a test can kill it
+// in that window. Read once.
+void StallBetweenCountsForTests() {
+  static const long stall_us = [] {
+    const char* env = getenv("SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US");
+    return env ? atol(env) : 0L;
+  }();
+  if (stall_us > 0) usleep(static_cast<useconds_t>(stall_us));
+}
+
 class MrGuards {
  public:
   MrGuards() = default;
@@ -32,7 +45,13 @@ class MrGuards {
   void Enter(std::atomic<uint32_t>* counter, std::atomic<uint32_t>* record) {
     if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
     counter->fetch_add(1, std::memory_order_seq_cst);
-    if (record) record->fetch_add(1, std::memory_order_relaxed);
+    // seq_cst too: a live peer past this point is visible in its record
+    // before it checks the key (the owner's dereg may stop waiting once no
+    // live record holds the slot, mr_peers_inside).
+    if (record) {
+      StallBetweenCountsForTests();
+      record->fetch_add(1, std::memory_order_seq_cst);
+    }
     held_[count_] = counter;
     records_[count_++] = record;
   }

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 6;
+inline constexpr uint32_t kProtocolVersion = 7;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -81,6 +81,7 @@ enum class Op : uint16_t {
   kCmJoinMcast,
   kCmLeaveMcast,
   kDevxQueueFiles,  // DEVX data path: body in protocol/devx_messages.h
+  kMrPeersInside,
   kCount
 };
 
@@ -377,6 +378,19 @@ static_assert(sizeof(MapQpReply) == 24);
 // owner's /proc/self/mem, then the backing memfd when has_backing.
 struct MapMrRequest {
   uint32_t key;
+  uint32_t reserved;
+};
+
+// mr_peers_inside: how many accesses of the MR slot of `key` live clients
+// hold now, by their access records (datapath/layout.h). Asked by an owner
+// whose dereg waits on the shared counter: a count no live client holds was
+// left by one that died inside an access (between its two increments).
+struct MrPeersInsideRequest {
+  uint32_t key;
+  uint32_t reserved;
+};
+struct MrPeersInsideReply {
+  uint32_t inside;  // sum over live clients' records of the slot
   uint32_t reserved;
 };
 struct MapMrReply {

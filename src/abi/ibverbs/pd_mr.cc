@@ -132,26 +132,49 @@ namespace {
 // loads: the other half of the accessors' Dekker protocol (the daemon's
 // key clearing happens before, through the request's reply).
 constexpr int64_t kDeregWaitNs = 2'000'000'000;  // docs/datapath.md
+// How long a dereg waits on the shared count before asking the daemon
+// whether a live peer holds it (and again after as long).
+constexpr int64_t kAskDaemonAfterNs = 20'000'000;
+
+// How many accesses of the slot live peers hold, by their access records
+// (the daemon reads them); UINT32_MAX if it cannot say.
+uint32_t LivePeersInside(Context* ctx, uint32_t lkey) {
+  protocol::MrPeersInsideRequest req{lkey, 0};
+  protocol::MrPeersInsideReply rep{};
+  if (ctx->channel.Call(protocol::Op::kMrPeersInside, req, &rep) != 0) return UINT32_MAX;
+  return rep.inside;
+}
 
 void WaitForPeersToLeave(Context* ctx, uint32_t lkey) {
   if (!ctx->table.valid()) return;
   const datapath::MrEntry* e = ctx->table.MrSlot(lkey);
   const std::atomic<uint32_t>* own = ctx->peers ? ctx->peers->OwnInflight(lkey) : nullptr;
-  auto inside = [&] {
-    return e->inflight.load(std::memory_order_seq_cst) != 0 ||
-           (own && own->load(std::memory_order_seq_cst) != 0);
-  };
+  auto own_inside = [&] { return own && own->load(std::memory_order_seq_cst) != 0; };
+  auto inside = [&] { return e->inflight.load(std::memory_order_seq_cst) != 0 || own_inside(); };
   // Bounded by the clock (kDeregWaitNs), not by a count of sleeps: a sleep
   // of 10 us took 110-157 us on loaded machines, which made a 2 s bound of
   // counted sleeps 20-34 s.
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
+  int64_t next_ask_ns = kAskDaemonAfterNs;
   for (int spins = 0; inside(); ++spins) {
     if (spins < 1000) continue;
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
     const int64_t waited_ns =
         (now.tv_sec - start.tv_sec) * 1'000'000'000LL + (now.tv_nsec - start.tv_nsec);
+    // A count that no live peer's access record holds was left by a peer
+    // that died inside an access, between its two increments (the device
+    // took back what its record held): nobody is inside.
+    if (waited_ns >= next_ask_ns) {
+      next_ask_ns = waited_ns + kAskDaemonAfterNs;
+      if (!own_inside() && LivePeersInside(ctx, lkey) == 0) {
+        Log("ibv_dereg_mr: key 0x%x: an in-flight count no live peer holds (a peer died inside "
+            "an access); not waited for",
+            lkey);
+        return;
+      }
+    }
     if (waited_ns >= kDeregWaitNs) {
       Log("ibv_dereg_mr: a peer stayed inside an access of key 0x%x for %lld ms (it died "
           "there, or is stopped); the MR is deregistered without it",
