@@ -12,6 +12,14 @@
 #   SERVER_RUNS_ON=1  the server does not exit by itself (cmtime, qperf): it is
 #                     stopped once the client is done, and only the client's
 #                     exit status counts.
+#   CM_RACE_RETRIES=N perftest -R: the pair is run again (at most N times) when
+#                     the client's data connection was REJECTED/UNREACHABLE.
+#                     perftest's server listens a second time for the data
+#                     connection after the rdma_cm exchange of parameters, and
+#                     a client that connects first is refused (as by a kernel's
+#                     rdma_cm); Debian's perftest 4.5 then retries through a
+#                     destroyed id and crashes (fixed upstream in perftest
+#                     3d9d8d0). Each retry is printed.
 set -u
 cli=$1 expect=$2
 shift 2
@@ -38,14 +46,31 @@ ids = json.load(sys.stdin).get("cm_ids", [])
 sys.exit(0 if any(i["state"] == "LISTEN" or i["groups"] > 0 for i in ids) else 1)'
 }
 
-timeout 60 "$cli" run -- "${server_cmd[@]}" >"$runtime/server.log" 2>&1 &
-server=$!
-for _ in $(seq 200); do
-  ready && break
-  sleep 0.05
+run_pair() {
+  timeout 60 "$cli" run -- "${server_cmd[@]}" >"$runtime/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 200); do
+    ready && break
+    sleep 0.05
+  done
+  timeout 60 "$cli" run -- "${client_cmd[@]}" >"$runtime/client.log" 2>&1
+  client_rc=$?
+}
+retries=${CM_RACE_RETRIES:-0}
+run_pair
+while [ $client_rc -ne 0 ] && [ "$retries" -gt 0 ] &&
+  grep -qE "RDMA_CM_EVENT_(REJECTED|UNREACHABLE)" "$runtime/client.log"; do
+  echo "--- the client connected before the server listened again (perftest's race); run again:"
+  cat "$runtime/client.log"
+  kill $server 2>/dev/null
+  wait $server 2>/dev/null
+  for _ in $(seq 100); do  # the dead server's listener is released
+    ready || break
+    sleep 0.05
+  done
+  retries=$((retries - 1))
+  run_pair
 done
-timeout 60 "$cli" run -- "${client_cmd[@]}" >"$runtime/client.log" 2>&1
-client_rc=$?
 if [ "${SERVER_RUNS_ON:-0}" = 1 ]; then
   sleep 0.5
   kill $server 2>/dev/null
