@@ -65,12 +65,6 @@ bool IsUd(const Id* id) {
   return id->id.qp_type == IBV_QPT_UD;
 }
 
-void CompleteEvent(Id* id) {
-  std::lock_guard lock(id->mut);
-  id->events_completed++;
-  id->cond.notify_all();
-}
-
 // A request's new id (librdmacm's ucma_process_conn_req).
 Id* NewRequestId(Id* listener, const CmEventRecord& rec) {
   Id* child =
