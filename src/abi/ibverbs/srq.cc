@@ -78,8 +78,9 @@ ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     Log("ibv_create_srq_ex: IBV_SRQ_INIT_ATTR_PD is required");
     return FailNull<ibv_srq>(EINVAL);
   }
-  const uint32_t raw_type =
-      (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? RawEnum(attr->srq_type) : IBV_SRQT_BASIC;
+  const uint32_t raw_type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)
+                                ? RawEnum(attr->srq_type)
+                                : static_cast<uint32_t>(IBV_SRQT_BASIC);
   if (raw_type > IBV_SRQT_TM) {
     return RejectNull(EINVAL, "ibv_create_srq_ex: srq_type %u is not an SRQ type", raw_type);
   }

@@ -251,7 +251,14 @@ class Fuzzer {
     init.recv_cq = Chance(80) ? init.send_cq : SomeCq();
     if (!init.send_cq || !init.recv_cq) return;  // NULL CQs: libibverbs' own crash, not ours
     init.qp_type = kTypes[Pick(3)];
-    if (Chance(3)) PutRaw(&init.qp_type, Num(300));
+    // Any type number but 5: the legacy OFED IBV_QPT_XRC, whose caller
+    // passes the larger struct ibv_xrc_qp_init_attr (the library reads its
+    // xrc_domain) - a plain ibv_qp_init_attr with that type breaks the API.
+    if (Chance(3)) {
+      uint32_t type = Num(300);
+      if (type == 5) type = 300;
+      PutRaw(&init.qp_type, type);
+    }
     init.cap.max_send_wr = Num(64);
     init.cap.max_recv_wr = Num(64);
     init.cap.max_send_sge = Num(8);

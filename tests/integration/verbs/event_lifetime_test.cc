@@ -43,7 +43,9 @@ class EventLifetimeTest : public ContextTest {
     ASSERT_NE(srq_, nullptr) << strerror(errno);
   }
   void TearDown() override {
-    if (srq_) EXPECT_EQ(ibv_destroy_srq(srq_), 0);
+    if (srq_) {
+      EXPECT_EQ(ibv_destroy_srq(srq_), 0);
+    }
     ContextTest::TearDown();
   }
 
@@ -202,7 +204,9 @@ class CompChannelLifetimeTest : public ContextTest {
     ASSERT_NE(channel_, nullptr) << strerror(errno);
   }
   void TearDown() override {
-    if (channel_) EXPECT_EQ(ibv_destroy_comp_channel(channel_), 0);
+    if (channel_) {
+      EXPECT_EQ(ibv_destroy_comp_channel(channel_), 0);
+    }
     ContextTest::TearDown();
   }
 

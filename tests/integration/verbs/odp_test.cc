@@ -65,6 +65,11 @@ TEST_F(OdpTest, DeviceAdvertisesOdp) {
 // The range need not be mapped when it is registered; memory mapped there
 // afterwards is what an access reaches.
 TEST_F(OdpTest, MemoryMappedAfterRegistrationIsReached) {
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's allocator maps its own memory into the hole this
+  // test leaves (it did, in ctest sanitize.integration): nothing to test.
+  GTEST_SKIP() << "the unmapped hole is not kept unmapped under AddressSanitizer";
+#endif
   const size_t len = 4 * 4096;
   void* hole = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(hole, MAP_FAILED);

@@ -147,9 +147,12 @@ TEST(PeerChurn, AServerMeetingManyShortLivedClientsStaysFlat) {
   // released at the next new peer after the device marked it gone).
   EXPECT_LE(end.fds - warm.fds, 4);
   EXPECT_LE(end.mappings - warm.mappings, 12);
-  // Private memory: the allocator's noise, not ~21 kB per peer.
+  // Private memory: the allocator's noise, not ~21 kB per peer. Not under
+  // AddressSanitizer, whose quarantine keeps freed memory resident on purpose.
+#if !defined(__SANITIZE_ADDRESS__)
   ASSERT_GE(warm.anon_kb, 0) << "no RssAnon in /proc/self/status";
   EXPECT_LE(end.anon_kb - warm.anon_kb, 1024);
+#endif
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);
