@@ -4,6 +4,8 @@
 // address, each present twice, as RoCE v1 and as RoCE v2.
 #pragma once
 
+#include <infiniband/verbs.h>
+
 #include <cstdint>
 #include <string>
 
@@ -44,6 +46,17 @@ bool GidTableHas(const GidTable& table, const uint8_t gid[16]);
 // A multicast GID (ff00::/8).
 inline bool IsMulticastGid(const uint8_t gid[16]) {
   return gid[0] == 0xff;
+}
+
+// Whether an address vector leads off this host: it has a GRH whose
+// destination GID is neither one of the port's GIDs nor multicast
+// (multicast groups are joined on this host only, for now). A path without
+// a GRH stays local. The library (which routes posts) and the device
+// (which runs the network transport) ask the same question of the same table.
+inline bool PathLeavesHost(const GidTable& gids, const ibv_ah_attr& ah) {
+  if (!ah.is_global) return false;
+  const uint8_t* dgid = ah.grh.dgid.raw;
+  return !IsMulticastGid(dgid) && !GidTableHas(gids, dgid);
 }
 
 }  // namespace softverbs

@@ -309,6 +309,8 @@ Verdict CmService::Listen(Id& id, int backlog) {
   }
   id.backlog = effective;
   id.state = CmState::kListen;
+  RetryParkedRequests();
+  Pump();
   return Verdict::Ok();
 }
 
@@ -497,6 +499,11 @@ void CmService::PushEvent(const Id& id, CmEventRecord rec) {
 int CmService::MsUntilNextTimer() const {
   int best = -1;
   const auto now = Clock::now();
+  for (const auto& [deadline, msg] : parked_reqs_) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    int m = ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms + 1, 1 << 30));
+    if (best < 0 || m < best) best = m;
+  }
   for (const auto& [h, id] : ids_) {
     if (!id.timer) continue;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(id.deadline - now).count();
@@ -519,6 +526,7 @@ void CmService::RunTimers() {
       PushEvent(id, EventFor(id, RDMA_CM_EVENT_DISCONNECTED, 0));
     }
   }
+  RetryParkedRequests();
   Pump();
 }
 

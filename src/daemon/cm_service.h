@@ -170,6 +170,9 @@ class CmService {
   void OnSidrRep(Id& id, const CmMessage& msg);
   CmMessage MessageFrom(const Id& id, CmMsgKind kind) const;
   void SendRejectTo(const CmMessage& req, uint32_t reason);
+  // REQs that found no listener wait for one a moment (kListenGrace) before
+  // they are rejected; delivered as soon as a listener appears.
+  void RetryParkedRequests();
   void LeaveConnection(Id& id);
   void ReleaseRequest(Id& id);
 
@@ -184,6 +187,7 @@ class CmService {
   uint32_t next_handle_ = 1;
   uint32_t next_channel_ = 1;
   std::map<uint32_t, Id> ids_;
+  std::vector<std::pair<Clock::time_point, CmMessage>> parked_reqs_;
   std::map<uint32_t, Channel> channels_;
   std::deque<CmMessage> in_flight_;  // the local carrier
 };

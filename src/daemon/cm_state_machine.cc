@@ -90,11 +90,23 @@ void CmService::SendRejectTo(const CmMessage& req, uint32_t reason) {
   Send(rej);
 }
 
+// How long a REQ that finds no listener waits for one before it is
+// rejected (IB_CM_REJ_INVALID_SERVICE_ID). Programs that exchange
+// parameters over one connection and then listen again for the next -
+// perftest -R, whose client connects right after the exchange - race the
+// listen; on a fabric the REQ's flight and the CM's processing give the
+// server that moment, on one host the daemon answers in microseconds. A
+// listener that appears within the grace gets the REQ as if it had been
+// there; otherwise the REJ comes as before, a second later.
+constexpr auto kListenGrace = std::chrono::seconds(1);
+
 void CmService::OnReq(const CmMessage& msg) {
   Id* listener = FindListener(msg.port_space, msg.dst);
-  if (!listener || listener->qp_type == IBV_QPT_UD) {
-    return SendRejectTo(msg, kRejInvalidServiceId);
+  if (!listener) {
+    parked_reqs_.push_back({Clock::now() + kListenGrace, msg});
+    return;
   }
+  if (listener->qp_type == IBV_QPT_UD) return SendRejectTo(msg, kRejInvalidServiceId);
   if (listener->pending >= listener->backlog) return SendRejectTo(msg, kRejConsumerDefined);
   Id child;
   child.handle = next_handle_++;
@@ -126,6 +138,23 @@ void CmService::OnReq(const CmMessage& msg) {
   rec.listen_id = listen_handle;
   rec.conn = msg.conn;
   PushEvent(child, rec);
+}
+
+void CmService::RetryParkedRequests() {
+  if (parked_reqs_.empty()) return;
+  const auto now = Clock::now();
+  std::vector<std::pair<Clock::time_point, CmMessage>> parked;
+  parked.swap(parked_reqs_);
+  for (const auto& [deadline, msg] : parked) {
+    if (!Find(msg.local_comm_id)) continue;  // the connecting id is gone
+    if (FindListener(msg.port_space, msg.dst)) {
+      OnReq(msg);
+    } else if (deadline <= now) {
+      SendRejectTo(msg, kRejInvalidServiceId);
+    } else {
+      parked_reqs_.push_back({deadline, msg});
+    }
+  }
 }
 
 void CmService::OnSidrReq(const CmMessage& msg) {

@@ -194,6 +194,17 @@ void Device::PublishQpAttributes(const Qp& qp) {
   // raise it again.
   if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT) e->comm_est.store(0);
   e->state.store(qp.state, std::memory_order_seq_cst);
+  if (qp_changed_) qp_changed_(qp.qpn);
+}
+
+bool Device::SendCqFiles(uint32_t qpn, int* ring_fd, int* event_fd) const {
+  auto qp = qps_.find(qpn);
+  if (qp == qps_.end()) return false;
+  auto cq = cqs_.find(qp->second.send_cq);
+  if (cq == cqs_.end() || cq->second.ring_fd < 0) return false;
+  *ring_fd = cq->second.ring_fd;
+  *event_fd = cq->second.event_fd;
+  return true;
 }
 
 void Device::UnpublishQp(Qp& qp) {
@@ -202,6 +213,7 @@ void Device::UnpublishQp(Qp& qp) {
     e->state.store(dp::kQpGone, std::memory_order_seq_cst);
     e->qpn.store(0, std::memory_order_seq_cst);
   }
+  if (qp_changed_) qp_changed_(qp.qpn);
   if (qp.rq_fd >= 0) close(qp.rq_fd);
   qp.rq_fd = -1;
 }
@@ -233,6 +245,10 @@ void Device::UnpublishMr(Mr& mr) {
       e->rkey.store(0, std::memory_order_seq_cst);
       e->lkey.store(0, std::memory_order_seq_cst);
     }
+  }
+  if (mr_gone_) {
+    mr_gone_(mr.lkey);
+    mr_gone_(mr.rkey);
   }
   if (mr.backing_fd >= 0) close(mr.backing_fd);
   mr.backing_fd = -1;

@@ -51,6 +51,21 @@ class Device {
   Device();
 
   void set_event_sink(EventSink sink) { event_sink_ = std::move(sink); }
+  // Told of every QP whose attributes or state the device published or
+  // which it destroyed (by number), and of every MR key that went away: the
+  // network transport (wire_service.h) follows the device through these.
+  using NumberSink = std::function<void(uint32_t)>;
+  void set_qp_change_sink(NumberSink sink) { qp_changed_ = std::move(sink); }
+  void set_mr_gone_sink(NumberSink sink) { mr_gone_ = std::move(sink); }
+  // The device's QP object of number qpn, or nullptr.
+  const Qp* FindQpObject(uint32_t qpn) const {
+    auto it = qps_.find(qpn);
+    return it == qps_.end() ? nullptr : &it->second;
+  }
+  const datapath::DeviceTable& table() const { return table_; }
+  // QP qpn's send CQ: its ring file and completion-channel eventfd (-1:
+  // none), both still the device's. False if there is no such QP or CQ.
+  bool SendCqFiles(uint32_t qpn, int* ring_fd, int* event_fd) const;
   const GidTable& gids() const { return gids_; }
   ibv_mtu active_mtu() const { return active_mtu_; }
 
@@ -222,6 +237,8 @@ class Device {
   std::map<Handle, Dm> dms_;
   uint64_t dm_bytes_used_ = 0;  // sum of dms_' sizes, <= limits::kMaxDmSize
   datapath::DeviceTable table_;
+  NumberSink qp_changed_;
+  NumberSink mr_gone_;
   int table_fd_ = -1;
   std::map<ClientId, int> mem_fds_;                        // each client's /proc/self/mem
   std::map<ClientId, int> access_records_;                 // each client's access record

@@ -25,6 +25,19 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {
   device_.set_event_sink(
       [this](ClientId c, const protocol::AsyncEventRecord& rec) { PushEvent(c, rec); });
   cm_.set_event_sink([this](int fd, const protocol::CmEventRecord& rec) { PushCmEvent(fd, rec); });
+  device_.set_qp_change_sink([this](uint32_t qpn) { wire_.NoteQpChanged(qpn); });
+  device_.set_mr_gone_sink([this](uint32_t key) { wire_.NoteMrGone(key); });
+}
+
+void Server::WatchWireFd(int fd, bool add) {
+  if (!add) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
 }
 
 Server::~Server() {
@@ -91,6 +104,9 @@ int Server::Run() {
     epoll_event events[32];
     int timeout_ms = accept_paused_ ? static_cast<int>(kAcceptBackoff.count()) : 1000;
     if (int cm_ms = cm_.MsUntilNextTimer(); cm_ms >= 0 && cm_ms < timeout_ms) timeout_ms = cm_ms;
+    if (int wire_ms = wire_.MsUntilNextTimer(); wire_ms >= 0 && wire_ms < timeout_ms) {
+      timeout_ms = wire_ms;
+    }
     int n = WaitForEvents(events, 32, timeout_ms);
     if (n < 0 && errno != EINTR) return 1;
     for (int i = 0; i < n; ++i) {
@@ -108,6 +124,8 @@ int Server::Run() {
       epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
     }
     cm_.RunTimers();
+    wire_.RunTimers();
+    wire_.ApplyChanges();
     if (!connections_.empty()) {
       idle_since = Clock::now();
     } else if (options_.idle_timeout.count() > 0 &&
@@ -187,6 +205,11 @@ void Server::RefuseForLackOfDescriptors() {
 }
 
 void Server::HandleEvent(int fd, uint32_t events) {
+  if (wire_.Owns(fd)) {
+    wire_.OnReadable(fd);
+    wire_.ApplyChanges();
+    return;
+  }
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
   if ((events & (EPOLLHUP | EPOLLERR)) && !it->second.reading) {
@@ -202,6 +225,8 @@ void Server::HandleEvent(int fd, uint32_t events) {
     doomed_.pop_back();
     Close(doomed);
   }
+  // A request may have changed QPs the network transport serves.
+  wire_.ApplyChanges();
 }
 
 void Server::HandleWritable(int fd) {
@@ -239,6 +264,7 @@ void Server::Close(int fd) {
   close(fd);
   connections_.erase(it);
   if (role == protocol::Role::kContext && greeted) {
+    wire_.RemoveClient(client);
     device_.RemoveClient(client);
     // Its rdma_cm ids end as if destroyed, and its event channels close.
     for (int channel_fd : cm_.RemoveClient(client)) Close(channel_fd);
@@ -443,7 +469,7 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       // The connection manager's ids join the device's report.
       if (json.size() > 1 && json.back() == '}') {
         json.pop_back();
-        json += ",\"cm_ids\":" + cm_.StatusJson() + "}";
+        json += ",\"cm_ids\":" + cm_.StatusJson() + ",\"roce\":" + wire_.StatusJson() + "}";
       }
       return Reply(conn, hdr.seq, Verdict::Ok(), json.data(), json.size());
     }

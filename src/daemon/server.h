@@ -16,6 +16,7 @@
 #include "daemon/cm_service.h"
 #include "daemon/device.h"
 #include "daemon/outbox.h"
+#include "daemon/wire_service.h"
 #include "protocol/messages.h"
 
 struct epoll_event;  // <sys/epoll.h>
@@ -87,6 +88,9 @@ class Server {
   ServerOptions options_;
   Device device_;
   CmService cm_{device_.gids(), device_.active_mtu()};  // librdmacm's connection manager
+  // The network transport: RoCE v2 for QPs whose path leaves the host.
+  WireService wire_{device_, [this](int fd, bool add) { WatchWireFd(fd, add); }};
+  void WatchWireFd(int fd, bool add);
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   bool busy_ = false;  // the last wait found work

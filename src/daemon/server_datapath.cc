@@ -1,6 +1,7 @@
 // Dispatch of the data-path ops: the requests initiators make on a cache
 // miss or an error, never per work request.
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "daemon/server.h"
@@ -131,6 +132,16 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       protocol::HandleRequest req;
       if (!ReadBody(body, len, &req)) return bad_size();
       Reply(conn, hdr.seq, device_.FreeDm(c, req.handle), nullptr, 0);
+      return true;
+    }
+    case Op::kWireDoorbell: {
+      protocol::WireDoorbellRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      if (fds.empty()) {
+        Reply(conn, hdr.seq, Verdict::Fail(EBADF, "wire_doorbell: socket missing"), nullptr, 0);
+        return true;
+      }
+      Reply(conn, hdr.seq, wire_.AddDoorbell(c, fcntl(fds[0], F_DUPFD_CLOEXEC, 0)), nullptr, 0);
       return true;
     }
     default:

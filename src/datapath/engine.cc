@@ -5,63 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datapath/keyed_access.h"
+
 namespace softverbs::datapath {
 
 namespace {
-
-// Holds in-flight counts on every MR an execution touches (the Dekker
-// protocol of InflightGuard, memory.h: the increment is seq_cst and comes
-// before the key check; the decrement is a release, ordering our accesses
-// before the owner's wait sees zero). A count taken in an MR's shared counter
-// is also noted in the host's access record (Host::AccessRecord), which the
-// daemon reads if this process dies holding it: noted after the increment,
-// un-noted before the decrement, so a death in between can leave a count
-// behind but never make the device take one back twice. Such a leftover
-// count is one no live record holds, which the owner's dereg asks the
-// daemon about (mr_peers_inside) instead of waiting it out.
-// Test hook (docs/datapath.md, "A peer that dies inside an access"):
-// SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US=<n> makes this process sleep n us
-// between an MR's shared count and its access record, so a test can kill it
-// in that window. Read once.
-void StallBetweenCountsForTests() {
-  static const long stall_us = [] {
-    const char* env = getenv("SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US");
-    return env ? atol(env) : 0L;
-  }();
-  if (stall_us > 0) usleep(static_cast<useconds_t>(stall_us));
-}
-
-class MrGuards {
- public:
-  MrGuards() = default;
-  MrGuards(const MrGuards&) = delete;
-  MrGuards& operator=(const MrGuards&) = delete;
-  ~MrGuards() {
-    for (int i = 0; i < count_; ++i) {
-      if (records_[i]) records_[i]->fetch_sub(1, std::memory_order_relaxed);
-      held_[i]->fetch_sub(1, std::memory_order_release);
-    }
-  }
-  void Enter(std::atomic<uint32_t>* counter, std::atomic<uint32_t>* record) {
-    if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
-    counter->fetch_add(1, std::memory_order_seq_cst);
-    // seq_cst too: a live peer past this point is visible in its record
-    // before it checks the key (the owner's dereg may stop waiting once no
-    // live record holds the slot, mr_peers_inside).
-    if (record) {
-      StallBetweenCountsForTests();
-      record->fetch_add(1, std::memory_order_seq_cst);
-    }
-    held_[count_] = counter;
-    records_[count_++] = record;
-  }
-
- private:
-  static constexpr int kMax = 2 * kMaxSendSge + 2;
-  std::atomic<uint32_t>* held_[kMax];
-  std::atomic<uint32_t>* records_[kMax];
-  int count_ = 0;
-};
 
 // Test hook (docs/datapath.md, "A peer that dies inside an access"):
 // SOFTVERBS_TEST_STALL_IN_ACCESS_US=<n> makes this process sleep n us while
@@ -83,42 +31,6 @@ uint32_t WrBytes(const SendWr& wr) {
   uint64_t n = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) n += wr.sge[i].length;
   return static_cast<uint32_t>(n);
-}
-
-// Resolves a list of (addr, length, lkey) of the local QP or of a target QP
-// into pieces. Returns kVendorNone or why it failed. `owner` is the client
-// the keys must belong to: when that is this host, the access is counted in
-// the host's own counter (the check below refuses an MR of anyone else, so
-// an access that goes ahead was counted where the owner's dereg looks).
-VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
-                           bool remote, uint32_t pdn, uint32_t owner, uint32_t need,
-                           PieceList* out) {
-  for (uint32_t i = 0; i < num_sge; ++i) {
-    if (sge[i].length == 0) continue;
-    MrEntry* e = host.table().MrSlot(sge[i].lkey);
-    std::atomic<uint32_t>* own =
-        owner == host.client_id() ? host.OwnInflight(sge[i].lkey) : nullptr;
-    if (own) {
-      guards.Enter(own, nullptr);
-    } else {
-      guards.Enter(&e->inflight, host.AccessRecord(sge[i].lkey));
-    }
-    uint64_t va = 0;
-    switch (
-        CheckMrAccess(*e, sge[i].lkey, remote, pdn, owner, need, sge[i].addr, sge[i].length, &va)) {
-      case MrCheck::kOk:
-        break;
-      case MrCheck::kNoAccess:
-        return remote ? kVendorRkeyAccess : kVendorLkeyAccess;
-      case MrCheck::kOutOfRange:
-        return remote ? kVendorRkeyRange : kVendorLkeyRange;
-      default:
-        return remote ? kVendorBadRkey : kVendorBadLkey;
-    }
-    const MrMapping* m = host.FindMrMapping(sge[i].lkey, *e);
-    if (!m || !AddMrPieces(*m, va, sge[i].length, out)) return kVendorOwnerGone;
-  }
-  return kVendorNone;
 }
 
 // The receive side a message is delivered to: the cached rings of the
@@ -145,19 +57,6 @@ void FailTarget(Host& host, const Target& t) {
   if (!peer.srqn && peer.rq.valid()) {
     FlushRecvQueue(peer.rq, peer.recv_cq, peer.cq_event_fd, t.qpn);
   }
-}
-
-bool ClaimReceive(Host& host, PeerQp& peer, ClaimedRecv* r) {
-  if (!peer.rq.valid() || !peer.rq.Claim(r)) return false;
-  if (peer.srqn) {
-    RecvQueueHeader* h = peer.rq.header();
-    uint32_t limit = h->srq_limit.load(std::memory_order_acquire);
-    if (limit && peer.rq.Count() < limit &&
-        h->srq_limit.compare_exchange_strong(limit, 0, std::memory_order_acq_rel)) {
-      host.SrqLimitReached(peer.srqn);
-    }
-  }
-  return true;
 }
 
 Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQp& qp,

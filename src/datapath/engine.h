@@ -48,6 +48,9 @@ enum VendorError : uint32_t {
   kVendorFlushed = 0x501,
   kVendorMessageTooLong = 0x601,
   kVendorOwnerGone = 0x701,
+  // The responder on the network answered with a NAK: 0x800 + its NAK code
+  // (IBA table 43: 1 invalid request, 2 remote access, 3 remote operational).
+  kVendorRemoteNak = 0x800,
 };
 
 // A send work request, copied out of the application's ibv_send_wr (or built
@@ -67,6 +70,9 @@ struct SendWr {
   uint8_t dgid[16] = {};
   uint8_t sgid[16] = {};
   uint8_t sl = 0;
+  // UD: the AH's path leaves the host (the device's network transport
+  // carries it; docs/roce.md).
+  bool off_host = false;
   // XRC: the SRQ the message is for (wr.qp_type.xrc.remote_srqn, or
   // ibv_wr_set_xrc_srqn, which sets srqn_set: it is mandatory there).
   uint32_t remote_srqn = 0;

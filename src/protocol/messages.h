@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 7;
+inline constexpr uint32_t kProtocolVersion = 8;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -82,6 +82,7 @@ enum class Op : uint16_t {
   kCmLeaveMcast,
   kDevxQueueFiles,  // DEVX data path: body in protocol/devx_messages.h
   kMrPeersInside,
+  kWireDoorbell,  // the network data path: body WireDoorbellRequest, one fd
   kCount
 };
 
@@ -392,6 +393,16 @@ struct MrPeersInsideRequest {
 struct MrPeersInsideReply {
   uint32_t inside;  // sum over live clients' records of the slot
   uint32_t reserved;
+};
+
+// wire_doorbell: a context hands the device one end of a SOCK_SEQPACKET
+// socket pair (the request's one fd); through the other it posts the work
+// requests of its QPs whose path leaves the host (docs/roce.md, "The
+// network transport"), one WirePostRecord per message. Asked once per
+// context, at its first such post.
+struct WireDoorbellRequest {
+  uint32_t reserved0;
+  uint32_t reserved1;
 };
 struct MapMrReply {
   uint32_t owner;

@@ -63,7 +63,8 @@ const char* OpName(Op op) {
                                            "cm_join_mcast",
                                            "cm_leave_mcast",
                                            "devx_queue_files",
-                                           "mr_peers_inside"};
+                                           "mr_peers_inside",
+                                           "wire_doorbell"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -99,6 +99,8 @@ th_setup() {
     th_exec $h ip link set lo up
     th_exec $h ip addr add "$addr/24" dev "$ifc"
     th_exec $h ip addr add "$ll/64" dev "$ifc" nodad
+    # TH_MTU: the veth pair's MTU (default the kernel's 1500).
+    [ -n "${TH_MTU:-}" ] && th_exec $h ip link set "$ifc" mtu "$TH_MTU"
     th_exec $h ip link set "$ifc" up
   done
   # Both links up (carrier on both ends) before any daemon reads its interfaces.
@@ -109,8 +111,14 @@ th_setup() {
     sleep 0.1
   done
   ip -n "$TH_NS_A" link show "$TH_IF_A" | grep -q LOWER_UP || { echo "two_hosts: veth link is not up" >&2; exit 1; }
+  # TH_DAEMON_ENV_A / _B: extra VAR=value words for that host's daemon
+  # (e.g. SOFTVERBS_ROCE_FAULTS, docs/roce.md).
+  local extra
   for h in a b; do
-    th_exec $h "$TH_CLI" daemon start >/dev/null || { echo "two_hosts: daemon of host $h did not start" >&2; exit 1; }
+    if [ $h = a ]; then extra=${TH_DAEMON_ENV_A:-}; else extra=${TH_DAEMON_ENV_B:-}; fi
+    # shellcheck disable=SC2086
+    th_exec $h env $extra "$TH_CLI" daemon start >/dev/null ||
+      { echo "two_hosts: daemon of host $h did not start" >&2; exit 1; }
   done
 }
 

@@ -16,6 +16,7 @@
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/wire_post.h"
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
 #include "abi/ibverbs/unsupported_ops.h"
@@ -163,6 +164,7 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
   StopDevxQueues(ctx);  // first: it executes work through the peers and the progress thread
   StopProgressThread(ctx);
   StopDeviceWatch(ctx);
+  CloseWire(ctx);
   // Closing the connections is what tells the daemon to release everything
   // the context still owned, exactly as when the process dies.
   if (ctx->event_fd >= 0) close(ctx->event_fd);

@@ -55,7 +55,8 @@ int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
 int SetUdAddress(Context* ctx, ibv_ah* ibah, uint32_t remote_qpn, uint32_t remote_qkey,
                  datapath::SendWr* wr) {
   const Ah* ah = FromPublic<Ah>(ibah);
-  wr->remote_qpn = ah->leaves_host ? kUnroutedQpn : remote_qpn;
+  wr->remote_qpn = remote_qpn;
+  wr->off_host = ah->leaves_host;
   wr->remote_qkey = remote_qkey;
   wr->sl = ah->attr.sl;
   memcpy(wr->dgid, ah->attr.grh.dgid.raw, 16);

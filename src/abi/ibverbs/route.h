@@ -19,13 +19,7 @@ namespace softverbs::provider {
 // QPN 0 (the SMI QP) is never in the device table (datapath::kFirstQpn).
 inline constexpr uint32_t kUnroutedQpn = 0;
 
-// Whether ah leads off this host: it has a GRH whose destination GID is
-// neither one of the port's GIDs nor multicast (multicast groups are joined
-// on this host only, for now). A path without a GRH stays local, as before.
-inline bool PathLeavesHost(const GidTable& gids, const ibv_ah_attr& ah) {
-  if (!ah.is_global) return false;
-  const uint8_t* dgid = ah.grh.dgid.raw;
-  return !IsMulticastGid(dgid) && !GidTableHas(gids, dgid);
-}
+// PathLeavesHost (common/gid_table.h) tells whether a path leaves the host.
+using softverbs::PathLeavesHost;
 
 }  // namespace softverbs::provider

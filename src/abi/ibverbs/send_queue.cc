@@ -6,6 +6,7 @@
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/route.h"
+#include "abi/ibverbs/wire_post.h"
 #include "datapath/timers.h"
 
 namespace softverbs::provider {
@@ -21,7 +22,7 @@ uint32_t MtuBytes(ibv_mtu mtu) {
 dp::LocalQp LocalView(Context* ctx, Qp* qp) {
   const ibv_qp& q = qp->ibv.qp_base;
   return {q.qp_num, static_cast<uint32_t>(DatapathQpType(q.qp_type)),
-          qp->pdn,  qp->path_leaves_host ? kUnroutedQpn : qp->dest_qpn,
+          qp->pdn,  qp->dest_qpn,
           qp->qkey, MtuBytes(q.qp_type == IBV_QPT_UD ? ctx->active_mtu : qp->path_mtu),
           qp->sl,   &qp->peer_cache};
 }
@@ -218,6 +219,8 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
       Flushed(qp, wr);
       return 0;
     }
+    // Over the network: the device's transport runs it (wire_post.h).
+    if (GoesOverWire(qp, wr)) return PostToWire(ctx, qp, wr);
     // IBA 10.3.1: in SQD the post is accepted but the WR does not start
     // until SQD->RTS; it queues behind the WRs that are still draining.
     const bool hold = state == IBV_QPS_SQD;

@@ -1,0 +1,391 @@
+#include "daemon/wire_service.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "common/gid_table.h"
+#include "daemon/device.h"
+#include "datapath/timers.h"
+#include "datapath/wire_post.h"
+#include "roce/segment.h"
+
+namespace softverbs::daemon {
+
+namespace dp = softverbs::datapath;
+
+namespace {
+
+bool ReceivingState(ibv_qp_state s) {
+  return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
+}
+
+// Large socket buffers keep a burst of a send window (or of a READ's
+// responses) from being dropped in the receiving socket. SO_RCVBUFFORCE
+// needs CAP_NET_ADMIN; without it the kernel's rmem_max caps SO_RCVBUF.
+void GrowSocketBuffers(int fd) {
+  int bytes = 16 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0) {
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+  }
+}
+
+}  // namespace
+
+WireService::WireService(Device& device, WatchFd watch)
+    : device_(device), watch_(std::move(watch)), memory_(device) {}
+
+WireService::~WireService() {
+  for (auto& [fd, client] : doorbells_) close(fd);
+}
+
+uint64_t WireService::Now() {
+  return dp::NowNs();
+}
+
+bool WireService::Owns(int fd) const {
+  if (doorbells_.count(fd)) return true;
+  for (const auto& c : carriers_) {
+    if (c->udp.fd() == fd) return true;
+  }
+  return false;
+}
+
+void WireService::OnReadable(int fd) {
+  if (auto it = doorbells_.find(fd); it != doorbells_.end()) {
+    ReadDoorbell(it->second, fd);
+    return;
+  }
+  for (auto& c : carriers_) {
+    if (c->udp.fd() == fd) ReadCarrier(*c);
+  }
+}
+
+void WireService::OpenCarriers() {
+  if (carriers_opened_) return;
+  carriers_opened_ = true;
+  const GidTable& gids = device_.gids();
+  for (int i = 0; i < gids.count; ++i) {
+    if (gids.gids[i].type != GidType::kRoceV2) continue;
+    std::array<uint8_t, 16> gid;
+    std::copy(gids.gids[i].raw, gids.gids[i].raw + 16, gid.begin());
+    if (CarrierFor(gid.data())) continue;
+    auto c = std::make_unique<Carrier>();
+    c->gid = gid;
+    std::string error;
+    if (!c->udp.Open(gid.data(), gids.ifindex, &error)) {
+      // Another device on this address (a second user's daemon, the
+      // kernel's rxe) holds UDP 4791, or the address is not configured.
+      const std::string line = FormatGid(gid.data()) + ": " + error;
+      fprintf(stderr, "softverbsd: RoCE v2 carrier not opened on %s\n", line.c_str());
+      carrier_errors_.push_back(line);
+      continue;
+    }
+    GrowSocketBuffers(c->udp.fd());
+    watch_(c->udp.fd(), true);
+    carriers_.push_back(std::move(c));
+  }
+}
+
+WireService::Carrier* WireService::CarrierFor(const uint8_t gid[16]) {
+  for (auto& c : carriers_) {
+    if (std::equal(c->gid.begin(), c->gid.end(), gid)) return c.get();
+  }
+  return nullptr;
+}
+
+void WireService::ReadCarrier(Carrier& c) {
+  // A bounded batch, so that one busy carrier does not starve the rest of
+  // the daemon (control requests, `softverbs status`).
+  for (int i = 0; i < 256; ++i) {
+    roce::ReceivedPacket packet;
+    roce::WireError verdict;
+    std::string error;
+    if (!c.udp.Receive(&packet, &verdict, &error)) return;
+    if (verdict != roce::WireError::kOk) continue;  // counted by the carrier
+    auto it = qps_.find(packet.fields.dest_qp);
+    if (it == qps_.end()) {
+      unroutable_++;
+      continue;
+    }
+    dp::WirePacket p;
+    p.fields = packet.fields;
+    p.payload = packet.payload;
+    p.ends = &packet.ends;
+    p.roce_bytes = packet.bytes.size();
+    it->second.wire->Receive(p);
+  }
+}
+
+Verdict WireService::AddDoorbell(ClientId c, int fd) {
+  for (const auto& [other, client] : doorbells_) {
+    if (client == c) {
+      close(fd);
+      return Verdict::Fail(EEXIST, "wire_doorbell: this context has a doorbell already");
+    }
+  }
+  int type = 0;
+  socklen_t len = sizeof(type);
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET) {
+    close(fd);
+    return Verdict::Fail(EINVAL, "wire_doorbell: the descriptor is not a SOCK_SEQPACKET socket");
+  }
+  doorbells_[fd] = c;
+  watch_(fd, true);
+  return Verdict::Ok();
+}
+
+void WireService::RemoveClient(ClientId c) {
+  for (auto it = doorbells_.begin(); it != doorbells_.end();) {
+    if (it->second != c) {
+      ++it;
+      continue;
+    }
+    watch_(it->first, false);
+    close(it->first);
+    it = doorbells_.erase(it);
+  }
+}
+
+void WireService::ReadDoorbell(ClientId c, int fd) {
+  for (int i = 0; i < 256; ++i) {
+    dp::WirePostRecord rec;
+    const ssize_t n = recv(fd, &rec, sizeof(rec), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    if (n <= 0) {
+      // The context closed its end (it is going away): nothing more comes.
+      watch_(fd, false);
+      close(fd);
+      doorbells_.erase(fd);
+      return;
+    }
+    const Qp* qp = device_.FindQpObject(rec.qpn);
+    auto it = qps_.find(rec.qpn);
+    const dp::WrOpcodeInfo& info = dp::WrOpcode(rec.wr.opcode);
+    if (static_cast<size_t>(n) != sizeof(rec) || !qp || qp->creator != c ||
+        rec.wr.num_sge > dp::kMaxSendSge || rec.wr.inline_len > dp::kMaxInline ||
+        !dp::WrOpcodeAllowed(info, qp->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_SEND : qp->type)) {
+      bad_posts_++;
+      fprintf(stderr,
+              "softverbsd: wire_doorbell: client %u posted a malformed record or to a "
+              "QP it does not own (QP 0x%x); dropped\n",
+              c, rec.qpn);
+      continue;
+    }
+    if (it == qps_.end() || (it->second.state != IBV_QPS_RTS && it->second.state != IBV_QPS_SQD)) {
+      // The QP left RTS since the library checked: flushed, as a NIC
+      // flushes what reaches a send queue in error.
+      dp::Completion flush{};
+      flush.wr_id = rec.wr.wr_id;
+      flush.status = IBV_WC_WR_FLUSH_ERR;
+      flush.opcode = info.send_wc;
+      flush.vendor_err = dp::kVendorFlushed;
+      flush.qp_num = rec.qpn;
+      dp::CqRing* ring = nullptr;
+      int event_fd = -1;
+      if (memory_.SendCq(rec.qpn, &ring, &event_fd)) dp::Complete(*ring, event_fd, flush);
+      continue;
+    }
+    it->second.wire->Post(rec.wr);
+  }
+}
+
+bool WireService::ServedHere(const Qp& qp) const {
+  if (!ReceivingState(qp.state) || qp.devx) return false;
+  if (qp.type == IBV_QPT_UD) return true;
+  return (qp.attr_set_mask & IBV_QP_AV) && PathLeavesHost(device_.gids(), qp.attr.ah_attr);
+}
+
+dp::WireQpConfig WireService::ConfigOf(const Qp& qp) const {
+  dp::WireQpConfig c;
+  const ibv_qp_attr& a = qp.attr;
+  c.qpn = qp.qpn;
+  c.type = qp.type;
+  if (const dp::QpEntry* e = device_.table().FindQp(qp.qpn)) {
+    c.generation = e->generation.load();
+    c.pdn = e->pdn.load();
+  }
+  c.owner = qp.creator;
+  c.dest_qpn = a.dest_qp_num;
+  c.qkey = a.qkey;
+  c.sq_psn = a.sq_psn;
+  c.rq_psn = a.rq_psn;
+  // Packets are cut at the path MTU, but never above the port's active MTU
+  // (the link's): a larger packet could not leave (DF is set, as rxe sets it).
+  const uint32_t active = roce::MtuBytes(device_.active_mtu());
+  c.mtu_bytes = roce::MtuBytes(qp.type == IBV_QPT_UD ? device_.active_mtu() : a.path_mtu);
+  if (c.mtu_bytes == 0 || c.mtu_bytes > active) c.mtu_bytes = active ? active : 1024;
+  c.timeout = a.timeout;
+  c.retry_cnt = a.retry_cnt;
+  c.rnr_retry = a.rnr_retry;
+  c.min_rnr_timer = a.min_rnr_timer;
+  c.max_rd_atomic = a.max_rd_atomic;
+  c.sl = a.ah_attr.sl;
+  c.sq_sig_all = qp.sq_sig_all != 0;
+  const GidTable& gids = device_.gids();
+  const uint8_t index = a.ah_attr.grh.sgid_index;
+  if (index < gids.count) std::copy(gids.gids[index].raw, gids.gids[index].raw + 16, c.sgid);
+  std::copy(a.ah_attr.grh.dgid.raw, a.ah_attr.grh.dgid.raw + 16, c.dgid);
+  return c;
+}
+
+void WireService::ApplyChanges() {
+  while (!changed_.empty()) {
+    const uint32_t qpn = *changed_.begin();
+    changed_.erase(changed_.begin());
+    ApplyChange(qpn);
+  }
+}
+
+void WireService::ApplyChange(uint32_t qpn) {
+  const Qp* qp = device_.FindQpObject(qpn);
+  auto it = qps_.find(qpn);
+  if (!qp) {
+    // Destroyed: what it had outstanding goes with it (its CQs may be gone
+    // too), as with a NIC's destroyed QP.
+    if (it != qps_.end()) qps_.erase(it);
+    memory_.ForgetQp(qpn);
+    return;
+  }
+  if (it != qps_.end() && (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_RESET)) {
+    it->second.wire->Flush();
+    qps_.erase(it);
+    return;
+  }
+  if (!ServedHere(*qp)) {
+    if (it != qps_.end()) qps_.erase(it);
+    return;
+  }
+  const dp::WireQpConfig config = ConfigOf(*qp);
+  if (it == qps_.end()) {
+    OpenCarriers();
+    NetworkQp& n = qps_[qpn];
+    n.wire = std::make_unique<dp::WireQp>(*this, config);
+    n.owner = qp->creator;
+    n.state = qp->state;
+    return;
+  }
+  NetworkQp& n = it->second;
+  const dp::WireQpConfig& old = n.wire->config();
+  n.wire->Reconfigure(config, config.rq_psn != old.rq_psn, config.sq_psn != old.sq_psn);
+  if (qp->state == IBV_QPS_SQE) n.wire->FlushSendQueue();
+  if (qp->state == IBV_QPS_RTS && n.state == IBV_QPS_SQE) n.wire->ResumeSendQueue();
+  n.state = qp->state;
+}
+
+int WireService::MsUntilNextTimer() {
+  uint64_t next = UINT64_MAX;
+  for (const auto& [qpn, n] : qps_) next = std::min(next, n.wire->NextDeadline());
+  const uint64_t now = Now();
+  for (auto& c : carriers_) {
+    if (!c->udp.faults()) continue;
+    const uint64_t due_us = c->udp.PollFaults();
+    if (due_us != UINT64_MAX) next = std::min(next, due_us * 1000);
+  }
+  if (next == UINT64_MAX) return -1;
+  if (next <= now) return 0;
+  return static_cast<int>(std::min<uint64_t>((next - now + 999999) / 1000000, 1000));
+}
+
+void WireService::RunTimers() {
+  const uint64_t now = Now();
+  for (auto& c : carriers_) {
+    if (c->udp.faults()) c->udp.PollFaults();
+  }
+  // A timer may move a QP to ERR (ApplyChanges erases it afterwards).
+  for (auto& [qpn, n] : qps_) {
+    if (n.wire->NextDeadline() <= now) n.wire->OnTimer(now);
+  }
+}
+
+void WireService::SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
+                             const roce::TransportFields& fields,
+                             std::span<const uint8_t> payload) {
+  Carrier* c = CarrierFor(sgid);
+  std::string error;
+  if (!c || !c->udp.Send(dgid, src_port, fields, payload, &error)) {
+    // No route: lost, as on a NIC whose packet finds none (the requester's
+    // ACK timeout ends it with IBV_WC_RETRY_EXC_ERR).
+    send_failures_++;
+  }
+}
+
+void WireService::SetQpError(uint32_t qpn) {
+  device_.QpError(0, qpn, IBV_QPS_ERR);
+}
+
+void WireService::SetSendQueueError(uint32_t qpn) {
+  device_.QpError(0, qpn, IBV_QPS_SQE);
+}
+
+void WireService::SrqLimitReached(uint32_t srqn) {
+  device_.SrqLimitReached(0, srqn);
+}
+
+void WireService::RaiseQpEvent(uint32_t qpn, ibv_event_type event) {
+  device_.RaiseQpEvent(0, qpn, static_cast<uint32_t>(event));
+}
+
+void WireService::McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) {
+  (void)gid;
+  qpns->clear();  // multicast stays on the host (docs/roce.md)
+}
+
+std::string WireService::StatusJson() const {
+  nlohmann::json j;
+  nlohmann::json carriers = nlohmann::json::array();
+  for (const auto& c : carriers_) {
+    const roce::CarrierCounters& k = c->udp.counters();
+    uint64_t refused = 0;
+    for (uint64_t r : k.refused) refused += r;
+    nlohmann::json cj = {{"gid", FormatGid(c->gid.data())},
+                         {"sent", k.sent},
+                         {"received", k.received},
+                         {"refused", refused},
+                         {"icrc_errors", k.refused[static_cast<int>(roce::WireError::kBadIcrc)]},
+                         {"send_errors", k.send_errors}};
+    if (const roce::FaultInjector* f = c->udp.faults()) {
+      const roce::FaultCounters& fc = f->counters();
+      cj["faults"] = {{"dropped", fc.dropped},
+                      {"duplicated", fc.duplicated},
+                      {"reordered", fc.reordered},
+                      {"delayed", fc.delayed},
+                      {"corrupted", fc.corrupted}};
+    }
+    carriers.push_back(cj);
+  }
+  j["carriers"] = carriers;
+  j["carrier_errors"] = carrier_errors_;
+  nlohmann::json qps = nlohmann::json::array();
+  for (const auto& [qpn, n] : qps_) {
+    const dp::WireCounters& k = n.wire->counters();
+    char hex[16];
+    snprintf(hex, sizeof(hex), "0x%x", qpn);
+    qps.push_back({{"qpn", hex},
+                   {"requester", dp::RequesterStateName(n.wire->requester_state())},
+                   {"responder", dp::ResponderStateName(n.wire->responder_state())},
+                   {"outstanding", n.wire->outstanding()},
+                   {"packets_sent", k.packets_sent},
+                   {"packets_received", k.packets_received},
+                   {"retransmitted", k.retransmitted},
+                   {"timeouts", k.timeouts},
+                   {"naks_sent", k.naks_sent},
+                   {"naks_received", k.naks_received},
+                   {"rnr_naks_sent", k.rnr_naks_sent},
+                   {"rnr_naks_received", k.rnr_naks_received},
+                   {"duplicates", k.duplicates},
+                   {"sequence_errors", k.sequence_errors},
+                   {"dropped", k.dropped}});
+  }
+  j["qps"] = qps;
+  j["unroutable"] = unroutable_;
+  j["send_failures"] = send_failures_;
+  j["bad_posts"] = bad_posts_;
+  return j.dump();
+}
+
+}  // namespace softverbs::daemon

@@ -1,0 +1,124 @@
+// The device's network transport (docs/roce.md, "The network transport"):
+// softverbsd runs the RoCE v2 requester, completer and responder
+// (datapath/wire_qp.h) of every QP whose path leaves the host, and of every
+// UD QP, over UDP carriers bound to port 4791 of the port's addresses - as
+// a NIC serves its queues while the application does something else.
+//
+//   - Contexts post such QPs' work requests through a doorbell socket
+//     (protocol kWireDoorbell); completions go to the QP's CQ rings.
+//   - Packets that arrive are dispatched by destination QP number.
+//   - The device tells the service when a QP's attributes change
+//     (NoteQpChanged); the change is applied after the request that made
+//     it (ApplyChanges), never in the middle of a transport step.
+//
+// The daemon reaches memory, rings and keys as a peer process does
+// (wire_memory.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/objects.h"
+#include "daemon/verdict.h"
+#include "daemon/wire_memory.h"
+#include "datapath/wire_qp.h"
+#include "roce/udp_carrier.h"
+
+namespace softverbs::daemon {
+
+class Device;
+
+class WireService : public datapath::WireHost {
+ public:
+  // watch(fd, true) adds fd to the daemon's epoll set (readable), watch(fd,
+  // false) removes it.
+  using WatchFd = std::function<void(int fd, bool add)>;
+  WireService(Device& device, WatchFd watch);
+  ~WireService() override;
+  WireService(const WireService&) = delete;
+  WireService& operator=(const WireService&) = delete;
+
+  // A readable descriptor of the service (a carrier or a doorbell).
+  bool Owns(int fd) const;
+  void OnReadable(int fd);
+
+  // A context's doorbell (takes ownership of fd).
+  Verdict AddDoorbell(ClientId c, int fd);
+  void RemoveClient(ClientId c);
+
+  // The device changed QP qpn (attributes, state, destroyed).
+  void NoteQpChanged(uint32_t qpn) { changed_.insert(qpn); }
+  void ApplyChanges();
+  // An MR is gone: its mapping is dropped.
+  void NoteMrGone(uint32_t key) { memory_.ForgetMr(key); }
+
+  // Milliseconds until the next transport timer (-1: none).
+  int MsUntilNextTimer();
+  void RunTimers();
+
+  // `softverbs status`: carriers and each network QP's state and counters.
+  std::string StatusJson() const;
+
+  // datapath::WireHost
+  uint32_t client_id() const override { return 0; }
+  const datapath::DeviceTable& table() const override { return memory_.table(); }
+  datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override {
+    return memory_.FindPeerQp(qpn, generation);
+  }
+  const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override {
+    return memory_.FindMrMapping(key, e);
+  }
+  datapath::PeerQp* FindXrcSrq(uint32_t srqn) override { return memory_.FindXrcSrq(srqn); }
+  void SetQpError(uint32_t qpn) override;
+  void SetSendQueueError(uint32_t qpn) override;
+  void SrqLimitReached(uint32_t srqn) override;
+  void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override;
+  void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
+  void SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
+                  const roce::TransportFields& fields, std::span<const uint8_t> payload) override;
+  bool SendCq(uint32_t qpn, datapath::CqRing** ring, int* event_fd) override {
+    return memory_.SendCq(qpn, ring, event_fd);
+  }
+  uint64_t Now() override;
+
+ private:
+  struct Carrier {
+    std::array<uint8_t, 16> gid{};
+    roce::UdpCarrier udp;
+  };
+  struct NetworkQp {
+    std::unique_ptr<datapath::WireQp> wire;
+    ClientId owner = 0;
+    ibv_qp_state state = IBV_QPS_RESET;
+  };
+  // Opens a carrier on every address of the port's GID table (once).
+  void OpenCarriers();
+  void ReadCarrier(Carrier& c);
+  void ReadDoorbell(ClientId c, int fd);
+  void ApplyChange(uint32_t qpn);
+  // Whether QP qp is served here, and its transport configuration.
+  bool ServedHere(const Qp& qp) const;
+  datapath::WireQpConfig ConfigOf(const Qp& qp) const;
+  Carrier* CarrierFor(const uint8_t gid[16]);
+
+  Device& device_;
+  WatchFd watch_;
+  WireMemory memory_;
+  bool carriers_opened_ = false;
+  std::vector<std::unique_ptr<Carrier>> carriers_;
+  std::vector<std::string> carrier_errors_;  // addresses that could not be bound, and why
+  std::map<int, ClientId> doorbells_;        // fd -> client
+  std::map<uint32_t, NetworkQp> qps_;        // by QP number
+  std::set<uint32_t> changed_;
+  uint64_t unroutable_ = 0;     // packets for a QP number not served here
+  uint64_t send_failures_ = 0;  // packets no carrier could send
+  uint64_t bad_posts_ = 0;      // doorbell records refused
+};
+
+}  // namespace softverbs::daemon

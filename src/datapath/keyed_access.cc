@@ -1,0 +1,99 @@
+#include "datapath/keyed_access.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace softverbs::datapath {
+
+namespace {
+
+// Test hook (docs/datapath.md, "A peer that dies inside an access"):
+// SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US=<n> makes this process sleep n us
+// between an MR's shared count and its access record, so a test can kill it
+// in that window. Read once.
+void StallBetweenCountsForTests() {
+  static const long stall_us = [] {
+    const char* env = getenv("SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US");
+    return env ? atol(env) : 0L;
+  }();
+  if (stall_us > 0) usleep(static_cast<useconds_t>(stall_us));
+}
+
+}  // namespace
+
+void MrGuards::Enter(std::atomic<uint32_t>* counter, std::atomic<uint32_t>* record) {
+  if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
+  counter->fetch_add(1, std::memory_order_seq_cst);
+  // seq_cst too: a live peer past this point is visible in its record
+  // before it checks the key (the owner's dereg may stop waiting once no
+  // live record holds the slot, mr_peers_inside).
+  if (record) {
+    StallBetweenCountsForTests();
+    record->fetch_add(1, std::memory_order_seq_cst);
+  }
+  held_[count_] = counter;
+  records_[count_++] = record;
+}
+
+VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
+                           bool remote, uint32_t pdn, uint32_t owner, uint32_t need,
+                           PieceList* out) {
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    if (sge[i].length == 0) continue;
+    MrEntry* e = host.table().MrSlot(sge[i].lkey);
+    std::atomic<uint32_t>* own =
+        owner == host.client_id() ? host.OwnInflight(sge[i].lkey) : nullptr;
+    if (own) {
+      guards.Enter(own, nullptr);
+    } else {
+      guards.Enter(&e->inflight, host.AccessRecord(sge[i].lkey));
+    }
+    uint64_t va = 0;
+    switch (
+        CheckMrAccess(*e, sge[i].lkey, remote, pdn, owner, need, sge[i].addr, sge[i].length, &va)) {
+      case MrCheck::kOk:
+        break;
+      case MrCheck::kNoAccess:
+        return remote ? kVendorRkeyAccess : kVendorLkeyAccess;
+      case MrCheck::kOutOfRange:
+        return remote ? kVendorRkeyRange : kVendorLkeyRange;
+      default:
+        return remote ? kVendorBadRkey : kVendorBadLkey;
+    }
+    const MrMapping* m = host.FindMrMapping(sge[i].lkey, *e);
+    if (!m || !AddMrPieces(*m, va, sge[i].length, out)) return kVendorOwnerGone;
+  }
+  return kVendorNone;
+}
+bool ClaimReceive(Host& host, PeerQp& peer, ClaimedRecv* r) {
+  if (!peer.rq.valid() || !peer.rq.Claim(r)) return false;
+  if (peer.srqn) {
+    RecvQueueHeader* h = peer.rq.header();
+    uint32_t limit = h->srq_limit.load(std::memory_order_acquire);
+    if (limit && peer.rq.Count() < limit &&
+        h->srq_limit.compare_exchange_strong(limit, 0, std::memory_order_acq_rel)) {
+      host.SrqLimitReached(peer.srqn);
+    }
+  }
+  return true;
+}
+
+uint32_t SliceSges(const RecvSge* sge, uint32_t num_sge, uint64_t offset, uint64_t length,
+                   RecvSge* out) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < num_sge && length > 0 && n < kMaxSendSge; ++i) {
+    if (offset >= sge[i].length) {
+      offset -= sge[i].length;
+      continue;
+    }
+    const uint64_t take = std::min<uint64_t>(sge[i].length - offset, length);
+    out[n++] = {sge[i].addr + offset, static_cast<uint32_t>(take), sge[i].lkey};
+    length -= take;
+    offset = 0;
+  }
+  return n;
+}
+
+}  // namespace softverbs::datapath

@@ -1,0 +1,246 @@
+// The completer of the network transport (wire_qp.h): responses to our
+// requests become send completions. An ACK of PSN p completes every WR
+// wholly before p+1 (a READ or atomic among them completes only with its own
+// response: if an ACK overtakes it, its response was lost and the requester
+// goes back to it); an RNR NAK waits its timer and sends again, up to
+// rnr_retry times (7: forever); a NAK-sequence-error sends again from its
+// PSN; any other NAK completes the WR with the error it names and moves the
+// QP to ERR.
+#include <algorithm>
+
+#include "datapath/keyed_access.h"
+#include "datapath/timers.h"
+#include "datapath/wire_qp.h"
+#include "roce/aeth.h"
+
+namespace softverbs::datapath {
+
+namespace {
+
+bool TakesResponse(const WrOpcodeInfo& info) {
+  return info.action == WrAction::kRead || info.action == WrAction::kAtomic;
+}
+
+// The completion status of a NAK (IBA 9.7.5.2.4 / table 43).
+ibv_wc_status NakStatus(roce::NakCode code) {
+  switch (code) {
+    case roce::NakCode::kInvalidRequest:
+      return IBV_WC_REM_INV_REQ_ERR;
+    case roce::NakCode::kRemoteAccessError:
+      return IBV_WC_REM_ACCESS_ERR;
+    default:
+      return IBV_WC_REM_OP_ERR;
+  }
+}
+
+}  // namespace
+
+void WireQp::OnResponse(const WirePacket& packet) {
+  if (error_) return;
+  const roce::TransportFields& f = packet.fields;
+  // Only responses to PSNs we sent and have not seen acknowledged.
+  if (roce::PsnDiff(f.psn, unacked_psn_) < 0 || roce::PsnDiff(f.psn, next_psn_) >= 0) return;
+  switch (OperationOfOpcode(f.opcode)) {
+    case IbtaOperation::kAcknowledge:
+      OnAck(f.psn, f.syndrome);
+      break;
+    case IbtaOperation::kAtomicAcknowledge:
+      OnAtomicAck(packet);
+      break;
+    case IbtaOperation::kReadResponseFirst:
+    case IbtaOperation::kReadResponseMiddle:
+    case IbtaOperation::kReadResponseLast:
+    case IbtaOperation::kReadResponseOnly:
+      OnReadResponse(packet);
+      break;
+    default:
+      counters_.dropped++;
+      return;
+  }
+  Pump();
+}
+
+bool WireQp::CompleteBefore(uint32_t psn) {
+  while (!sq_.empty() && next_send_ > 0) {
+    Pending& p = sq_.front();
+    const uint32_t end = roce::PsnAdd(p.first_psn, p.psn_span);
+    if (roce::PsnDiff(end, psn) > 0) break;  // not wholly before psn
+    if (TakesResponse(*p.info)) {
+      // Its response never came, yet later PSNs were answered: lost.
+      GoBackTo(roce::PsnAdd(p.first_psn, p.read_received));
+      return false;
+    }
+    CompleteFront(IBV_WC_SUCCESS, kVendorNone);
+  }
+  if (roce::PsnDiff(psn, unacked_psn_) > 0) unacked_psn_ = psn;
+  return true;
+}
+
+void WireQp::OnAck(uint32_t psn, uint8_t syndrome) {
+  switch (roce::AckTypeOf(syndrome)) {
+    case roce::AckType::kAck: {
+      if (!CompleteBefore(roce::PsnAdd(psn, 1))) return;
+      retries_ = 0;
+      ack_deadline_ = UINT64_MAX;  // Pump restarts it while packets are out
+      return;
+    }
+    case roce::AckType::kRnrNak: {
+      counters_.rnr_naks_received++;
+      if (!CompleteBefore(psn)) return;
+      if (config_.rnr_retry != 7 && rnr_retries_ >= config_.rnr_retry) {
+        RequesterError(IBV_WC_RNR_RETRY_EXC_ERR, kVendorRnrExceeded);
+        return;
+      }
+      rnr_retries_++;
+      retries_ = 0;
+      GoBackTo(psn);
+      rnr_until_ = host_.Now() + RnrTimerNs(roce::SyndromeValue(syndrome));
+      return;
+    }
+    case roce::AckType::kNak: {
+      counters_.naks_received++;
+      if (!CompleteBefore(psn)) return;
+      const auto code = static_cast<roce::NakCode>(roce::SyndromeValue(syndrome));
+      if (code == roce::NakCode::kPsnSequenceError) {
+        GoBackTo(psn);
+        return;
+      }
+      RequesterError(NakStatus(code), kVendorRemoteNak + static_cast<uint32_t>(code));
+      return;
+    }
+    default:
+      counters_.dropped++;
+      return;
+  }
+}
+
+void WireQp::OnReadResponse(const WirePacket& packet) {
+  const roce::TransportFields& f = packet.fields;
+  // The READ whose PSN run holds f.psn, which must be the next response it
+  // expects; anything else is a duplicate or comes after a loss (dropped:
+  // the READ is requested again from its first missing packet).
+  size_t i = 0;
+  for (; i < next_send_ && i < sq_.size(); ++i) {
+    const Pending& p = sq_[i];
+    const int32_t into = roce::PsnDiff(f.psn, p.first_psn);
+    if (into >= 0 && static_cast<uint32_t>(into) < p.psn_span) break;
+  }
+  if (i == next_send_ || i == sq_.size()) return;
+  Pending& p = sq_[i];
+  if (p.info->action != WrAction::kRead ||
+      roce::PsnDiff(f.psn, roce::PsnAdd(p.first_psn, p.read_received)) != 0) {
+    counters_.dropped++;
+    return;
+  }
+  // Earlier WRs are acknowledged by this response (IBA 9.7.5.1.2).
+  if (i > 0) {
+    if (!CompleteBefore(p.first_psn)) return;
+  }
+  const uint64_t offset = p.read_bytes;
+  const uint32_t len = static_cast<uint32_t>(packet.payload.size());
+  if (offset + len > p.bytes) {
+    RequesterError(IBV_WC_BAD_RESP_ERR, kVendorMessageTooLong);
+    return;
+  }
+  if (len) {
+    RecvSge slice[kMaxSendSge];
+    const uint32_t n = SliceSges(p.wr.sge, p.wr.num_sge, offset, len, slice);
+    MrGuards guards;
+    PieceList dst;
+    if (AddKeyedPieces(host_, guards, slice, n, false, config_.pdn, config_.owner,
+                       IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
+      RequesterError(IBV_WC_LOC_PROT_ERR, kVendorBadLkey);
+      return;
+    }
+    PieceList src;
+    src.Add({const_cast<uint8_t*>(packet.payload.data()), -1, 0, len});
+    if (!CopyPieces(dst, src)) {
+      RequesterError(IBV_WC_LOC_ACCESS_ERR, kVendorOwnerGone);
+      return;
+    }
+  }
+  p.read_received++;
+  p.read_bytes += len;
+  retries_ = 0;
+  unacked_psn_ = roce::PsnAdd(f.psn, 1);
+  ack_deadline_ = UINT64_MAX;
+  if (p.read_received == p.psn_span) {
+    // Now the front: everything before it completed above.
+    CompleteFront(IBV_WC_SUCCESS, kVendorNone);
+  }
+}
+
+void WireQp::OnAtomicAck(const WirePacket& packet) {
+  const roce::TransportFields& f = packet.fields;
+  size_t i = 0;
+  for (; i < next_send_ && i < sq_.size(); ++i) {
+    if (sq_[i].first_psn == f.psn) break;
+  }
+  if (i == next_send_ || i == sq_.size() || sq_[i].info->action != WrAction::kAtomic) {
+    counters_.dropped++;
+    return;
+  }
+  if (i > 0 && !CompleteBefore(f.psn)) return;
+  Pending& p = sq_.front();
+  RecvSge sge = p.wr.sge[0];
+  sge.length = 8;
+  MrGuards guards;
+  PieceList dst;
+  if (AddKeyedPieces(host_, guards, &sge, 1, false, config_.pdn, config_.owner,
+                     IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
+    RequesterError(IBV_WC_LOC_PROT_ERR, kVendorBadLkey);
+    return;
+  }
+  uint64_t orig = f.atomic_orig;
+  PieceList src;
+  src.Add({reinterpret_cast<uint8_t*>(&orig), -1, 0, 8});
+  if (!CopyPieces(dst, src)) {
+    RequesterError(IBV_WC_LOC_ACCESS_ERR, kVendorOwnerGone);
+    return;
+  }
+  retries_ = 0;
+  unacked_psn_ = roce::PsnAdd(f.psn, 1);
+  ack_deadline_ = UINT64_MAX;
+  CompleteFront(IBV_WC_SUCCESS, kVendorNone);
+}
+
+void WireQp::PushSendCompletion(const Completion& c) {
+  CqRing* ring = nullptr;
+  int event_fd = -1;
+  if (host_.SendCq(config_.qpn, &ring, &event_fd)) Complete(*ring, event_fd, c);
+}
+
+void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
+  const Pending& p = sq_.front();
+  if (status != IBV_WC_SUCCESS || config_.sq_sig_all || (p.wr.send_flags & IBV_SEND_SIGNALED)) {
+    Completion c{};
+    c.wr_id = p.wr.wr_id;
+    c.status = status;
+    c.opcode = p.info->send_wc;
+    c.vendor_err = vendor_err;
+    c.byte_len = p.bytes;
+    c.qp_num = config_.qpn;
+    PushSendCompletion(c);
+  }
+  sq_.pop_front();
+  if (next_send_ > 0) next_send_--;
+  rnr_retries_ = 0;
+}
+
+void WireQp::RequesterError(ibv_wc_status status, uint32_t vendor_err) {
+  if (!sq_.empty()) CompleteFront(status, vendor_err);
+  error_ = true;
+  next_send_ = sq_.size();
+  while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
+  ack_deadline_ = UINT64_MAX;
+  rnr_until_ = 0;
+  // A reliable QP goes to ERR; an unreliable one's send queue to SQE (its
+  // receive side keeps working). The device publishes either.
+  if (Reliable()) {
+    host_.SetQpError(config_.qpn);
+  } else {
+    host_.SetSendQueueError(config_.qpn);
+  }
+}
+
+}  // namespace softverbs::datapath

@@ -1,0 +1,245 @@
+// The network transport of one QP: RoCE v2 (IBTA Annex A17) on the packet
+// carrier, as the device (softverbsd) runs it for QPs whose path leaves the
+// host (docs/roce.md, "The network transport"). The three parts of
+// Soft-RoCE's engine, each a loop over named states:
+//
+//   requester  (wire_requester.cc)  work requests -> request packets: PSNs,
+//              segmentation by path MTU, the send window, go-back-N
+//              retransmission on a NAK or the local ACK timeout, RNR waits;
+//   completer  (wire_completer.cc)  ACKs, NAKs, READ responses and atomic
+//              ACKs -> send completions, errors, retries;
+//   responder  (wire_responder.cc)  request packets -> memory and receive
+//              queues: PSN checks, duplicates (re-ACKed, READs re-read,
+//              atomics replayed), RNR NAKs, keys and access, ACK coalescing.
+//
+// What an opcode means comes from the opcode tables (opcodes.h for work
+// requests, ibta_opcode.h for packets); memory is reached through the same
+// keyed access as on shared memory (keyed_access.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <span>
+
+#include "datapath/engine.h"
+#include "roce/packet.h"
+#include "roce/transport.h"
+
+namespace softverbs::datapath {
+
+// A QP's attributes as the transport uses them, as the device last applied
+// them (the modify mask is applied once, by the device).
+struct WireQpConfig {
+  uint32_t qpn = 0;
+  uint32_t type = 0;        // ibv_qp_type
+  uint32_t generation = 0;  // its QpEntry generation
+  uint32_t owner = 0;       // client id of its creator (whose lkeys it uses)
+  uint32_t pdn = 0;
+  uint32_t dest_qpn = 0;  // RC/UC/XRC
+  uint32_t qkey = 0;      // UD
+  uint32_t sq_psn = 0;
+  uint32_t rq_psn = 0;
+  uint32_t mtu_bytes = 1024;  // path MTU (UD: the port's active MTU)
+  uint8_t timeout = 0;        // local ACK timeout code (datapath/timers.h)
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;  // 7: forever
+  uint8_t min_rnr_timer = 0;
+  uint8_t max_rd_atomic = 1;  // READs/atomics the requester has outstanding
+  uint8_t sl = 0;
+  bool sq_sig_all = false;
+  uint8_t sgid[16] = {};  // our address: the port's GID at the path's sgid_index
+  uint8_t dgid[16] = {};  // RC/UC/XRC: the path's destination
+};
+
+// What the transport needs from where it runs: the device's memory and rings
+// (Host) and the packet carrier.
+class WireHost : public Host {
+ public:
+  // Sends one packet from sgid's address and flow source port src_port to
+  // dgid.
+  virtual void SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
+                          const roce::TransportFields& fields,
+                          std::span<const uint8_t> payload) = 0;
+  // QP qpn's send CQ (its ring and completion channel), or false.
+  virtual bool SendCq(uint32_t qpn, CqRing** ring, int* event_fd) = 0;
+  // Moves unreliable QP qpn's send queue to SQE (a local requester error).
+  virtual void SetSendQueueError(uint32_t qpn) = 0;
+  // Monotonic nanoseconds (timers.h NowNs; a fake host may step it).
+  virtual uint64_t Now() = 0;
+};
+
+// Transport counters of one QP, in the spirit of `rdma statistic`
+// (`softverbs status`).
+struct WireCounters {
+  uint64_t packets_sent = 0;
+  uint64_t packets_received = 0;
+  uint64_t retransmitted = 0;  // request packets sent again
+  uint64_t timeouts = 0;       // local ACK timeouts that fired
+  uint64_t naks_sent = 0;      // NAKs of any code but RNR
+  uint64_t naks_received = 0;
+  uint64_t rnr_naks_sent = 0;
+  uint64_t rnr_naks_received = 0;
+  uint64_t duplicates = 0;       // duplicate requests the responder saw
+  uint64_t sequence_errors = 0;  // requests after a gap (NAK PSN sequence error)
+  uint64_t dropped = 0;          // packets discarded (bad opcode sequence, UC gap, Q_Key)
+};
+
+// A packet for this QP, as the carrier received and parsed it.
+struct WirePacket {
+  roce::TransportFields fields;
+  std::span<const uint8_t> payload;
+  const roce::Endpoints* ends = nullptr;  // the IP header it came with (UD GRH)
+  size_t roce_bytes = 0;                  // BTH up to the ICRC (UD GRH length)
+};
+
+// The requester's states (printed in traces and status).
+enum class RequesterState : uint8_t {
+  kIdle,        // nothing outstanding
+  kSending,     // packets to send, window open
+  kWindowFull,  // waiting for ACKs before sending more
+  kRnrWait,     // the responder had no receive WQE: waiting for the RNR timer
+  kError,       // the QP is in ERR: every WR is flushed
+};
+const char* RequesterStateName(RequesterState s);
+
+// The responder's states.
+enum class ResponderState : uint8_t {
+  kIdle,       // expecting the first packet of a message
+  kInMessage,  // inside a multi-packet SEND or WRITE
+  kAfterGap,   // a PSN gap was NAKed; waiting for the expected PSN
+  kError,      // the QP is in ERR
+};
+const char* ResponderStateName(ResponderState s);
+
+class WireQp {
+ public:
+  WireQp(WireHost& host, const WireQpConfig& config);
+  WireQp(const WireQp&) = delete;
+  WireQp& operator=(const WireQp&) = delete;
+
+  const WireQpConfig& config() const { return config_; }
+  // The device changed attributes (RTR->RTS sets sq_psn, timeout, retries).
+  // rq_psn / sq_psn restart the responder / requester only when given anew.
+  void Reconfigure(const WireQpConfig& config, bool rq_psn_set, bool sq_psn_set);
+
+  // Requester: a work request the owner posted (already checked by the
+  // library's posting checks).
+  void Post(const SendWr& wr);
+  // A packet for this QP: a request (responder) or a response (completer).
+  void Receive(const WirePacket& packet);
+  // Runs the timers due at `now` (ACK timeout, RNR wait) and sends what the
+  // window allows.
+  void OnTimer(uint64_t now);
+  // When OnTimer wants to run next (UINT64_MAX: no timer).
+  uint64_t NextDeadline() const;
+  // The QP is in ERR: outstanding and waiting WRs complete with
+  // IBV_WC_WR_FLUSH_ERR; later packets are dropped.
+  void Flush();
+  // An unreliable QP's send queue entered SQE (FlushSendQueue: its WRs are
+  // flushed, its receive side keeps working) and left it for RTS again.
+  void FlushSendQueue();
+  void ResumeSendQueue();
+
+  RequesterState requester_state() const;
+  ResponderState responder_state() const { return rsp_state_; }
+  const WireCounters& counters() const { return counters_; }
+  size_t outstanding() const { return sq_.size(); }
+
+ private:
+  // ---- requester (wire_requester.cc)
+  struct Pending {
+    SendWr wr;
+    const WrOpcodeInfo* info = nullptr;
+    uint32_t bytes = 0;          // message length (atomics: 8)
+    uint32_t first_psn = 0;      // PSN of its first packet
+    uint32_t packets = 0;        // request packets
+    uint32_t psn_span = 0;       // PSNs it takes (READ: its response packets)
+    uint32_t next_packet = 0;    // request packet to send next (READ: 0 or done)
+    uint32_t read_received = 0;  // READ: response packets placed so far
+    uint64_t read_bytes = 0;     // READ: bytes placed so far
+  };
+  bool Reliable() const;
+  void SendRequestPacket(Pending& p, uint32_t index);
+  bool WindowOpen(const Pending& p) const;
+  void Pump();  // sends what the window allows
+  void GoBackTo(uint32_t psn);
+  void StartAckTimer();
+  // ---- completer (wire_completer.cc)
+  void OnResponse(const WirePacket& packet);
+  void OnAck(uint32_t psn, uint8_t syndrome);
+  void OnReadResponse(const WirePacket& packet);
+  void OnAtomicAck(const WirePacket& packet);
+  // Completes the WRs wholly before psn (implicitly acknowledged). Returns
+  // false if a READ/atomic among them still lacks its response (it was lost:
+  // the requester goes back to it).
+  bool CompleteBefore(uint32_t psn);
+  void CompleteFront(ibv_wc_status status, uint32_t vendor_err);
+  void RequesterError(ibv_wc_status status, uint32_t vendor_err);
+  void PushSendCompletion(const Completion& c);
+  // ---- responder (wire_responder.cc)
+  void OnRequest(const WirePacket& packet);
+  void OnUdRequest(const WirePacket& packet);
+  void OnUcRequest(const WirePacket& packet);
+  // Executes one in-sequence request packet; false if it was answered with a
+  // NAK (RNR or error) and must not advance the expected PSN.
+  bool Execute(const WirePacket& packet);
+  bool ReceiveSide(const WirePacket& packet);
+  bool PlaceSend(const WirePacket& packet, IbtaOperation op);
+  bool PlaceWrite(const WirePacket& packet, IbtaOperation op);
+  bool AnswerRead(const roce::TransportFields& f, bool duplicate);
+  bool ExecuteAtomic(const WirePacket& packet);
+  bool ClaimWqe();
+  void CompleteReceive(const roce::TransportFields& f, uint32_t byte_len, ibv_wc_status status,
+                       uint32_t vendor_err);
+  void SendAck(uint32_t psn);
+  void SendNak(uint32_t psn, uint8_t syndrome);
+  void ResponderError(uint32_t psn, uint8_t nak_syndrome, bool access_error);
+  void SendResponse(roce::TransportFields& f, std::span<const uint8_t> payload);
+  // The transport of the ACKs this QP sends (XRC for an XRC receive QP).
+  IbtaTransport ResponseTransport() const;
+
+  WireHost& host_;
+  WireQpConfig config_;
+  WireCounters counters_;
+  bool error_ = false;
+
+  // requester
+  std::deque<Pending> sq_;    // posted, not completed, in order
+  size_t next_send_ = 0;      // sq_ index of the WR whose packets go next
+  uint32_t next_psn_ = 0;     // PSN of the next WR posted
+  uint32_t unacked_psn_ = 0;  // oldest PSN not acknowledged
+  uint64_t ack_deadline_ = UINT64_MAX;
+  uint32_t retries_ = 0;           // timeouts since the last progress
+  uint32_t rnr_retries_ = 0;       // RNR NAKs of the front WR
+  uint64_t rnr_until_ = 0;         // kRnrWait until then
+  uint32_t highest_sent_psn_ = 0;  // for counting retransmissions
+  bool sent_any_ = false;
+
+  // responder
+  ResponderState rsp_state_ = ResponderState::kIdle;
+  uint32_t epsn_ = 0;  // expected PSN
+  uint32_t msn_ = 0;   // messages completed (AETH MSN)
+  IbtaOperation last_op_ = IbtaOperation::kNone;
+  // The message in progress: its receive WQE (SEND, WRITE with immediate)
+  // or its RDMA target (WRITE).
+  PeerQp* rx_ = nullptr;  // receive side (own RQ, its SRQ or an XRC SRQ)
+  uint32_t rx_pdn_ = 0;
+  bool have_wqe_ = false;
+  ClaimedRecv wqe_{};
+  uint64_t rx_offset_ = 0;  // bytes of the message placed so far
+  uint64_t write_va_ = 0;
+  uint32_t write_rkey_ = 0;
+  uint32_t write_len_ = 0;
+  // Atomic results by PSN, replayed for duplicates (max_dest_rd_atomic).
+  struct AtomicResult {
+    uint32_t psn = 0;
+    bool valid = false;
+    uint64_t orig = 0;
+    uint8_t syndrome = 0;
+  };
+  std::array<AtomicResult, 16> atomics_{};
+  size_t atomics_next_ = 0;
+};
+
+}  // namespace softverbs::datapath

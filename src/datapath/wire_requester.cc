@@ -1,0 +1,299 @@
+// The requester of the network transport (wire_qp.h): work requests become
+// request packets. Each WR takes a run of PSNs when it is posted (a READ as
+// many as its response packets), its packets go out as the send window
+// allows, and what is not acknowledged is sent again from the first
+// unacknowledged PSN (go-back-N) after a NAK-sequence-error, an RNR NAK's
+// timer or the local ACK timeout.
+#include <endian.h>
+
+#include <algorithm>
+
+#include "datapath/keyed_access.h"
+#include "datapath/timers.h"
+#include "datapath/wire_qp.h"
+#include "roce/aeth.h"
+#include "roce/flow.h"
+#include "roce/segment.h"
+
+namespace softverbs::datapath {
+
+namespace {
+
+// Request packets in flight (sent, not acknowledged). A veth or loopback
+// receiver holds a few hundred packets in its socket buffer; more in one
+// burst would be dropped there and sent again.
+constexpr uint32_t kWindowPackets = 64;
+// Inside a long message every 16th packet asks for an ACK (and the last
+// one of every message), so the window slides before the message ends.
+constexpr uint32_t kAckRequestEvery = 16;
+
+uint32_t MessageBytes(const SendWr& wr, const WrOpcodeInfo& info) {
+  if (info.action == WrAction::kAtomic) return 8;
+  if (wr.send_flags & IBV_SEND_INLINE) return wr.inline_len;
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) n += wr.sge[i].length;
+  return static_cast<uint32_t>(n);
+}
+
+bool TakesResponse(const WrOpcodeInfo& info) {
+  return info.action == WrAction::kRead || info.action == WrAction::kAtomic;
+}
+
+}  // namespace
+
+const char* RequesterStateName(RequesterState s) {
+  switch (s) {
+    case RequesterState::kIdle:
+      return "idle";
+    case RequesterState::kSending:
+      return "sending";
+    case RequesterState::kWindowFull:
+      return "window-full";
+    case RequesterState::kRnrWait:
+      return "rnr-wait";
+    case RequesterState::kError:
+      return "error";
+  }
+  return "?";
+}
+
+WireQp::WireQp(WireHost& host, const WireQpConfig& config) : host_(host), config_(config) {
+  next_psn_ = unacked_psn_ = config.sq_psn & roce::kPsnMask;
+  epsn_ = config.rq_psn & roce::kPsnMask;
+}
+
+void WireQp::Reconfigure(const WireQpConfig& config, bool rq_psn_set, bool sq_psn_set) {
+  config_ = config;
+  if (sq_psn_set && sq_.empty()) next_psn_ = unacked_psn_ = config.sq_psn & roce::kPsnMask;
+  if (rq_psn_set) epsn_ = config.rq_psn & roce::kPsnMask;
+}
+
+bool WireQp::Reliable() const {
+  return config_.type == IBV_QPT_RC || config_.type == IBV_QPT_XRC_SEND;
+}
+
+RequesterState WireQp::requester_state() const {
+  if (error_) return RequesterState::kError;
+  if (sq_.empty()) return RequesterState::kIdle;
+  if (rnr_until_) return RequesterState::kRnrWait;
+  if (next_send_ < sq_.size() && !WindowOpen(sq_[next_send_])) return RequesterState::kWindowFull;
+  return RequesterState::kSending;
+}
+
+void WireQp::Post(const SendWr& wr) {
+  Pending p;
+  p.wr = wr;
+  p.wr.held = false;
+  p.info = &WrOpcode(wr.opcode);
+  if (error_) {
+    sq_.push_back(p);
+    next_send_ = sq_.size();
+    while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
+    return;
+  }
+  p.bytes = MessageBytes(wr, *p.info);
+  const uint32_t mtu = config_.mtu_bytes;
+  p.packets = TakesResponse(*p.info) ? 1 : roce::PacketsOf(p.bytes, mtu);
+  p.psn_span = p.info->action == WrAction::kRead ? roce::PacketsOf(p.bytes, mtu) : p.packets;
+  p.first_psn = next_psn_;
+  next_psn_ = roce::PsnAdd(next_psn_, p.psn_span);
+  sq_.push_back(p);
+  Pump();
+}
+
+bool WireQp::WindowOpen(const Pending& p) const {
+  if (!Reliable()) return true;
+  const uint32_t psn = roce::PsnAdd(
+      p.first_psn, p.info->action == WrAction::kRead ? p.read_received : p.next_packet);
+  return static_cast<uint32_t>(roce::PsnDiff(psn, unacked_psn_)) < kWindowPackets;
+}
+
+// Checks the WR's local keys before its first packet, as a NIC reads its
+// SGEs: a bad lkey or length completes the WR with a local error.
+static VendorError CheckLocal(WireHost& host, const WireQpConfig& qp, const SendWr& wr,
+                              const WrOpcodeInfo& info, ibv_wc_status* status) {
+  *status = IBV_WC_LOC_PROT_ERR;
+  if (info.action == WrAction::kAtomic && (wr.num_sge != 1 || wr.sge[0].length < 8)) {
+    *status = IBV_WC_LOC_LEN_ERR;
+    return kVendorMessageTooLong;
+  }
+  if (qp.type == IBV_QPT_UD && MessageBytes(wr, info) > qp.mtu_bytes) {
+    *status = IBV_WC_LOC_LEN_ERR;
+    return kVendorMessageTooLong;
+  }
+  if (wr.send_flags & IBV_SEND_INLINE) return kVendorNone;
+  RecvSge sge[kMaxSendSge];
+  std::copy(wr.sge, wr.sge + wr.num_sge, sge);
+  if (info.action == WrAction::kAtomic) sge[0].length = 8;
+  MrGuards guards;
+  PieceList pieces;
+  return AddKeyedPieces(host, guards, sge, wr.num_sge, false, qp.pdn, qp.owner,
+                        info.writes_local ? IBV_ACCESS_LOCAL_WRITE : 0, &pieces);
+}
+
+void WireQp::Pump() {
+  if (error_) return;
+  if (rnr_until_) {
+    if (host_.Now() < rnr_until_) return;
+    rnr_until_ = 0;
+  }
+  while (next_send_ < sq_.size()) {
+    Pending& p = sq_[next_send_];
+    if (p.next_packet == 0 && p.read_received == 0) {
+      ibv_wc_status status;
+      if (VendorError why = CheckLocal(host_, config_, p.wr, *p.info, &status)) {
+        // Completions come in order: the WR fails once those before it
+        // have completed.
+        if (next_send_ == 0) RequesterError(status, why);
+        return;
+      }
+    }
+    const bool response = TakesResponse(*p.info);
+    if (response && p.next_packet == 0) {
+      uint32_t in_flight = 0;
+      for (size_t i = 0; i < next_send_; ++i) in_flight += TakesResponse(*sq_[i].info) ? 1 : 0;
+      if (in_flight >= std::max<uint32_t>(1, config_.max_rd_atomic)) break;
+    }
+    while (p.next_packet < p.packets) {
+      if (!WindowOpen(p)) goto window_full;
+      SendRequestPacket(p, p.next_packet);
+      p.next_packet++;
+    }
+    if (Reliable()) {
+      next_send_++;
+    } else {
+      // UC and UD: done once on the wire.
+      next_send_++;
+      CompleteFront(IBV_WC_SUCCESS, kVendorNone);
+    }
+  }
+window_full:
+  if (Reliable() && next_send_ > 0 && ack_deadline_ == UINT64_MAX) StartAckTimer();
+}
+
+void WireQp::StartAckTimer() {
+  const uint64_t timeout = AckTimeoutNs(config_.timeout);
+  ack_deadline_ = timeout == UINT64_MAX ? UINT64_MAX : host_.Now() + timeout;
+}
+
+void WireQp::SendRequestPacket(Pending& p, uint32_t index) {
+  const SendWr& wr = p.wr;
+  const WrOpcodeInfo& info = *p.info;
+  const uint32_t mtu = config_.mtu_bytes;
+  const bool read = info.action == WrAction::kRead;
+  const bool last = index + 1 == p.packets;
+  roce::TransportFields f;
+  f.opcode = IbtaOpcode(TransportOf(config_.type), roce::RequestOperation(info, index, p.packets));
+  const uint8_t headers = IbtaOperationRow(OperationOfOpcode(f.opcode)).headers;
+  f.dest_qp = config_.type == IBV_QPT_UD ? wr.remote_qpn : config_.dest_qpn;
+  f.psn = roce::PsnAdd(p.first_psn, read ? p.read_received : index);
+  f.solicited = last && (wr.send_flags & IBV_SEND_SOLICITED);
+  f.ack_req = Reliable() && (last || (index + 1) % kAckRequestEvery == 0);
+  f.xrc_srq = wr.remote_srqn;
+  if (config_.type == IBV_QPT_UD) {
+    f.qkey = (wr.remote_qkey & 0x80000000u) ? config_.qkey : wr.remote_qkey;
+    f.src_qp = config_.qpn;
+  }
+  uint64_t offset = static_cast<uint64_t>(index) * mtu;
+  if (headers & kHeaderReth) {
+    const uint64_t skip = read ? p.read_bytes : 0;
+    f.va = wr.remote_addr + skip;
+    f.rkey = wr.rkey;
+    f.dma_len = static_cast<uint32_t>(p.bytes - skip);
+  }
+  if (headers & kHeaderAtomicEth) {
+    f.va = wr.remote_addr;
+    f.rkey = wr.rkey;
+    const bool cs = info.wire_only == IbtaOperation::kCompareSwap;
+    f.swap_add = cs ? wr.swap : wr.compare_add;
+    f.compare = cs ? wr.compare_add : 0;
+  }
+  if (headers & kHeaderImmDt) f.imm = be32toh(wr.imm_data);
+  uint8_t buffer[4096];
+  uint32_t len = 0;
+  if (!read && info.action != WrAction::kAtomic && offset < p.bytes) {
+    len = static_cast<uint32_t>(std::min<uint64_t>(mtu, p.bytes - offset));
+    len = std::min<uint32_t>(len, sizeof(buffer));
+    PieceList dst;
+    dst.Add({buffer, -1, 0, len});
+    PieceList src;
+    MrGuards guards;
+    if (wr.send_flags & IBV_SEND_INLINE) {
+      src.Add({const_cast<uint8_t*>(wr.inline_data + offset), -1, 0, len});
+    } else {
+      RecvSge slice[kMaxSendSge];
+      const uint32_t n = SliceSges(wr.sge, wr.num_sge, offset, len, slice);
+      if (AddKeyedPieces(host_, guards, slice, n, false, config_.pdn, config_.owner, 0, &src) !=
+          kVendorNone) {
+        len = 0;  // deregistered since the check: the bytes are gone (sent as zeros)
+      }
+    }
+    if (len && !CopyPieces(dst, src)) std::fill(buffer, buffer + len, 0);
+  }
+  const uint8_t* dgid = config_.type == IBV_QPT_UD ? wr.dgid : config_.dgid;
+  const uint8_t* sgid = config_.type == IBV_QPT_UD ? wr.sgid : config_.sgid;
+  if (Reliable() && roce::PsnDiff(f.psn, highest_sent_psn_) <= 0 && sent_any_) {
+    counters_.retransmitted++;
+  } else {
+    highest_sent_psn_ = f.psn;
+    sent_any_ = true;
+  }
+  host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), f, {buffer, len});
+  counters_.packets_sent++;
+}
+
+void WireQp::GoBackTo(uint32_t psn) {
+  for (size_t i = 0; i < sq_.size() && i < next_send_ + 1; ++i) {
+    Pending& p = sq_[i];
+    const int32_t into = roce::PsnDiff(psn, p.first_psn);
+    if (into < 0 || static_cast<uint32_t>(into) >= p.psn_span) continue;
+    next_send_ = i;
+    p.next_packet = p.info->action == WrAction::kRead ? 0 : static_cast<uint32_t>(into);
+    for (size_t k = i + 1; k < sq_.size(); ++k) sq_[k].next_packet = 0;
+    unacked_psn_ = psn;
+    ack_deadline_ = UINT64_MAX;
+    return;
+  }
+}
+
+void WireQp::OnTimer(uint64_t now) {
+  if (error_) return;
+  if (ack_deadline_ != UINT64_MAX && now >= ack_deadline_) {
+    ack_deadline_ = UINT64_MAX;
+    counters_.timeouts++;
+    if (retries_ >= config_.retry_cnt) {
+      RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);
+      return;
+    }
+    retries_++;
+    GoBackTo(unacked_psn_);
+  }
+  Pump();
+}
+
+uint64_t WireQp::NextDeadline() const {
+  if (error_) return UINT64_MAX;
+  uint64_t next = ack_deadline_;
+  if (rnr_until_) next = std::min(next, rnr_until_);
+  return next;
+}
+
+void WireQp::Flush() {
+  FlushSendQueue();
+  rsp_state_ = ResponderState::kError;
+  have_wqe_ = false;
+}
+
+void WireQp::FlushSendQueue() {
+  error_ = true;
+  ack_deadline_ = UINT64_MAX;
+  rnr_until_ = 0;
+  next_send_ = sq_.size();
+  while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
+}
+
+void WireQp::ResumeSendQueue() {
+  if (rsp_state_ != ResponderState::kError) error_ = false;
+}
+
+}  // namespace softverbs::datapath
