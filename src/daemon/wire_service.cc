@@ -34,6 +34,20 @@ void GrowSocketBuffers(int fd) {
   }
 }
 
+nlohmann::json CountersJson(const dp::WireCounters& k) {
+  return {{"packets_sent", k.packets_sent},
+          {"packets_received", k.packets_received},
+          {"retransmitted", k.retransmitted},
+          {"timeouts", k.timeouts},
+          {"naks_sent", k.naks_sent},
+          {"naks_received", k.naks_received},
+          {"rnr_naks_sent", k.rnr_naks_sent},
+          {"rnr_naks_received", k.rnr_naks_received},
+          {"duplicates", k.duplicates},
+          {"sequence_errors", k.sequence_errors},
+          {"dropped", k.dropped}};
+}
+
 }  // namespace
 
 WireService::WireService(Device& device, WatchFd watch)
@@ -233,6 +247,12 @@ dp::WireQpConfig WireService::ConfigOf(const Qp& qp) const {
   return c;
 }
 
+void WireService::EraseQp(std::map<uint32_t, NetworkQp>::iterator it) {
+  const dp::WireCounters& k = it->second.wire->counters();
+  totals_ += k;
+  qps_.erase(it);
+}
+
 void WireService::ApplyChanges() {
   while (!changed_.empty()) {
     const uint32_t qpn = *changed_.begin();
@@ -247,17 +267,17 @@ void WireService::ApplyChange(uint32_t qpn) {
   if (!qp) {
     // Destroyed: what it had outstanding goes with it (its CQs may be gone
     // too), as with a NIC's destroyed QP.
-    if (it != qps_.end()) qps_.erase(it);
+    if (it != qps_.end()) EraseQp(it);
     memory_.ForgetQp(qpn);
     return;
   }
   if (it != qps_.end() && (qp->state == IBV_QPS_ERR || qp->state == IBV_QPS_RESET)) {
     it->second.wire->Flush();
-    qps_.erase(it);
+    EraseQp(it);
     return;
   }
   if (!ServedHere(*qp)) {
-    if (it != qps_.end()) qps_.erase(it);
+    if (it != qps_.end()) EraseQp(it);
     return;
   }
   const dp::WireQpConfig config = ConfigOf(*qp);
@@ -361,27 +381,21 @@ std::string WireService::StatusJson() const {
   j["carriers"] = carriers;
   j["carrier_errors"] = carrier_errors_;
   nlohmann::json qps = nlohmann::json::array();
+  dp::WireCounters all = totals_;
   for (const auto& [qpn, n] : qps_) {
     const dp::WireCounters& k = n.wire->counters();
     char hex[16];
     snprintf(hex, sizeof(hex), "0x%x", qpn);
-    qps.push_back({{"qpn", hex},
-                   {"requester", dp::RequesterStateName(n.wire->requester_state())},
-                   {"responder", dp::ResponderStateName(n.wire->responder_state())},
-                   {"outstanding", n.wire->outstanding()},
-                   {"packets_sent", k.packets_sent},
-                   {"packets_received", k.packets_received},
-                   {"retransmitted", k.retransmitted},
-                   {"timeouts", k.timeouts},
-                   {"naks_sent", k.naks_sent},
-                   {"naks_received", k.naks_received},
-                   {"rnr_naks_sent", k.rnr_naks_sent},
-                   {"rnr_naks_received", k.rnr_naks_received},
-                   {"duplicates", k.duplicates},
-                   {"sequence_errors", k.sequence_errors},
-                   {"dropped", k.dropped}});
+    nlohmann::json q = CountersJson(k);
+    q["qpn"] = hex;
+    q["requester"] = dp::RequesterStateName(n.wire->requester_state());
+    q["responder"] = dp::ResponderStateName(n.wire->responder_state());
+    q["outstanding"] = n.wire->outstanding();
+    qps.push_back(q);
+    all += k;
   }
   j["qps"] = qps;
+  j["totals"] = CountersJson(all);
   j["unroutable"] = unroutable_;
   j["send_failures"] = send_failures_;
   j["bad_posts"] = bad_posts_;

@@ -116,6 +116,9 @@ class WireService : public datapath::WireHost {
   std::map<int, ClientId> doorbells_;        // fd -> client
   std::map<uint32_t, NetworkQp> qps_;        // by QP number
   std::set<uint32_t> changed_;
+  // Counters of the QPs served so far, those gone included.
+  datapath::WireCounters totals_;
+  void EraseQp(std::map<uint32_t, NetworkQp>::iterator it);
   uint64_t unroutable_ = 0;     // packets for a QP number not served here
   uint64_t send_failures_ = 0;  // packets no carrier could send
   uint64_t bad_posts_ = 0;      // doorbell records refused

@@ -83,6 +83,21 @@ struct WireCounters {
   uint64_t duplicates = 0;       // duplicate requests the responder saw
   uint64_t sequence_errors = 0;  // requests after a gap (NAK PSN sequence error)
   uint64_t dropped = 0;          // packets discarded (bad opcode sequence, UC gap, Q_Key)
+
+  WireCounters& operator+=(const WireCounters& k) {
+    packets_sent += k.packets_sent;
+    packets_received += k.packets_received;
+    retransmitted += k.retransmitted;
+    timeouts += k.timeouts;
+    naks_sent += k.naks_sent;
+    naks_received += k.naks_received;
+    rnr_naks_sent += k.rnr_naks_sent;
+    rnr_naks_received += k.rnr_naks_received;
+    duplicates += k.duplicates;
+    sequence_errors += k.sequence_errors;
+    dropped += k.dropped;
+    return *this;
+  }
 };
 
 // A packet for this QP, as the carrier received and parsed it.
