@@ -22,6 +22,8 @@ packages=(
   # RoCE v2 tests: two hosts as network namespaces (ip netns, veth), captures
   # decoded by an independent dissector and ICRC checker
   iproute2 tshark python3-scapy
+  # the two-host benchmark's link reference (bench/two_hosts.sh)
+  iperf3 sockperf
 )
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

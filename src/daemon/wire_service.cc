@@ -114,12 +114,14 @@ WireService::Carrier* WireService::CarrierFor(const uint8_t gid[16]) {
 
 void WireService::ReadCarrier(Carrier& c) {
   // A bounded batch, so that one busy carrier does not starve the rest of
-  // the daemon (control requests, `softverbs status`).
+  // the daemon (control requests, `softverbs status`). The ACKs the batch
+  // asked for go at its end, one per QP (ACK coalescing).
+  std::vector<dp::WireQp*> touched;
   for (int i = 0; i < 256; ++i) {
     roce::ReceivedPacket packet;
     roce::WireError verdict;
     std::string error;
-    if (!c.udp.Receive(&packet, &verdict, &error)) return;
+    if (!c.udp.Receive(&packet, &verdict, &error)) break;
     if (verdict != roce::WireError::kOk) continue;  // counted by the carrier
     auto it = qps_.find(packet.fields.dest_qp);
     if (it == qps_.end()) {
@@ -131,8 +133,11 @@ void WireService::ReadCarrier(Carrier& c) {
     p.payload = packet.payload;
     p.ends = &packet.ends;
     p.roce_bytes = packet.bytes.size();
-    it->second.wire->Receive(p);
+    dp::WireQp* wire = it->second.wire.get();
+    wire->Receive(p);
+    if (std::find(touched.begin(), touched.end(), wire) == touched.end()) touched.push_back(wire);
   }
+  for (dp::WireQp* wire : touched) wire->FlushAck();
 }
 
 Verdict WireService::AddDoorbell(ClientId c, int fd) {

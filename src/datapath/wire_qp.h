@@ -146,6 +146,9 @@ class WireQp {
   // Runs the timers due at `now` (ACK timeout, RNR wait) and sends what the
   // window allows.
   void OnTimer(uint64_t now);
+  // Sends the ACK the packets received since the last call asked for (one
+  // ACK for a batch: the carrier calls it when its batch is done).
+  void FlushAck();
   // When OnTimer wants to run next (UINT64_MAX: no timer).
   uint64_t NextDeadline() const;
   // The QP is in ERR: outstanding and waiting WRs complete with
@@ -177,6 +180,8 @@ class WireQp {
   bool Reliable() const;
   void SendRequestPacket(Pending& p, uint32_t index);
   bool WindowOpen(const Pending& p) const;
+  // Whether another request packet goes right after packet index of p.
+  bool MoreToSendAfter(const Pending& p, uint32_t index) const;
   void Pump();  // sends what the window allows
   void GoBackTo(uint32_t psn);
   void StartAckTimer();
@@ -236,6 +241,8 @@ class WireQp {
   uint32_t epsn_ = 0;  // expected PSN
   uint32_t msn_ = 0;   // messages completed (AETH MSN)
   IbtaOperation last_op_ = IbtaOperation::kNone;
+  bool ack_pending_ = false;  // a packet asked for an ACK not yet sent
+  uint32_t ack_psn_ = 0;      // the PSN that ACK acknowledges
   // The message in progress: its receive WQE (SEND, WRITE with immediate)
   // or its RDMA target (WRITE).
   PeerQp* rx_ = nullptr;  // receive side (own RQ, its SRQ or an XRC SRQ)

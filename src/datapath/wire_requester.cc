@@ -171,6 +171,20 @@ window_full:
   if (Reliable() && next_send_ > 0 && ack_deadline_ == UINT64_MAX) StartAckTimer();
 }
 
+bool WireQp::MoreToSendAfter(const Pending& p, uint32_t index) const {
+  if (index + 1 < p.packets) {
+    const uint32_t next = roce::PsnAdd(p.first_psn, index + 1);
+    return static_cast<uint32_t>(roce::PsnDiff(next, unacked_psn_)) < kWindowPackets;
+  }
+  // The next WR, if any, goes now unless the window is full; a READ or an
+  // atomic answers for the PSNs before it anyway.
+  const size_t me = static_cast<size_t>(&p - &sq_[0]);
+  if (me + 1 >= sq_.size()) return false;
+  const Pending& next = sq_[me + 1];
+  if (TakesResponse(*next.info)) return true;
+  return static_cast<uint32_t>(roce::PsnDiff(next.first_psn, unacked_psn_)) < kWindowPackets;
+}
+
 void WireQp::StartAckTimer() {
   const uint64_t timeout = AckTimeoutNs(config_.timeout);
   ack_deadline_ = timeout == UINT64_MAX ? UINT64_MAX : host_.Now() + timeout;
@@ -188,7 +202,10 @@ void WireQp::SendRequestPacket(Pending& p, uint32_t index) {
   f.dest_qp = config_.type == IBV_QPT_UD ? wr.remote_qpn : config_.dest_qpn;
   f.psn = roce::PsnAdd(p.first_psn, read ? p.read_received : index);
   f.solicited = last && (wr.send_flags & IBV_SEND_SOLICITED);
-  f.ack_req = Reliable() && (last || (index + 1) % kAckRequestEvery == 0);
+  // AckReq: every kAckRequestEvery-th packet of a message, and the last
+  // packet of a burst (nothing more can go now). A message's last packet in
+  // the middle of a burst needs none: a later ACK covers it.
+  f.ack_req = Reliable() && ((index + 1) % kAckRequestEvery == 0 || !MoreToSendAfter(p, index));
   f.xrc_srq = wr.remote_srqn;
   if (config_.type == IBV_QPT_UD) {
     f.qkey = (wr.remote_qkey & 0x80000000u) ? config_.qkey : wr.remote_qkey;

@@ -104,6 +104,7 @@ void WireQp::OnRequest(const WirePacket& packet) {
     if (op == IbtaOperation::kReadRequest) {
       AnswerRead(f, true);
     } else if (op == IbtaOperation::kCompareSwap || op == IbtaOperation::kFetchAdd) {
+      FlushAck();
       for (const AtomicResult& r : atomics_) {
         if (!r.valid || r.psn != f.psn) continue;
         roce::TransportFields a;
@@ -116,7 +117,8 @@ void WireQp::OnRequest(const WirePacket& packet) {
         break;
       }
     } else {
-      SendAck(roce::PsnAdd(epsn_, roce::kPsnMask));
+      ack_pending_ = true;  // re-ACKed with the batch
+      ack_psn_ = roce::PsnAdd(epsn_, roce::kPsnMask);
     }
     return;
   }
@@ -136,7 +138,11 @@ void WireQp::OnRequest(const WirePacket& packet) {
   last_op_ = op;
   rsp_state_ = IsLast(op) || op == IbtaOperation::kReadRequest ? ResponderState::kIdle
                                                                : ResponderState::kInMessage;
-  if (f.ack_req && (IsSend(op) || IsWrite(op))) SendAck(f.psn);
+  if (f.ack_req && (IsSend(op) || IsWrite(op))) {
+    // Coalesced: one ACK for the batch the carrier is delivering.
+    ack_pending_ = true;
+    ack_psn_ = f.psn;
+  }
 }
 
 void WireQp::OnUcRequest(const WirePacket& packet) {
@@ -244,6 +250,10 @@ bool WireQp::ClaimWqe() {
 
 bool WireQp::Execute(const WirePacket& packet) {
   const IbtaOperation op = OperationOfOpcode(packet.fields.opcode);
+  // The receive side is looked up for every packet (a map lookup): a
+  // pointer kept from an earlier packet could name rings the device has
+  // since unmapped (an XRC SRQ destroyed in the middle of a message).
+  if (!ReceiveSide(packet)) return false;
   if (IsSend(op)) return PlaceSend(packet, op);
   if (IsWrite(op)) return PlaceWrite(packet, op);
   if (op == IbtaOperation::kReadRequest) return AnswerRead(packet.fields, false);
@@ -263,7 +273,6 @@ bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
     return false;
   }
   if (IsFirst(op)) {
-    if (!ReceiveSide(packet)) return false;
     if (!ClaimWqe()) {
       counters_.rnr_naks_sent++;
       SendNak(f.psn, roce::RnrNakSyndrome(config_.min_rnr_timer));
@@ -313,7 +322,6 @@ bool WireQp::PlaceWrite(const WirePacket& packet, IbtaOperation op) {
   const roce::TransportFields& f = packet.fields;
   QpEntry* e = host_.table().FindQp(config_.qpn);
   if (IsFirst(op)) {
-    if (!ReceiveSide(packet)) return false;
     if (!e || !(e->access.load() & IBV_ACCESS_REMOTE_WRITE)) {
       ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
       return false;
@@ -373,6 +381,7 @@ bool WireQp::PlaceWrite(const WirePacket& packet, IbtaOperation op) {
 }
 
 bool WireQp::AnswerRead(const roce::TransportFields& f, bool duplicate) {
+  FlushAck();  // responses go in PSN order
   WirePacket request;
   request.fields = f;
   if (!ReceiveSide(request)) return false;
@@ -432,7 +441,6 @@ bool WireQp::AnswerRead(const roce::TransportFields& f, bool duplicate) {
 
 bool WireQp::ExecuteAtomic(const WirePacket& packet) {
   const roce::TransportFields& f = packet.fields;
-  if (!ReceiveSide(packet)) return false;
   QpEntry* e = host_.table().FindQp(config_.qpn);
   if (!e || !(e->access.load() & IBV_ACCESS_REMOTE_ATOMIC) || (f.va & 7)) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
@@ -458,6 +466,7 @@ bool WireQp::ExecuteAtomic(const WirePacket& packet) {
   epsn_ = roce::PsnAdd(epsn_, 1);
   msn_ = roce::PsnAdd(msn_, 1);
   atomics_[atomics_next_++ % atomics_.size()] = {f.psn, true, orig, roce::AckSyndrome()};
+  FlushAck();
   roce::TransportFields a;
   a.opcode = IbtaOpcode(TransportOfOpcode(f.opcode), IbtaOperation::kAtomicAcknowledge);
   a.psn = f.psn;
@@ -497,6 +506,12 @@ void WireQp::SendResponse(roce::TransportFields& f, std::span<const uint8_t> pay
   counters_.packets_sent++;
 }
 
+void WireQp::FlushAck() {
+  if (!ack_pending_) return;
+  ack_pending_ = false;
+  SendAck(ack_psn_);
+}
+
 void WireQp::SendAck(uint32_t psn) {
   roce::TransportFields a;
   a.opcode = IbtaOpcode(ResponseTransport(), IbtaOperation::kAcknowledge);
@@ -508,6 +523,7 @@ void WireQp::SendAck(uint32_t psn) {
 
 void WireQp::SendNak(uint32_t psn, uint8_t syndrome) {
   if (config_.type == IBV_QPT_UC || config_.type == IBV_QPT_UD) return;
+  FlushAck();  // responses go in PSN order
   if (roce::AckTypeOf(syndrome) == roce::AckType::kNak) counters_.naks_sent++;
   roce::TransportFields a;
   a.opcode = IbtaOpcode(ResponseTransport(), IbtaOperation::kAcknowledge);
