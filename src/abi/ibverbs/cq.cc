@@ -4,6 +4,7 @@
 // adds one, ibv_get_cq_event takes one and pops the CQ that fired, so the fd
 // works with poll/epoll and honours O_NONBLOCK set by the application.
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -208,6 +209,13 @@ int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   while (n < num_entries && cq->ring.Peek(&c)) {
     cq->ring.Pop();
     ToWc(c, &wc[n++]);
+  }
+  // An empty poll while the device's network transport works for this
+  // context: let it run. Its daemon is what produces these completions, and
+  // an application polling in a loop would otherwise hold the core it needs
+  // (docs/roce.md, "Who moves the bytes").
+  if (n == 0 && Context::From(ibcq->context)->wire_fd.load(std::memory_order_relaxed) >= 0) {
+    sched_yield();
   }
   return n;
 }

@@ -81,7 +81,7 @@ struct Context {
   // The doorbell of the device's network transport (wire_post.h), once a
   // QP posted over the network; -1 before.
   std::mutex wire_mutex;
-  int wire_fd = -1;
+  std::atomic<int> wire_fd{-1};
 
   // The device's death (device_fatal.h): the watcher thread that notices it,
   // the QPs it puts in error (under objects_mutex), and whether
