@@ -7,7 +7,7 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
-#include "abi/ibverbs/route.h"
+#include "common/gid_table.h"
 #include "common/log.h"
 
 using namespace softverbs::provider;

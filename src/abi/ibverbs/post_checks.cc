@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "abi/ibverbs/reject.h"
-#include "abi/ibverbs/route.h"
+#include "common/gid_table.h"
 
 namespace softverbs::provider {
 

@@ -179,7 +179,7 @@ struct Qp {
   std::mutex rq_mutex;     // one producer
   // Attributes the requester needs, as last set by ibv_modify_qp.
   uint32_t dest_qpn = 0;
-  bool path_leaves_host = false;  // the RTR path's GID is not this host's (route.h)
+  bool path_leaves_host = false;  // the RTR path's GID is not this host's (common/gid_table.h PathLeavesHost)
   uint32_t qkey = 0;
   uint8_t timeout = 0;
   uint8_t retry_cnt = 0;
@@ -206,7 +206,7 @@ struct Ah {
   ibv_ah ibv;  // first
   Handle handle;
   ibv_ah_attr attr;
-  bool leaves_host = false;  // its GID is not this host's (route.h)
+  bool leaves_host = false;  // its GID is not this host's (common/gid_table.h PathLeavesHost)
 };
 
 struct Xrcd {

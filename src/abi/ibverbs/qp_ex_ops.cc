@@ -8,7 +8,7 @@
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
-#include "abi/ibverbs/route.h"
+#include "common/gid_table.h"
 #include "abi/ibverbs/send_queue.h"
 
 namespace softverbs::provider {

@@ -5,7 +5,7 @@
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/reject.h"
-#include "abi/ibverbs/route.h"
+#include "common/gid_table.h"
 #include "abi/ibverbs/wire_post.h"
 #include "datapath/timers.h"
 

@@ -1,6 +1,6 @@
-// Which address vectors leave the host (src/abi/ibverbs/route.h): a GRH whose
+// Which address vectors leave the host (common/gid_table.h PathLeavesHost): a GRH whose
 // destination GID is not in the port's GID table, unless it is multicast.
-#include "abi/ibverbs/route.h"
+#include "common/gid_table.h"
 
 #include <gtest/gtest.h>
 #include <string.h>
@@ -39,16 +39,16 @@ TEST(GidTableHas, FindsOnlyItsEntries) {
 
 TEST(PathLeavesHost, OnlyAForeignUnicastGid) {
   const GidTable t = TwoGids();
-  EXPECT_FALSE(provider::PathLeavesHost(t, Global(t.gids[1].raw)));
+  EXPECT_FALSE(PathLeavesHost(t, Global(t.gids[1].raw)));
   uint8_t other[16];
   memcpy(other, t.gids[1].raw, 16);
   other[15] = 2;
-  EXPECT_TRUE(provider::PathLeavesHost(t, Global(other)));
+  EXPECT_TRUE(PathLeavesHost(t, Global(other)));
   const uint8_t mcast[16] = {0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7};
-  EXPECT_FALSE(provider::PathLeavesHost(t, Global(mcast)));
+  EXPECT_FALSE(PathLeavesHost(t, Global(mcast)));
   ibv_ah_attr no_grh = Global(other);
   no_grh.is_global = 0;  // no GRH: local, as before
-  EXPECT_FALSE(provider::PathLeavesHost(t, no_grh));
+  EXPECT_FALSE(PathLeavesHost(t, no_grh));
 }
 
 }  // namespace
