@@ -1,0 +1,432 @@
+// The network transport's state machines (datapath/wire_qp.h) with a fake
+// host: no daemon, no sockets. Two RC QPs share one device table in
+// anonymous memory; the packets each sends wait in a queue the test
+// delivers, drops or duplicates one by one, and the clock is the test's.
+#include "datapath/wire_qp.h"
+
+#include <endian.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "datapath/device_table.h"
+#include "datapath/recv_queue.h"
+#include "datapath/timers.h"
+#include "roce/aeth.h"
+
+namespace softverbs::datapath {
+namespace {
+
+constexpr uint32_t kOwner = 1;
+constexpr uint32_t kPdn = 7;
+constexpr uint32_t kQpA = 0x11;  // requester side of most tests
+constexpr uint32_t kQpB = 0x12;
+
+struct Ring {
+  std::vector<uint8_t> mem;
+  CqRing cq;
+  explicit Ring(uint32_t cqe) : mem(CqFileSize(cqe)) {
+    InitCqFile(mem.data(), cqe, 1);
+    cq.Attach(mem.data());
+  }
+  std::vector<Completion> Drain() {
+    std::vector<Completion> out;
+    Completion c;
+    while (cq.Peek(&c)) {
+      cq.Pop();
+      out.push_back(c);
+    }
+    return out;
+  }
+};
+
+struct Packet {
+  roce::TransportFields fields;
+  std::vector<uint8_t> payload;
+};
+
+class FakeWire : public WireHost {
+ public:
+  FakeWire() {
+    table_mem_ = mmap(nullptr, kDeviceTableSize, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    DeviceTable::Init(table_mem_);
+    table_ = DeviceTable(table_mem_);
+  }
+  ~FakeWire() override { munmap(table_mem_, kDeviceTableSize); }
+
+  // An RC QP in RTS connected to `dest`, with its own receive queue.
+  WireQp& AddQp(uint32_t qpn, uint32_t dest, uint32_t sq_psn, uint32_t rq_psn) {
+    QpEntry* e = table_.QpSlot(qpn);
+    e->generation.store(1);
+    e->type.store(IBV_QPT_RC);
+    e->owner.store(kOwner);
+    e->pdn.store(kPdn);
+    e->access.store(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+    e->dest_qpn.store(dest);
+    e->min_rnr_timer.store(1);
+    e->state.store(IBV_QPS_RTS);
+    e->qpn.store(qpn);
+    auto side = std::make_unique<Side>();
+    side->rq_mem.resize(RecvQueueFileSize(16, 4));
+    InitRecvQueueFile(side->rq_mem.data(), 16, 4);
+    side->peer.qpn = qpn;
+    side->peer.generation = 1;
+    side->peer.owner = kOwner;
+    side->peer.rq.Attach(side->rq_mem.data());
+    side->peer.recv_cq.Attach(side->recv.mem.data());
+    WireQpConfig c;
+    c.qpn = qpn;
+    c.type = IBV_QPT_RC;
+    c.generation = 1;
+    c.owner = kOwner;
+    c.pdn = kPdn;
+    c.dest_qpn = dest;
+    c.sq_psn = sq_psn;
+    c.rq_psn = rq_psn;
+    c.mtu_bytes = 1024;
+    c.timeout = 10;
+    c.retry_cnt = 3;
+    c.rnr_retry = 2;
+    c.min_rnr_timer = 1;
+    c.max_rd_atomic = 4;
+    side->wire = std::make_unique<WireQp>(*this, c);
+    WireQp& w = *side->wire;
+    sides_[qpn] = std::move(side);
+    return w;
+  }
+  // Registers [p, p + len) under key (as lkey and rkey).
+  void AddMr(uint32_t key, void* p, uint64_t len) {
+    MrEntry* e = table_.MrSlot(key);
+    e->access.store(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                    IBV_ACCESS_REMOTE_ATOMIC);
+    e->owner.store(kOwner);
+    e->pdn.store(kPdn);
+    e->iova.store(reinterpret_cast<uint64_t>(p));
+    e->addr.store(reinterpret_cast<uint64_t>(p));
+    e->length.store(len);
+    e->rkey.store(key);
+    e->lkey.store(key);
+  }
+  void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len, uint32_t key) {
+    RecvSge sge{reinterpret_cast<uint64_t>(p), len, key};
+    ASSERT_TRUE(sides_.at(qpn)->peer.rq.Post(wr_id, &sge, 1));
+  }
+  std::vector<Completion> SendCompletions(uint32_t qpn) { return sides_.at(qpn)->send.Drain(); }
+  std::vector<Completion> RecvCompletions(uint32_t qpn) { return sides_.at(qpn)->recv.Drain(); }
+  WireQp& Qp(uint32_t qpn) { return *sides_.at(qpn)->wire; }
+
+  // Delivers the packets on the wire, in order, until none is left; `fate`
+  // may drop one (false) on its way. Each batch ends with the receiver's
+  // coalesced ACK, as the carrier's does.
+  void Deliver(const std::function<bool(const Packet&)>& fate = nullptr, int rounds = 100) {
+    for (int r = 0; r < rounds && !wire_.empty(); ++r) {
+      std::deque<Packet> batch;
+      batch.swap(wire_);
+      std::vector<WireQp*> touched;
+      for (Packet& p : batch) {
+        delivered_.push_back(p);
+        if (fate && !fate(p)) continue;
+        auto it = sides_.find(p.fields.dest_qp);
+        if (it == sides_.end()) continue;
+        WirePacket w;
+        w.fields = p.fields;
+        w.payload = p.payload;
+        it->second->wire->Receive(w);
+        touched.push_back(it->second->wire.get());
+      }
+      for (WireQp* w : touched) w->FlushAck();
+    }
+  }
+  // Moves the clock on and runs the timers.
+  void Advance(uint64_t ns) {
+    now_ += ns;
+    for (auto& [qpn, side] : sides_) {
+      if (side->wire->NextDeadline() <= now_) side->wire->OnTimer(now_);
+    }
+  }
+  const std::vector<Packet>& delivered() const { return delivered_; }
+  std::vector<uint32_t> errors;  // SetQpError calls
+
+  // WireHost
+  uint32_t client_id() const override { return 0; }
+  const DeviceTable& table() const override { return table_; }
+  PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override {
+    auto it = sides_.find(qpn);
+    return it == sides_.end() || generation != 1 ? nullptr : &it->second->peer;
+  }
+  const MrMapping* FindMrMapping(uint32_t, const MrEntry&) override { return &local_; }
+  PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
+  void SetQpError(uint32_t qpn) override {
+    errors.push_back(qpn);
+    table_.QpSlot(qpn)->state.store(IBV_QPS_ERR);
+  }
+  void SetSendQueueError(uint32_t qpn) override { errors.push_back(qpn); }
+  void SrqLimitReached(uint32_t) override {}
+  void RaiseQpEvent(uint32_t, ibv_event_type) override {}
+  void McastMembers(const uint8_t*, std::vector<uint32_t>*) override {}
+  void SendPacket(const uint8_t*, const uint8_t*, uint16_t, const roce::TransportFields& f,
+                  std::span<const uint8_t> payload) override {
+    wire_.push_back({f, {payload.begin(), payload.end()}});
+  }
+  bool SendCq(uint32_t qpn, CqRing** ring, int* event_fd) override {
+    *ring = &sides_.at(qpn)->send.cq;
+    *event_fd = -1;
+    return true;
+  }
+  uint64_t Now() override { return now_; }
+
+ private:
+  struct Side {
+    std::vector<uint8_t> rq_mem;
+    Ring recv{64};
+    Ring send{64};
+    PeerQp peer;
+    std::unique_ptr<WireQp> wire;
+  };
+  void* table_mem_ = nullptr;
+  DeviceTable table_;
+  MrMapping local_{0, true, nullptr, 0, 0, -1};
+  std::map<uint32_t, std::unique_ptr<Side>> sides_;
+  std::deque<Packet> wire_;
+  std::vector<Packet> delivered_;
+  uint64_t now_ = 1'000'000'000;
+};
+
+IbtaOperation Op(const Packet& p) {
+  return OperationOfOpcode(p.fields.opcode);
+}
+
+SendWr Wr(uint32_t opcode, uint64_t wr_id, void* p, uint32_t len, uint32_t key) {
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = opcode;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.num_sge = 1;
+  wr.sge[0] = {reinterpret_cast<uint64_t>(p), len, key};
+  return wr;
+}
+
+class WireQpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (size_t i = 0; i < sizeof(src_); ++i) src_[i] = static_cast<uint8_t>(i * 7 + 3);
+    host_.AddMr(0x100, src_, sizeof(src_));
+    host_.AddMr(0x200, dst_, sizeof(dst_));
+    host_.AddQp(kQpA, kQpB, 100, 500);
+    host_.AddQp(kQpB, kQpA, 500, 100);
+  }
+  FakeWire host_;
+  alignas(8) uint8_t src_[8192];
+  alignas(8) uint8_t dst_[8192] = {};
+};
+
+TEST_F(WireQpTest, SendIsCutByMtuPlacedAndAcknowledged) {
+  host_.PostRecv(kQpB, 77, dst_, 4096, 0x200);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 3000, 0x100));
+  host_.Deliver();
+  const auto& d = host_.delivered();
+  ASSERT_EQ(d.size(), 4u);  // FIRST, MIDDLE, LAST, ACK
+  EXPECT_EQ(Op(d[0]), IbtaOperation::kSendFirst);
+  EXPECT_EQ(Op(d[1]), IbtaOperation::kSendMiddle);
+  EXPECT_EQ(Op(d[2]), IbtaOperation::kSendLast);
+  EXPECT_EQ(d[0].fields.psn, 100u);
+  EXPECT_EQ(d[2].fields.psn, 102u);
+  EXPECT_TRUE(d[2].fields.ack_req);
+  EXPECT_EQ(Op(d[3]), IbtaOperation::kAcknowledge);
+  EXPECT_EQ(d[3].fields.psn, 102u);
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].wr_id, 77u);
+  EXPECT_EQ(recv[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(recv[0].byte_len, 3000u);
+  EXPECT_EQ(recv[0].src_qp, kQpA);
+  EXPECT_EQ(memcmp(dst_, src_, 3000), 0);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(host_.Qp(kQpA).requester_state(), RequesterState::kIdle);
+}
+
+TEST_F(WireQpTest, AGapIsNakedOnceAndSentAgainFromThere) {
+  host_.PostRecv(kQpB, 77, dst_, 4096, 0x200);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 4000, 0x100));  // 4 packets
+  bool dropped = false;
+  host_.Deliver([&](const Packet& p) {
+    if (!dropped && Op(p) == IbtaOperation::kSendMiddle) return !(dropped = true);
+    return true;
+  });
+  EXPECT_EQ(host_.Qp(kQpB).counters().naks_sent, 1u);        // one NAK for the gap
+  EXPECT_EQ(host_.Qp(kQpB).counters().sequence_errors, 2u);  // the two packets after it
+  EXPECT_EQ(host_.Qp(kQpA).counters().retransmitted, 3u);    // MIDDLE, MIDDLE, LAST again
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].byte_len, 4000u);
+  EXPECT_EQ(memcmp(dst_, src_, 4000), 0);
+  EXPECT_EQ(host_.SendCompletions(kQpA).size(), 1u);
+}
+
+TEST_F(WireQpTest, ALostTailIsSentAgainAfterTheAckTimeout) {
+  host_.PostRecv(kQpB, 77, dst_, 4096, 0x200);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 100, 0x100));
+  host_.Deliver([](const Packet& p) { return Op(p) != IbtaOperation::kSendOnly; });
+  EXPECT_TRUE(host_.SendCompletions(kQpA).empty());
+  host_.Advance(AckTimeoutNs(10) - 1);
+  host_.Deliver();
+  EXPECT_TRUE(host_.SendCompletions(kQpA).empty());  // not yet
+  host_.Advance(2);
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpA).counters().timeouts, 1u);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+}
+
+TEST_F(WireQpTest, NoAnswerEndsInRetryExceededAfterRetryCntTimeouts) {
+  host_.Qp(kQpA).Post(Wr(IBV_WR_RDMA_WRITE, 1, src_, 64, 0x100));
+  host_.Qp(kQpA).Post(Wr(IBV_WR_RDMA_WRITE, 2, src_, 64, 0x100));
+  for (int i = 0; i < 4; ++i) {  // retry_cnt 3: the fourth timeout gives up
+    host_.Deliver([](const Packet&) { return false; });
+    EXPECT_TRUE(host_.SendCompletions(kQpA).empty() || i == 3);
+    host_.Advance(AckTimeoutNs(10));
+  }
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(sent[0].vendor_err, kVendorNoResponse);
+  EXPECT_EQ(sent[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(host_.errors, std::vector<uint32_t>{kQpA});
+  EXPECT_EQ(host_.Qp(kQpA).requester_state(), RequesterState::kError);
+}
+
+TEST_F(WireQpTest, NoReceiveWqeIsAnRnrNakThenTheRetrySucceeds) {
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 100, 0x100));
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpB).counters().rnr_naks_sent, 1u);
+  EXPECT_EQ(host_.Qp(kQpA).requester_state(), RequesterState::kRnrWait);
+  host_.PostRecv(kQpB, 9, dst_, 4096, 0x200);
+  host_.Advance(RnrTimerNs(1));
+  host_.Deliver();
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].wr_id, 9u);
+  EXPECT_EQ(host_.SendCompletions(kQpA).size(), 1u);
+}
+
+TEST_F(WireQpTest, RnrRetryExceeded) {
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 100, 0x100));
+  for (int i = 0; i < 3; ++i) {  // rnr_retry 2: the third RNR NAK ends it
+    host_.Deliver();
+    host_.Advance(RnrTimerNs(1));
+  }
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+}
+
+TEST_F(WireQpTest, ADuplicatedFetchAddIsReplayedNotExecutedTwice) {
+  uint64_t* counter = reinterpret_cast<uint64_t*>(dst_);
+  *counter = 40;
+  SendWr wr = Wr(IBV_WR_ATOMIC_FETCH_AND_ADD, 1, src_, 8, 0x100);
+  wr.remote_addr = reinterpret_cast<uint64_t>(counter);
+  wr.rkey = 0x200;
+  wr.compare_add = 2;
+  host_.Qp(kQpA).Post(wr);
+  // The ATOMIC ACKNOWLEDGE is lost: the requester times out and asks again.
+  host_.Deliver([](const Packet& p) { return Op(p) != IbtaOperation::kAtomicAcknowledge; });
+  host_.Advance(AckTimeoutNs(10));
+  host_.Deliver();
+  EXPECT_EQ(*counter, 42u);  // once
+  EXPECT_EQ(host_.Qp(kQpB).counters().duplicates, 1u);
+  uint64_t old;
+  memcpy(&old, src_, 8);
+  EXPECT_EQ(old, 40u);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(sent[0].opcode, IBV_WC_FETCH_ADD);
+}
+
+TEST_F(WireQpTest, ALostReadResponseIsRequestedAgainFromItsFirstMissingByte) {
+  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 3000, 0x200);
+  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
+  wr.rkey = 0x100;
+  host_.Qp(kQpA).Post(wr);
+  bool dropped = false;
+  host_.Deliver([&](const Packet& p) {
+    if (!dropped && Op(p) == IbtaOperation::kReadResponseMiddle) return !(dropped = true);
+    return true;
+  });
+  EXPECT_TRUE(host_.SendCompletions(kQpA).empty());
+  host_.Advance(AckTimeoutNs(10));
+  host_.Deliver();
+  // The second request starts at byte 1024 with the PSN of the missing packet.
+  const Packet* again = nullptr;
+  for (const Packet& p : host_.delivered()) {
+    if (Op(p) == IbtaOperation::kReadRequest) again = &p;
+  }
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->fields.psn, 101u);
+  EXPECT_EQ(again->fields.va, reinterpret_cast<uint64_t>(src_) + 1024);
+  EXPECT_EQ(again->fields.dma_len, 3000u - 1024);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst_, src_, 3000), 0);
+}
+
+TEST_F(WireQpTest, ABadRkeyIsNakedAsRemoteAccessErrorAndBothSidesFail) {
+  SendWr wr = Wr(IBV_WR_RDMA_WRITE, 1, src_, 64, 0x100);
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst_);
+  wr.rkey = 0x300;  // no such MR
+  host_.Qp(kQpA).Post(wr);
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(sent[0].vendor_err, kVendorRemoteNak + 2);
+  EXPECT_EQ(host_.Qp(kQpB).responder_state(), ResponderState::kError);
+  EXPECT_EQ(host_.errors, (std::vector<uint32_t>{kQpB, kQpA}));
+}
+
+TEST_F(WireQpTest, WritesCoalesceIntoOneAckPerBurst) {
+  for (int i = 0; i < 10; ++i) {
+    SendWr wr = Wr(IBV_WR_RDMA_WRITE, static_cast<uint64_t>(i), src_, 8, 0x100);
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst_ + 8 * i);
+    wr.rkey = 0x200;
+    host_.Qp(kQpA).Post(wr);
+  }
+  host_.Deliver();
+  int acks = 0;
+  for (const Packet& p : host_.delivered()) acks += Op(p) == IbtaOperation::kAcknowledge;
+  EXPECT_LE(acks, 10);
+  EXPECT_EQ(host_.SendCompletions(kQpA).size(), 10u);
+  // The last packet of each post asked for an ACK (each Post is a burst of
+  // its own here); one batch of deliveries answers them with one ACK.
+  EXPECT_EQ(acks, 1);
+}
+
+TEST_F(WireQpTest, PsnsWrapAround) {
+  FakeWire host;
+  host.AddMr(0x100, src_, sizeof(src_));
+  host.AddMr(0x200, dst_, sizeof(dst_));
+  host.AddQp(kQpA, kQpB, 0xfffffe, 0);
+  host.AddQp(kQpB, kQpA, 0, 0xfffffe);
+  host.PostRecv(kQpB, 1, dst_, 8192, 0x200);
+  host.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 5000, 0x100));  // PSNs fffffe .. 000002
+  host.Deliver();
+  auto recv = host.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].byte_len, 5000u);
+  EXPECT_EQ(host.SendCompletions(kQpA).size(), 1u);
+  EXPECT_EQ(host.delivered().back().fields.psn, 2u);  // the ACK of the last one
+}
+
+}  // namespace
+}  // namespace softverbs::datapath
