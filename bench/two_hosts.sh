@@ -104,6 +104,27 @@ echo "| ib_write_lat | $(field write_lat 1) / $(field write_lat 2) us | |"
 echo "| ib_send_lat | $(field send_lat 1) / $(field send_lat 2) us | |"
 echo "| ib_read_lat | $(field read_lat 1) / $(field read_lat 2) us | |"
 echo
+# The plot (bench/plot_two_hosts.py): bandwidth, latency, message rate.
+tsv=$log/results.tsv
+{
+  printf 'name\tvalue\tunit\treference\treference_value\n'
+  for n in write_bw_64k send_bw_64k read_bw_64k; do
+    printf '%s\t%s\tGb/s\tiperf3 one TCP stream\t%s\n' "ib_${n%_64k}" "$(field $n 1)" "$tcp_gbps"
+  done
+  for n in write_lat send_lat read_lat; do
+    printf '%s\t%s\tus\tUDP half round trip\t%s\n' "ib_$n" "$(field $n 1)" "$udp_half_rtt"
+  done
+  for n in write_bw_8 send_bw_8 read_bw_8; do
+    printf '%s\t%s\tM msg/s\ttarget 1 M msg/s\t1\n' "ib_${n%_8}" "$(field $n 2)"
+  done
+} >"$tsv"
+mkdir -p "$here/results"
+png=$here/results/two_hosts_mtu${TH_MTU:-1500}.png
+if /usr/bin/python3 "$here/plot_two_hosts.py" "$tsv" "$png" 2>"$log/plot.err"; then
+  echo "Plot: $png"
+else
+  echo "No plot: $(tail -1 "$log/plot.err")"
+fi
 echo "Raw outputs: $log (removed at exit; set KEEP=1 to keep a copy in bench/results/two_hosts/)."
 if [ "${KEEP:-0}" = 1 ]; then
   mkdir -p "$here/results/two_hosts"
