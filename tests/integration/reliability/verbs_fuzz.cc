@@ -28,6 +28,18 @@
 
 namespace {
 
+// Whether paths and AHs may name GIDs that are not this host's. Such
+// traffic goes to the network (the device's RoCE transport), so the fuzzer
+// makes them up only when verbs_fuzz.sh runs it in a network namespace of
+// its own (VERBS_FUZZ_FOREIGN_GIDS=1), where nothing can leave the machine.
+bool ForeignGids() {
+  static const bool yes = [] {
+    const char* v = getenv("VERBS_FUZZ_FOREIGN_GIDS");
+    return v && strcmp(v, "1") == 0;
+  }();
+  return yes;
+}
+
 uint64_t g_seed = 0;
 volatile sig_atomic_t g_step = 0;
 
@@ -327,7 +339,7 @@ class Fuzzer {
     attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(Chance(90) ? 1 : Num(20));
     attr.ah_attr.grh.hop_limit = 1;
     ibv_query_gid(ctx_, 1, 1, &attr.ah_attr.grh.dgid);
-    if (Chance(5)) attr.ah_attr.grh.dgid.raw[Pick(16)] ^= 0xff;
+    if (ForeignGids() && Chance(5)) attr.ah_attr.grh.dgid.raw[Pick(16)] ^= 0xff;
     attr.cap.max_send_wr = Num(64);
     int mask = static_cast<int>(rng_()) & kAllAttrs;
     if (Chance(80)) mask = UsualMask(next, q.type) | (Chance(10) ? (1 << Pick(21)) : 0);
@@ -500,7 +512,7 @@ class Fuzzer {
     a.grh.sgid_index = static_cast<uint8_t>(Chance(90) ? 1 : Num(20));
     a.grh.hop_limit = 1;
     ibv_query_gid(ctx_, 1, 1, &a.grh.dgid);
-    if (Chance(10)) a.grh.dgid.raw[Pick(16)] ^= 0xff;
+    if (ForeignGids() && Chance(10)) a.grh.dgid.raw[Pick(16)] ^= 0xff;
     errno = 0;
     ibv_ah* ah = ibv_create_ah(pd, &a);
     CountNull("create_ah", ah);

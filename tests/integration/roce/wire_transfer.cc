@@ -43,9 +43,9 @@ constexpr int kGidIndex = 3;  // the port's IPv4 RoCE v2 GID
   exit(1);
 }
 
-#define CHECK(cond)                                             \
-  do {                                                          \
-    if (!(cond)) Die("check failed: " #cond);                   \
+#define CHECK(cond)                           \
+  do {                                        \
+    if (!(cond)) Die("check failed: " #cond); \
   } while (0)
 
 // The byte at offset i of pattern `kind` for `seq`.
@@ -87,10 +87,18 @@ struct Device {
   size_t size = 0;
 };
 
-uint8_t* Chunks(Device& d) { return d.mem; }
-uint8_t* WriteArea(Device& d) { return d.mem + kRecvs * kChunk; }
-uint8_t* ReadArea(Device& d) { return WriteArea(d) + kRound; }
-uint64_t* AtomicWord(Device& d) { return reinterpret_cast<uint64_t*>(ReadArea(d) + kRound); }
+uint8_t* Chunks(Device& d) {
+  return d.mem;
+}
+uint8_t* WriteArea(Device& d) {
+  return d.mem + kRecvs * kChunk;
+}
+uint8_t* ReadArea(Device& d) {
+  return WriteArea(d) + kRound;
+}
+uint64_t* AtomicWord(Device& d) {
+  return reinterpret_cast<uint64_t*>(ReadArea(d) + kRound);
+}
 
 void Open(Device& d) {
   int n = 0;
@@ -122,8 +130,7 @@ void Open(Device& d) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  a.qp_access_flags =
-      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   CHECK(ibv_modify_qp(d.qp, &a,
                       IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
 }
@@ -156,8 +163,8 @@ void Connect(Device& d, const Endpoint& local, const Endpoint& remote) {
   a.ah_attr.grh.hop_limit = 64;
   memcpy(a.ah_attr.grh.dgid.raw, remote.gid, 16);
   CHECK(ibv_modify_qp(d.qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
   a = {};
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = local.psn;
@@ -188,8 +195,7 @@ ibv_wc Poll(Device& d) {
   CHECK(n == 1);
   if (wc.status != IBV_WC_SUCCESS) {
     fprintf(stderr, "wire_transfer: completion of wr_id %llu: %s (vendor_err 0x%x)\n",
-            static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status),
-            wc.vendor_err);
+            static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status), wc.vendor_err);
     exit(1);
   }
   return wc;
@@ -361,11 +367,12 @@ int Client(const char* host, int port, uint32_t mib) {
     got += static_cast<size_t>(n);
   }
   CHECK(write(fd, "x", 1) == 1);
-  printf("client: %llu MiB moved (SEND, WRITE, READ), %d FETCH_ADD, %d COMPARE_SWAP; server: "
-         "%llu bad, counter %llu (expected %llu)\n",
-         static_cast<unsigned long long>(bytes >> 20), kFetchAdds, kCompareSwaps,
-         static_cast<unsigned long long>(report[0]), static_cast<unsigned long long>(report[1]),
-         static_cast<unsigned long long>(expect));
+  printf(
+      "client: %llu MiB moved (SEND, WRITE, READ), %d FETCH_ADD, %d COMPARE_SWAP; server: "
+      "%llu bad, counter %llu (expected %llu)\n",
+      static_cast<unsigned long long>(bytes >> 20), kFetchAdds, kCompareSwaps,
+      static_cast<unsigned long long>(report[0]), static_cast<unsigned long long>(report[1]),
+      static_cast<unsigned long long>(expect));
   if (report[0] != 0 || report[1] != expect || report[2] != message) Die("the server disagrees");
   printf("OK\n");
   return 0;

@@ -1,0 +1,144 @@
+// Bad input on the network doorbell (docs/roce.md, "The network transport"):
+// a client that writes malformed records to its doorbell - too short, for a
+// QP it does not own, too many SGEs, an unknown opcode, inline data longer
+// than the device allows - gets nothing done for them, and the device goes
+// on: it counts each in `softverbs status` (roce.bad_posts), answers verbs,
+// and a well-formed post on the same doorbell still goes through.
+//
+// usage (on host A of tests/common/two_hosts.sh, under `softverbs run`):
+//   wire_bad_posts SOFTVERBS_CLI
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <string>
+
+#include "abi/ibverbs/provider.h"
+#include "datapath/wire_post.h"
+
+namespace {
+
+[[noreturn]] void Die(const char* what) {
+  fprintf(stderr, "wire_bad_posts: FAIL: %s\n", what);
+  exit(1);
+}
+
+#define CHECK(cond)                           \
+  do {                                        \
+    if (!(cond)) Die("check failed: " #cond); \
+  } while (0)
+
+long BadPosts(const char* cli) {
+  std::string cmd = std::string(cli) +
+                    " status --json | python3 -c 'import json,sys; "
+                    "print(json.load(sys.stdin)[\"roce\"][\"bad_posts\"])'";
+  FILE* p = popen(cmd.c_str(), "r");
+  CHECK(p);
+  long n = -1;
+  if (fscanf(p, "%ld", &n) != 1) n = -1;
+  pclose(p);
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) Die("usage: wire_bad_posts SOFTVERBS_CLI");
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  CHECK(list && n > 0);
+  ibv_context* ctx = ibv_open_device(list[0]);
+  CHECK(ctx);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+  static char buf[4096];
+  ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+  CHECK(pd && cq && mr);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = init.cap.max_recv_wr = 16;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  CHECK(qp);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  CHECK(ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = 0x99;
+  a.max_dest_rd_atomic = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.port_num = 1;
+  a.ah_attr.grh.sgid_index = 1;
+  // ::ffff:198.51.100.99 - TEST-NET-2, no address of this host: the path
+  // leaves the host, so posts go through the doorbell.
+  const uint8_t remote[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 99};
+  memcpy(a.ah_attr.grh.dgid.raw, remote, 16);
+  CHECK(ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 1;
+  a.max_rd_atomic = 1;
+  CHECK(ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf), 64, mr->lkey};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_send_wr* bad = nullptr;
+  CHECK(ibv_post_send(qp, &wr, &bad) == 0);  // opens the doorbell
+  const int fd = softverbs::provider::Context::From(ctx)->wire_fd.load();
+  CHECK(fd >= 0);
+  CHECK(BadPosts(argv[1]) == 0);
+
+  using softverbs::datapath::WirePostRecord;
+  auto send_record = [&](const WirePostRecord& rec, size_t len) {
+    CHECK(send(fd, &rec, len, 0) == static_cast<ssize_t>(len));
+  };
+  WirePostRecord good{};
+  good.qpn = qp->qp_num;
+  good.wr.opcode = IBV_WR_SEND;
+  WirePostRecord r = good;
+  send_record(r, 10);  // too short
+  r = good;
+  r.qpn = 0xabcdef;  // not this client's QP
+  send_record(r, sizeof(r));
+  r = good;
+  r.wr.num_sge = 1000;
+  send_record(r, sizeof(r));
+  r = good;
+  r.wr.opcode = 99;
+  send_record(r, sizeof(r));
+  r = good;
+  r.wr.send_flags = IBV_SEND_INLINE;
+  r.wr.inline_len = 100000;
+  send_record(r, sizeof(r));
+
+  // The device took them all, refused them all, and goes on.
+  long refused = -1;
+  for (int i = 0; i < 100 && refused != 5; ++i) refused = BadPosts(argv[1]);
+  printf("bad_posts = %ld\n", refused);
+  CHECK(refused == 5);
+  ibv_device_attr attr;
+  CHECK(ibv_query_device(ctx, &attr) == 0);
+  CHECK(ibv_post_send(qp, &wr, &bad) == 0);
+  CHECK(BadPosts(argv[1]) == 5);
+  ibv_destroy_qp(qp);
+  ibv_dereg_mr(mr);
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+  ibv_free_device_list(list);
+  printf("OK\n");
+  return 0;
+}
