@@ -264,6 +264,15 @@ void WireService::ApplyChanges() {
     changed_.erase(changed_.begin());
     ApplyChange(qpn);
   }
+  CheckDrains();
+}
+
+void WireService::CheckDrains() {
+  for (auto& [qpn, n] : qps_) {
+    if (!n.drain_notify || !n.wire->SendQueueDrained()) continue;
+    n.drain_notify = false;
+    device_.RaiseQpEvent(0, qpn, IBV_EVENT_SQ_DRAINED);
+  }
 }
 
 void WireService::ApplyChange(uint32_t qpn) {
@@ -299,6 +308,15 @@ void WireService::ApplyChange(uint32_t qpn) {
   n.wire->Reconfigure(config, config.rq_psn != old.rq_psn, config.sq_psn != old.sq_psn);
   if (qp->state == IBV_QPS_SQE) n.wire->FlushSendQueue();
   if (qp->state == IBV_QPS_RTS && n.state == IBV_QPS_SQE) n.wire->ResumeSendQueue();
+  // SQD (IBA 10.3.1): WRs started before it run to completion, WRs posted in
+  // it wait for RTS; with en_sqd_async_notify the device raises
+  // IBV_EVENT_SQ_DRAINED once the former are done (CheckDrains).
+  if (qp->state == IBV_QPS_SQD && n.state == IBV_QPS_RTS) {
+    n.wire->Hold(true);
+    n.drain_notify = qp->attr.en_sqd_async_notify != 0;
+  }
+  if (qp->state == IBV_QPS_RTS && n.state == IBV_QPS_SQD) n.wire->Hold(false);
+  if (qp->state != IBV_QPS_SQD) n.drain_notify = false;
   n.state = qp->state;
 }
 

@@ -96,7 +96,10 @@ class WireService : public datapath::WireHost {
     std::unique_ptr<datapath::WireQp> wire;
     ClientId owner = 0;
     ibv_qp_state state = IBV_QPS_RESET;
+    bool drain_notify = false;  // RTS->SQD asked for IBV_EVENT_SQ_DRAINED
   };
+  // Raises IBV_EVENT_SQ_DRAINED for the QPs in SQD whose send queue drained.
+  void CheckDrains();
   // Opens a carrier on every address of the port's GID table (once).
   void OpenCarriers();
   void ReadCarrier(Carrier& c);

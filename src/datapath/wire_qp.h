@@ -158,6 +158,12 @@ class WireQp {
   // flushed, its receive side keeps working) and left it for RTS again.
   void FlushSendQueue();
   void ResumeSendQueue();
+  // SQD: WRs posted from now on are held (not started) until Hold(false),
+  // the QP's return to RTS (IBA 10.3.1).
+  void Hold(bool on);
+  // Every WR started before SQD has completed (those left, if any, are
+  // held): when IBV_EVENT_SQ_DRAINED is due.
+  bool SendQueueDrained() const { return sq_.empty() || sq_.front().wr.held; }
 
   RequesterState requester_state() const;
   ResponderState responder_state() const { return rsp_state_; }
@@ -223,6 +229,7 @@ class WireQp {
   WireQpConfig config_;
   WireCounters counters_;
   bool error_ = false;
+  bool hold_ = false;  // SQD: new WRs wait (Hold)
 
   // requester
   std::deque<Pending> sq_;    // posted, not completed, in order

@@ -83,7 +83,7 @@ RequesterState WireQp::requester_state() const {
 void WireQp::Post(const SendWr& wr) {
   Pending p;
   p.wr = wr;
-  p.wr.held = false;
+  p.wr.held = hold_;
   p.info = &WrOpcode(wr.opcode);
   if (error_) {
     sq_.push_back(p);
@@ -139,6 +139,7 @@ void WireQp::Pump() {
   }
   while (next_send_ < sq_.size()) {
     Pending& p = sq_[next_send_];
+    if (p.wr.held) break;  // posted in SQD: waits for RTS
     if (p.next_packet == 0 && p.read_received == 0) {
       ibv_wc_status status;
       if (VendorError why = CheckLocal(host_, config_, p.wr, *p.info, &status)) {
@@ -307,6 +308,13 @@ void WireQp::FlushSendQueue() {
   rnr_until_ = 0;
   next_send_ = sq_.size();
   while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
+}
+
+void WireQp::Hold(bool on) {
+  hold_ = on;
+  if (on) return;
+  for (Pending& p : sq_) p.wr.held = false;
+  Pump();
 }
 
 void WireQp::ResumeSendQueue() {

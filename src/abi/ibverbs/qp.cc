@@ -260,7 +260,10 @@ SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     OnQpStateChanged(q, qp->state);
     const bool notify = qp->state == IBV_QPS_SQD && before == IBV_QPS_RTS &&
                         (attr_mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify;
-    if (notify) {
+    if (notify && q->path_leaves_host) {
+      // Its send queue is the device's network transport, which raises
+      // IBV_EVENT_SQ_DRAINED itself (docs/roce.md).
+    } else if (notify) {
       StartDrainNotify(q);
     } else if (qp->state != IBV_QPS_SQD) {
       CancelDrainNotify(q);

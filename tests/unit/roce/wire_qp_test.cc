@@ -412,6 +412,25 @@ TEST_F(WireQpTest, WritesCoalesceIntoOneAckPerBurst) {
   EXPECT_EQ(acks, 1);
 }
 
+TEST_F(WireQpTest, PostsInSqdWaitForRtsAndTheOthersDrain) {
+  host_.PostRecv(kQpB, 1, dst_, 4096, 0x200);
+  host_.PostRecv(kQpB, 2, dst_ + 4096, 4096, 0x200);
+  WireQp& a = host_.Qp(kQpA);
+  a.Post(Wr(IBV_WR_SEND, 1, src_, 100, 0x100));  // started in RTS
+  a.Hold(true);                                  // RTS -> SQD
+  a.Post(Wr(IBV_WR_SEND, 2, src_, 100, 0x100));  // posted in SQD
+  EXPECT_FALSE(a.SendQueueDrained());
+  host_.Deliver();
+  EXPECT_TRUE(a.SendQueueDrained());  // the first is done; the second waits
+  EXPECT_EQ(host_.SendCompletions(kQpA).size(), 1u);
+  EXPECT_EQ(host_.RecvCompletions(kQpB).size(), 1u);
+  a.Hold(false);  // SQD -> RTS
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].wr_id, 2u);
+}
+
 TEST_F(WireQpTest, PsnsWrapAround) {
   FakeWire host;
   host.AddMr(0x100, src_, sizeof(src_));
