@@ -26,13 +26,6 @@ bool IsReceiveState(uint32_t s) {
   return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
 }
 
-uint32_t WrBytes(const SendWr& wr) {
-  if (wr.send_flags & IBV_SEND_INLINE) return wr.inline_len;
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < wr.num_sge; ++i) n += wr.sge[i].length;
-  return static_cast<uint32_t>(n);
-}
-
 // The receive side a message is delivered to: the cached rings of the
 // target QP (or of the XRC SRQ it names), used in place - never copied, so
 // that state producers keep in them (the CQ ring's cached head) persists -

@@ -91,6 +91,15 @@ struct SendWr {
   bool held = false;
 };
 
+// The bytes a send work request carries: its inline data or the sum of its
+// SGEs (an atomic's 8 bytes are the caller's to count).
+inline uint32_t WrBytes(const SendWr& wr) {
+  if (wr.send_flags & IBV_SEND_INLINE) return wr.inline_len;
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) n += wr.sge[i].length;
+  return static_cast<uint32_t>(n);
+}
+
 // How the executing process reaches a target QP's receive side.
 struct PeerQp {
   uint32_t qpn = 0;

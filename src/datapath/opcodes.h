@@ -197,6 +197,12 @@ constexpr const WrOpcodeInfo& WrOpcode(uint32_t opcode) {
   return opcode < std::size(kWrOpcodeRows) ? kWrOpcodeRows[opcode] : kUnknownWrOpcode;
 }
 
+// Whether the responder answers the request with data of its own (a READ
+// response, an atomic's original value) rather than an ACK alone.
+constexpr bool WrTakesResponse(const WrOpcodeInfo& info) {
+  return info.action == WrAction::kRead || info.action == WrAction::kAtomic;
+}
+
 // Whether a requester QP of this type may post the opcode.
 inline bool WrOpcodeAllowed(const WrOpcodeInfo& info, uint32_t qp_type) {
   return (info.qp_types & QpTypeBit(qp_type)) != 0;

@@ -17,10 +17,6 @@ namespace softverbs::datapath {
 
 namespace {
 
-bool TakesResponse(const WrOpcodeInfo& info) {
-  return info.action == WrAction::kRead || info.action == WrAction::kAtomic;
-}
-
 // The completion status of a NAK (IBA 9.7.5.2.4 / table 43).
 ibv_wc_status NakStatus(roce::NakCode code) {
   switch (code) {
@@ -65,7 +61,7 @@ bool WireQp::CompleteBefore(uint32_t psn) {
     Pending& p = sq_.front();
     const uint32_t end = roce::PsnAdd(p.first_psn, p.psn_span);
     if (roce::PsnDiff(end, psn) > 0) break;  // not wholly before psn
-    if (TakesResponse(*p.info)) {
+    if (WrTakesResponse(*p.info)) {
       // Its response never came, yet later PSNs were answered: lost.
       GoBackTo(roce::PsnAdd(p.first_psn, p.read_received));
       return false;

@@ -28,15 +28,7 @@ constexpr uint32_t kWindowPackets = 64;
 constexpr uint32_t kAckRequestEvery = 16;
 
 uint32_t MessageBytes(const SendWr& wr, const WrOpcodeInfo& info) {
-  if (info.action == WrAction::kAtomic) return 8;
-  if (wr.send_flags & IBV_SEND_INLINE) return wr.inline_len;
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < wr.num_sge; ++i) n += wr.sge[i].length;
-  return static_cast<uint32_t>(n);
-}
-
-bool TakesResponse(const WrOpcodeInfo& info) {
-  return info.action == WrAction::kRead || info.action == WrAction::kAtomic;
+  return info.action == WrAction::kAtomic ? 8 : WrBytes(wr);
 }
 
 }  // namespace
@@ -93,7 +85,7 @@ void WireQp::Post(const SendWr& wr) {
   }
   p.bytes = MessageBytes(wr, *p.info);
   const uint32_t mtu = config_.mtu_bytes;
-  p.packets = TakesResponse(*p.info) ? 1 : roce::PacketsOf(p.bytes, mtu);
+  p.packets = WrTakesResponse(*p.info) ? 1 : roce::PacketsOf(p.bytes, mtu);
   p.psn_span = p.info->action == WrAction::kRead ? roce::PacketsOf(p.bytes, mtu) : p.packets;
   p.first_psn = next_psn_;
   next_psn_ = roce::PsnAdd(next_psn_, p.psn_span);
@@ -149,10 +141,10 @@ void WireQp::Pump() {
         return;
       }
     }
-    const bool response = TakesResponse(*p.info);
+    const bool response = WrTakesResponse(*p.info);
     if (response && p.next_packet == 0) {
       uint32_t in_flight = 0;
-      for (size_t i = 0; i < next_send_; ++i) in_flight += TakesResponse(*sq_[i].info) ? 1 : 0;
+      for (size_t i = 0; i < next_send_; ++i) in_flight += WrTakesResponse(*sq_[i].info) ? 1 : 0;
       if (in_flight >= std::max<uint32_t>(1, config_.max_rd_atomic)) break;
     }
     while (p.next_packet < p.packets) {
@@ -182,7 +174,7 @@ bool WireQp::MoreToSendAfter(const Pending& p, uint32_t index) const {
   const size_t me = static_cast<size_t>(&p - &sq_[0]);
   if (me + 1 >= sq_.size()) return false;
   const Pending& next = sq_[me + 1];
-  if (TakesResponse(*next.info)) return true;
+  if (WrTakesResponse(*next.info)) return true;
   return static_cast<uint32_t>(roce::PsnDiff(next.first_psn, unacked_psn_)) < kWindowPackets;
 }
 

@@ -17,26 +17,8 @@ command -v tshark >/dev/null || th_skip "tshark is not installed"
 /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null || th_skip "python3-scapy is not installed"
 th_setup "$CLI"
 rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
-# The capture is proven live by a canary datagram seen before the traffic
-# starts, and complete by one seen after it (udp_two_hosts.sh says why).
-ip netns exec "$TH_NS_B" tshark -l -P -i "$TH_IF_B" -f "udp dst port 4791 or udp dst port 9" \
-  -a duration:300 -F pcap -w "$WORK/raw.pcap" >"$WORK/tshark.out" 2>"$WORK/tshark.err" &
-tshark_pid=$!
-# canaries: how many canary datagrams tshark has printed so far (only those:
-# tshark may still be printing RoCE packets from its backlog).
-canaries() {
-  grep -c " → 9 Len=6" "$WORK/tshark.out"
-}
-canary_seen() {
-  local i
-  for i in $(seq 200); do
-    th_exec a /usr/bin/python3 -c 'import socket,sys; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"canary", (sys.argv[1], 9))' "$TH_ADDR_B"
-    sleep 0.05
-    [ "$(canaries)" -gt "$1" ] && return 0
-  done
-  return 1
-}
-canary_seen 0 || { echo "FAIL: tshark's capture on host B saw no canary in 10 s"; cat "$WORK/tshark.err"; exit 1; }
+source "$SRC/capture_on_b.sh"
+capture_start "$WORK"
 port=$(th_free_port a)
 th_run a timeout 120 "$PROGRAM" server "$port" >"$WORK/server.log" 2>&1 &
 server=$!
@@ -47,11 +29,7 @@ wait "$server"
 server_rc=$?
 cat "$WORK/server.log" "$WORK/client.log"
 [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || { echo "FAIL: the transfer failed"; exit 1; }
-canary_seen "$(canaries)" || { echo "FAIL: tshark's capture saw no closing canary"; exit 1; }
-kill -INT "$tshark_pid"
-wait "$tshark_pid"
-tshark -r "$WORK/raw.pcap" -Y "udp.dstport == 4791" -F pcap -w "$WORK/capture.pcap" ||
-  { echo "FAIL: cannot filter the capture"; exit 1; }
+capture_stop "$WORK" || exit 1
 # RC: SEND FIRST/MIDDLE/LAST_WITH_IMM and ONLY_WITH_IMM, WRITE FIRST/MIDDLE/
 # LAST, READ REQUEST and RESPONSE FIRST/MIDDLE/LAST, ACK, ATOMIC ACK,
 # COMPARE_SWAP, FETCH_ADD.

@@ -22,32 +22,9 @@ th_setup "$CLI"
 rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
 frames=$("$PEER" count) || exit 1
 
-# Capture on B's side of the link, as pcap (raw Ethernet frames). tshark's
-# "Capturing on" comes before its capture sees packets (a loaded CI runner
-# sent all 156 frames in that gap and captured none), so the capture is
-# proven live by a canary datagram (A -> B port 9) seen before anything is
-# sent, and proven complete by a second canary seen after the last frame;
-# then it is stopped and the canaries filtered out.
-ip netns exec "$TH_NS_B" tshark -l -P -i "$TH_IF_B" -f "udp dst port 4791 or udp dst port 9" \
-  -a duration:90 -F pcap -w "$WORK/raw.pcap" >"$WORK/tshark.out" 2>"$WORK/tshark.err" &
-tshark_pid=$!
-# canary_seen N: sends canaries from A until tshark has printed more than N
-# packets (10 s at most).
-# canaries: how many canary datagrams tshark has printed so far (only those:
-# tshark may still be printing RoCE packets from its backlog).
-canaries() {
-  grep -c " → 9 Len=6" "$WORK/tshark.out"
-}
-canary_seen() {
-  local i
-  for i in $(seq 200); do
-    th_exec a /usr/bin/python3 -c 'import socket,sys; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"canary", (sys.argv[1], 9))' "$TH_ADDR_B"
-    sleep 0.05
-    [ "$(canaries)" -gt "$1" ] && return 0
-  done
-  return 1
-}
-canary_seen 0 || { echo "FAIL: tshark's capture on host B saw no canary in 10 s"; cat "$WORK/tshark.err"; exit 1; }
+# Capture on B's side of the link, as pcap (raw Ethernet frames).
+source "$SRC/capture_on_b.sh"
+capture_start "$WORK"
 
 th_exec b "$PEER" recv "$TH_ADDR_B" "$TH_LL_B" "$TH_IF_B" "$WORK/ready" 30 - "$WORK/grh.tsv" >"$WORK/recv.out" 2>&1 &
 recv_pid=$!
@@ -62,11 +39,7 @@ th_exec a "$PEER" send "$TH_ADDR_A" "$TH_LL_A" "$TH_IF_A" "$TH_ADDR_B" "$TH_LL_B
 rc=0
 wait "$recv_pid" || rc=1
 cat "$WORK/recv.out"
-canary_seen "$(canaries)" || { echo "FAIL: tshark's capture saw no closing canary"; rc=1; }
-kill -INT "$tshark_pid"
-wait "$tshark_pid"
-tshark -r "$WORK/raw.pcap" -Y "udp.dstport == 4791" -F pcap -w "$WORK/capture.pcap" ||
-  { echo "FAIL: cannot filter the capture"; exit 1; }
+capture_stop "$WORK" || rc=1
 echo "capture: $(tshark -r "$WORK/capture.pcap" 2>/dev/null | wc -l) frames"
 /usr/bin/python3 "$SRC/check_tshark.py" --capture "$WORK/capture.pcap" "$WORK/sent.tsv" || rc=1
 /usr/bin/python3 "$SRC/check_icrc_scapy.py" --capture "$WORK/capture.pcap" "$WORK/sent.tsv" || rc=1
