@@ -25,6 +25,9 @@ inline constexpr int kMaxSgeRd = 32;
 inline constexpr int kMaxCq = 16384;
 inline constexpr int kMaxCqe = 65535;
 inline constexpr int kMaxMr = 65536;
+// Memory windows take their keys from the MRs' space (a device-table slot
+// each): MRs and windows together stay within kMaxMr.
+inline constexpr int kMaxMw = kMaxMr;
 inline constexpr int kMaxPd = 16384;
 inline constexpr int kMaxQpRdAtom = 128;      // max_rd_atomic (initiator depth)
 inline constexpr int kMaxQpInitRdAtom = 128;  // max_dest_rd_atomic (responder depth)

@@ -139,7 +139,9 @@ bool Device::QpSlotFree(uint32_t qpn) const {
 }
 
 bool Device::MrSlotFree(uint32_t index) const {
-  return !table_.valid() || table_.MrSlot(index << 8)->lkey.load() == 0;
+  // A window's slot has no lkey: the windows are asked separately.
+  return (!table_.valid() || table_.MrSlot(index << 8)->lkey.load() == 0) &&
+         !mw_by_index_.count(index);
 }
 
 uint32_t Device::AllocateQpn() {
@@ -233,6 +235,8 @@ void Device::PublishMr(const Mr& mr) {
   e->backed_begin.store(mr.backing_fd >= 0 ? mr.backed_begin : 0);
   e->backed_end.store(mr.backing_fd >= 0 ? mr.backed_end : 0);
   e->backed_offset.store(mr.backed_offset);
+  e->window_of.store(0);
+  e->bound_qpn.store(0);
   // Keys last: a reader that sees them sees the rest.
   e->rkey.store(mr.rkey, std::memory_order_release);
   e->lkey.store(mr.lkey, std::memory_order_release);

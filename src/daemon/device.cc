@@ -87,8 +87,8 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
     if (!rule.ok()) return Verdict::Fail(rule.err, rule.why);
   }
   if (Verdict v = CheckMrAccess(req.access); !v.ok()) return v;
-  if (mrs_.size() >= static_cast<size_t>(lim::kMaxMr)) {
-    return Verdict::Fail(ENOMEM, "device limit max_mr reached");
+  if (mrs_.size() + mws_.size() >= static_cast<size_t>(lim::kMaxMr)) {
+    return Verdict::Fail(ENOMEM, "device limit max_mr reached (MRs and memory windows share it)");
   }
   // Keys: bits 8..30 the MR index, bit 31 set in the rkey only, low byte a
   // generation. lkey and rkey are distinct so a local key never works remotely.
@@ -112,6 +112,10 @@ Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
                         protocol::RegMrReply* out) {
   Mr* mr = FindOwned(mrs_, c, req.mr);
   if (!mr) return Verdict::Fail(EINVAL, "rereg_mr: no such MR in this context");
+  if (mr->windows > 0) {
+    return Verdict::Fail(EBUSY, "rereg_mr: " + std::to_string(mr->windows) +
+                                    " memory window(s) are bound to the MR");
+  }
   constexpr uint32_t kKnown =
       IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
   if (req.flags == 0 || (req.flags & ~kKnown)) {
@@ -163,6 +167,11 @@ Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
 Verdict Device::DeregMr(ClientId c, Handle h) {
   Mr* mr = FindOwned(mrs_, c, h);
   if (!mr) return Verdict::Fail(EINVAL, "dereg_mr: no such MR in this context");
+  // IBA 10.6.7.2.6 (as rxe): not while windows are bound to it.
+  if (mr->windows > 0) {
+    return Verdict::Fail(EINVAL, "dereg_mr: " + std::to_string(mr->windows) +
+                                     " memory window(s) are bound to the MR");
+  }
   pds_[mr->pd].users--;
   if (mr->dm) dms_.at(mr->dm).mrs--;
   UnpublishMr(*mr);

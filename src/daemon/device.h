@@ -86,6 +86,13 @@ class Device {
   Verdict ReregMr(ClientId c, const protocol::ReregMrRequest& req, protocol::RegMrReply* out);
   Verdict DeregMr(ClientId c, Handle mr);
 
+  // Memory windows (mw.cc). Bind and invalidate run when a QP's send queue
+  // reaches the work request (or, remote, when a SEND_WITH_INV arrives).
+  Verdict AllocMw(ClientId c, const protocol::AllocMwRequest& req, protocol::AllocMwReply* out);
+  Verdict DeallocMw(ClientId c, Handle mw);
+  Verdict BindMw(ClientId c, const protocol::BindMwRequest& req, protocol::BindMwReply* out);
+  Verdict InvalidateMw(ClientId c, const protocol::InvalidateMwRequest& req);
+
   // Completion queues.
   Verdict CreateCq(ClientId c, const protocol::CreateCqRequest& req, protocol::CreateCqReply* out);
   Verdict ResizeCq(ClientId c, const protocol::ResizeCqRequest& req, protocol::ResizeCqReply* out);
@@ -198,6 +205,9 @@ class Device {
   void UnpublishQp(Qp& qp);
   void PublishMr(const Mr& mr);
   void UnpublishMr(Mr& mr);
+  void PublishMw(const Mw& mw);
+  void UnbindMw(Mw& mw);
+  Mw* FindMwByKey(uint32_t rkey);
   void ArmSrqLimit(const Srq& srq);
   void PublishSrqNumber(const Srq& srq);    // xrc_datapath.cc
   void UnpublishSrqNumber(const Srq& srq);  // before the SRQ is destroyed
@@ -227,6 +237,8 @@ class Device {
   std::map<ClientId, ClientInfo> clients_;
   std::map<Handle, Pd> pds_;
   std::map<Handle, Mr> mrs_;
+  std::map<Handle, Mw> mws_;
+  std::map<uint32_t, Handle> mw_by_index_;  // a window's key index -> its handle
   std::map<Handle, Cq> cqs_;
   std::map<Handle, Srq> srqs_;
   std::map<uint32_t, Qp> qps_;  // by QP number

@@ -41,7 +41,27 @@ struct Mr {
   uint64_t backed_begin = 0;
   uint64_t backed_end = 0;
   uint64_t backed_offset = 0;
-  Handle dm = 0;  // a DM MR: the device memory it is registered on
+  Handle dm = 0;    // a DM MR: the device memory it is registered on
+  int windows = 0;  // memory windows bound to it (it cannot be deregistered while any are)
+};
+
+// A memory window (ibv_alloc_mw). Its key index is an MR key index (its
+// device-table slot, datapath/layout.h); the key's low 8 bits change with
+// each bind. Type 1 windows are bound by ibv_bind_mw and serve any QP of
+// their PD; type 2 windows by IBV_WR_BIND_MW to one QP, and must be
+// invalidated (LOCAL_INV, SEND_WITH_INV) before they are bound again.
+struct Mw {
+  Handle handle;
+  ClientId owner;
+  Handle pd;
+  ibv_mw_type type;
+  uint32_t rkey;           // the window's key, bound or not
+  bool bound = false;      // published in the device table
+  Handle mr = 0;           // bound: the MR it lies in
+  uint32_t bound_qpn = 0;  // bound type 2: the QP it serves
+  uint64_t addr = 0;       // bound: the range, in the MR's iova space
+  uint64_t length = 0;
+  uint32_t access = 0;  // bound: IBV_ACCESS_REMOTE_* it grants
 };
 
 struct Cq {

@@ -1,6 +1,7 @@
 // What happens to a client's objects when it goes away, as when the kernel
 // closes a dead process's verbs file: QPs first (their multicast attachments
-// with them), then AHs, SRQs, CQs, MRs, PDs and XRC domain references.
+// with them), then AHs, SRQs, CQs, memory windows, MRs, PDs and XRC domain
+// references.
 #include <unistd.h>
 
 #include "daemon/device.h"
@@ -31,6 +32,7 @@ void Device::RemoveClient(ClientId c) {
     cqs_.at(h).users = 0;
     DestroyCq(c, h);
   }
+  for (Handle h : HandlesOwnedBy(mws_, c)) DeallocMw(c, h);  // before the MRs they lie in
   for (Handle h : HandlesOwnedBy(mrs_, c)) DeregMr(c, h);
   for (Handle h : HandlesOwnedBy(dms_, c)) FreeDm(c, h);
   for (Handle h : HandlesOwnedBy(pds_, c)) {

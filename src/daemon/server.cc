@@ -512,6 +512,24 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       SV_BODY(protocol::HandleRequest, req);
       return reply_empty(device_.DeregMr(c, req.handle));
     }
+    case Op::kAllocMw: {
+      SV_BODY(protocol::AllocMwRequest, req);
+      protocol::AllocMwReply out{};
+      return reply(device_.AllocMw(c, req, &out), out);
+    }
+    case Op::kDeallocMw: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DeallocMw(c, req.handle));
+    }
+    case Op::kBindMw: {
+      SV_BODY(protocol::BindMwRequest, req);
+      protocol::BindMwReply out{};
+      return reply(device_.BindMw(c, req, &out), out);
+    }
+    case Op::kInvalidateMw: {
+      SV_BODY(protocol::InvalidateMwRequest, req);
+      return reply_empty(device_.InvalidateMw(c, req));
+    }
     case Op::kCreateCq: {
       SV_BODY(protocol::CreateCqRequest, req);
       protocol::CreateCqReply out{};

@@ -55,6 +55,10 @@ std::string Device::StatusJson() const {
       if (ah.owner == id) ahs.push_back({{"handle", h}});
     for (const auto& [h, xh] : xrcd_handles_)
       if (xh.owner == id) xrcds.push_back({{"xrcd", xh.xrcd}});
+    json mws = json::array();
+    for (const auto& [h, mw] : mws_)
+      if (mw.owner == id)
+        mws.push_back({{"rkey", mw.rkey}, {"type", mw.type}, {"bound", mw.bound}});
     json dms = json::array();
     for (const auto& [h, dm] : dms_)
       if (dm.owner == id) dms.push_back({{"handle", h}, {"size", dm.size}});
@@ -66,14 +70,15 @@ std::string Device::StatusJson() const {
     cl["ah"] = ahs;
     cl["xrcd"] = xrcds;
     cl["dm"] = dms;
+    cl["mw"] = mws;
     if (devx_) cl["devx"] = devx_->StatusJson(id);
     clients.push_back(cl);
   }
   // Every object the device holds, whoever owns it: what a leak check
   // compares (0 everywhere once every client is gone).
-  json objects{{"pd", pds_.size()},     {"mr", mrs_.size()}, {"cq", cqs_.size()},
-               {"srq", srqs_.size()},   {"qp", qps_.size()}, {"ah", ahs_.size()},
-               {"xrcd", xrcds_.size()}, {"dm", dms_.size()}};
+  json objects{{"pd", pds_.size()}, {"mr", mrs_.size()},     {"mw", mws_.size()},
+               {"cq", cqs_.size()}, {"srq", srqs_.size()},   {"qp", qps_.size()},
+               {"ah", ahs_.size()}, {"xrcd", xrcds_.size()}, {"dm", dms_.size()}};
   json all{{"device", dev}, {"clients", clients}, {"objects", objects}};
   return all.dump(2);
 }

@@ -373,6 +373,29 @@ void WireService::RaiseQpEvent(uint32_t qpn, ibv_event_type event) {
   device_.RaiseQpEvent(0, qpn, static_cast<uint32_t>(event));
 }
 
+// Windows of network QPs: the device's own call, in the name of the QP's
+// creator (the context that posted the bind or the LOCAL_INV).
+dp::VendorError WireService::BindWindow(const dp::LocalQp& qp, const dp::SendWr& wr) {
+  const Qp* q = device_.FindQpObject(qp.qpn);
+  if (!q) return dp::kVendorMwBind;
+  protocol::BindMwRequest req{wr.mw_handle,   qp.qpn,         wr.bind_lkey,   wr.rkey,
+                              wr.remote_addr, wr.bind_length, wr.bind_access, 0};
+  protocol::BindMwReply rep{};
+  Verdict v = device_.BindMw(q->creator, req, &rep);
+  if (v.ok()) return dp::kVendorNone;
+  fprintf(stderr, "softverbsd: QP 0x%x: %s\n", qp.qpn, v.why.c_str());
+  return dp::kVendorMwBind;
+}
+
+bool WireService::InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) {
+  const Qp* q = device_.FindQpObject(qpn);
+  if (!q) return false;
+  protocol::InvalidateMwRequest req{qpn, rkey, remote ? 1u : 0u, 0};
+  Verdict v = device_.InvalidateMw(q->creator, req);
+  if (!v.ok()) fprintf(stderr, "softverbsd: QP 0x%x: %s\n", qpn, v.why.c_str());
+  return v.ok();
+}
+
 void WireService::McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) {
   (void)gid;
   qpns->clear();  // multicast stays on the host (docs/roce.md)

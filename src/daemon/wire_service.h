@@ -80,6 +80,9 @@ class WireService : public datapath::WireHost {
   void SrqLimitReached(uint32_t srqn) override;
   void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override;
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
+  datapath::VendorError BindWindow(const datapath::LocalQp& qp,
+                                   const datapath::SendWr& wr) override;
+  bool InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) override;
   void SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
                   const roce::TransportFields& fields, std::span<const uint8_t> payload) override;
   bool SendCq(uint32_t qpn, datapath::CqRing** ring, int* event_fd) override {

@@ -65,6 +65,9 @@ Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQ
   if (info.immediate) {
     rc.imm_data = wr.imm_data;
     rc.wc_flags |= IBV_WC_WITH_IMM;
+  } else if (info.invalidate) {
+    rc.imm_data = wr.imm_data;  // wc.invalidated_rkey
+    rc.wc_flags |= IBV_WC_WITH_INV;
   }
   return rc;
 }
@@ -210,6 +213,17 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
     recv.status = IBV_WC_LOC_ACCESS_ERR;
   }
   recv.byte_len = needed;
+  // SEND with invalidate: the responder invalidates the window before it
+  // reports the message (IBA 10.6.7.3); a key it may not invalidate is an
+  // invalid request, and the QP goes to the error state as rxe's does.
+  if (info.invalidate && recv.status == IBV_WC_SUCCESS &&
+      !host.InvalidateWindow(target.qpn, wr.imm_data, true)) {
+    recv.status = IBV_WC_REM_INV_REQ_ERR;
+    recv.vendor_err = kVendorRemoteInvalidate;
+    Complete(peer->recv_cq, peer->cq_event_fd, recv);
+    FailTarget(host, target);
+    return Fail(out, IBV_WC_REM_INV_REQ_ERR, kVendorRemoteInvalidate);
+  }
   Complete(peer->recv_cq, peer->cq_event_fd, recv);
 }
 
@@ -266,8 +280,8 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
   PieceList remote;
   if (bytes > 0) {
     RecvSge rsge{wr.remote_addr, bytes, wr.rkey};
-    if (VendorError why =
-            AddKeyedPieces(host, guards, &rsge, 1, true, target.pdn, peer->owner, need, &remote)) {
+    if (VendorError why = AddKeyedPieces(host, guards, &rsge, 1, true, target.pdn, peer->owner,
+                                         need, &remote, target.qpn)) {
       return responder_error(IBV_WC_REM_ACCESS_ERR, why);
     }
   }
@@ -356,6 +370,15 @@ Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
   const WrOpcodeInfo& info = WrOpcode(wr.opcode);
   c.opcode = info.send_wc;
   c.qp_num = qp.qpn;
+  if (info.action == WrAction::kLocal) {
+    // No packet: the device's tables change, in the send queue's order.
+    if (info.binds_window) {
+      if (VendorError why = host.BindWindow(qp, wr)) Fail(&out, IBV_WC_MW_BIND_ERR, why);
+    } else if (!host.InvalidateWindow(qp.qpn, wr.imm_data, false)) {
+      Fail(&out, IBV_WC_LOC_QP_OP_ERR, kVendorInvalidate);
+    }
+    return out;
+  }
   if (info.action != WrAction::kSend) {
     ExecuteRdma(host, qp, wr, info, &out);
     return out;

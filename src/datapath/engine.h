@@ -35,12 +35,15 @@ enum VendorError : uint32_t {
   kVendorBadLkey = 0x101,
   kVendorLkeyAccess = 0x102,
   kVendorLkeyRange = 0x103,
+  kVendorMwBind = 0x104,      // BIND_MW refused (the daemon's log says why)
+  kVendorInvalidate = 0x105,  // LOCAL_INV refused: no type 2 window with that rkey here
   kVendorBadRkey = 0x201,
   kVendorRkeyAccess = 0x202,
   kVendorRkeyRange = 0x203,
   kVendorQpAccess = 0x204,
   kVendorMisaligned = 0x205,
-  kVendorXrcSrq = 0x206,  // XRC: no XRC SRQ with that number in the target's domain
+  kVendorXrcSrq = 0x206,            // XRC: no XRC SRQ with that number in the target's domain
+  kVendorRemoteInvalidate = 0x207,  // SEND_WITH_INV: the responder may not invalidate that rkey
   kVendorRecvTooSmall = 0x301,
   kVendorRecvBadLkey = 0x302,
   kVendorRnrExceeded = 0x401,
@@ -59,8 +62,10 @@ struct SendWr {
   uint64_t wr_id = 0;
   uint32_t opcode = 0;  // ibv_wr_opcode
   uint32_t send_flags = 0;
-  uint32_t imm_data = 0;  // network order
-  uint32_t rkey = 0;
+  // Network order; LOCAL_INV and SEND_WITH_INV: the rkey to invalidate
+  // (ibv_send_wr.invalidate_rkey, its union partner, copied as is).
+  uint32_t imm_data = 0;
+  uint32_t rkey = 0;  // BIND_MW: the window's new rkey (its low 8 bits count)
   uint64_t remote_addr = 0;
   uint64_t compare_add = 0;
   uint64_t swap = 0;
@@ -77,6 +82,13 @@ struct SendWr {
   // ibv_wr_set_xrc_srqn, which sets srqn_set: it is mandatory there).
   uint32_t remote_srqn = 0;
   bool srqn_set = false;
+  // BIND_MW: the window (the device's handle of it), the MR it is bound to
+  // (its lkey; 0 unbinds), the range (remote_addr, bind_length) and the
+  // window's access flags.
+  uint32_t mw_handle = 0;
+  uint32_t bind_lkey = 0;
+  uint64_t bind_length = 0;
+  uint32_t bind_access = 0;
   // Data: scatter/gather entries, or inline bytes (IBV_SEND_INLINE).
   uint32_t num_sge = 0;
   RecvSge sge[kMaxSendSge];
@@ -122,6 +134,8 @@ struct PeerQpCache {
   PeerQp* peer = nullptr;
   uint64_t epoch = 0;
 };
+
+struct LocalQp;
 
 // What the engine needs from the process it runs in (the provider).
 class Host {
@@ -172,6 +186,22 @@ class Host {
   virtual void RaiseQpEvent(uint32_t qpn, ibv_event_type event) = 0;
   // QPs attached to a multicast group.
   virtual void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) = 0;
+  // Memory windows live in the device's tables, which the device writes.
+  // Binds wr's window (a BIND_MW of QP qp) as the device checks it;
+  // kVendorNone or kVendorMwBind.
+  virtual VendorError BindWindow(const LocalQp& qp, const SendWr& wr) {
+    (void)qp;
+    (void)wr;
+    return kVendorMwBind;
+  }
+  // Invalidates the type 2 window of rkey for QP qpn: a LOCAL_INV posted on
+  // it, or (remote) a SEND_WITH_INV that arrived on it. False if refused.
+  virtual bool InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) {
+    (void)qpn;
+    (void)rkey;
+    (void)remote;
+    return false;
+  }
 };
 
 // The initiating QP as the engine needs it.

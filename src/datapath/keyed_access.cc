@@ -38,21 +38,43 @@ void MrGuards::Enter(std::atomic<uint32_t>* counter, std::atomic<uint32_t>* reco
 }
 
 VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
-                           bool remote, uint32_t pdn, uint32_t owner, uint32_t need,
-                           PieceList* out) {
+                           bool remote, uint32_t pdn, uint32_t owner, uint32_t need, PieceList* out,
+                           uint32_t responder_qpn) {
   for (uint32_t i = 0; i < num_sge; ++i) {
     if (sge[i].length == 0) continue;
-    MrEntry* e = host.table().MrSlot(sge[i].lkey);
-    std::atomic<uint32_t>* own =
-        owner == host.client_id() ? host.OwnInflight(sge[i].lkey) : nullptr;
+    uint32_t key = sge[i].lkey;
+    bool by_rkey = remote;
+    uint32_t need_of_mr = need;
+    MrEntry* e = host.table().MrSlot(key);
+    if (remote && e->window_of.load(std::memory_order_acquire) != 0) {
+      // A memory window: its own rights and bounds; then the MR it lies in
+      // serves the bytes, as to a local access with the MR's lkey.
+      uint32_t mr_lkey = 0;
+      switch (CheckWindowAccess(*e, key, pdn, owner, need, responder_qpn, sge[i].addr,
+                                sge[i].length, &mr_lkey)) {
+        case MrCheck::kOk:
+          break;
+        case MrCheck::kNoAccess:
+          return kVendorRkeyAccess;
+        case MrCheck::kOutOfRange:
+          return kVendorRkeyRange;
+        default:
+          return kVendorBadRkey;
+      }
+      key = mr_lkey;
+      by_rkey = false;
+      need_of_mr = 0;
+      e = host.table().MrSlot(key);
+    }
+    std::atomic<uint32_t>* own = owner == host.client_id() ? host.OwnInflight(key) : nullptr;
     if (own) {
       guards.Enter(own, nullptr);
     } else {
-      guards.Enter(&e->inflight, host.AccessRecord(sge[i].lkey));
+      guards.Enter(&e->inflight, host.AccessRecord(key));
     }
     uint64_t va = 0;
     switch (
-        CheckMrAccess(*e, sge[i].lkey, remote, pdn, owner, need, sge[i].addr, sge[i].length, &va)) {
+        CheckMrAccess(*e, key, by_rkey, pdn, owner, need_of_mr, sge[i].addr, sge[i].length, &va)) {
       case MrCheck::kOk:
         break;
       case MrCheck::kNoAccess:
@@ -62,7 +84,7 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
       default:
         return remote ? kVendorBadRkey : kVendorBadLkey;
     }
-    const MrMapping* m = host.FindMrMapping(sge[i].lkey, *e);
+    const MrMapping* m = host.FindMrMapping(key, *e);
     if (!m || !AddMrPieces(*m, va, sge[i].length, out)) return kVendorOwnerGone;
   }
   return kVendorNone;

@@ -50,9 +50,12 @@ class MrGuards {
 // the keys must belong to: when that is this host, the access is counted in
 // the host's own counter (the check below refuses an MR of anyone else, so
 // an access that goes ahead was counted where the owner's dereg looks).
+// An rkey may name a memory window: its rights and bounds are checked
+// (responder_qpn: the QP the request arrived on, for type 2 windows) and the
+// bytes reached through the MR it is bound to.
 VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
-                           bool remote, uint32_t pdn, uint32_t owner, uint32_t need,
-                           PieceList* out);
+                           bool remote, uint32_t pdn, uint32_t owner, uint32_t need, PieceList* out,
+                           uint32_t responder_qpn = 0);
 
 // Claims the next receive WQE of a receive side (own RQ or SRQ); an SRQ
 // that drops below its armed limit raises IBV_EVENT_SRQ_LIMIT_REACHED once.

@@ -23,8 +23,9 @@
 namespace softverbs::datapath {
 
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
-// line, per-slot RecvWqe::seq, cache-line-aligned WQE slots.
-inline constexpr uint32_t kLayoutVersion = 3;
+// line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
+// windows (MrEntry::window_of, bound_qpn).
+inline constexpr uint32_t kLayoutVersion = 4;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -46,10 +47,17 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint64_t>) == 8);
 
-// One registered memory region. Written by the daemon only (except
-// `inflight`); readers load lkey/rkey with acquire and then read the rest
-// (the daemon stores the keys last on publish and clears them first on
-// invalidation).
+// One registered memory region, or one memory window (ibv_alloc_mw: MRs and
+// windows share the key space, as mlx5's mkeys do). Written by the daemon
+// only (except `inflight`); readers load lkey/rkey with acquire and then
+// read the rest (the daemon stores the keys last on publish and clears them
+// first on invalidation).
+//
+// A window has lkey 0 (it never serves a local access) and rkey 0 while it
+// is not bound. Bound, its iova/length/access/pdn are the bind's, addr the
+// owner va of iova, and window_of the lkey of the MR it lies in: an access
+// checks the window, then reaches the bytes through that MR (its mapping,
+// its in-flight count, its lkey still published).
 //
 // Two cache lines: the first holds everything a key check reads and is
 // written only when the daemon publishes, so every process keeps a shared
@@ -57,13 +65,14 @@ static_assert(sizeof(std::atomic<uint64_t>) == 8);
 // second (with fields read only when a peer maps the MR), so counting never
 // invalidates the line the key checks read.
 struct alignas(64) MrEntry {
-  std::atomic<uint32_t> lkey;        // the MR's lkey; 0 = slot free or invalidated
-  std::atomic<uint32_t> rkey;        // the MR's rkey; 0 = slot free or invalidated
-  std::atomic<uint32_t> access;      // ibv_access_flags of the registration
-  std::atomic<uint32_t> owner;       // daemon client id of the registering context
-  std::atomic<uint32_t> pdn;         // PD number; must equal the accessing QP's
-  std::atomic<uint32_t> generation;  // bumped on every publish of this slot
-  uint32_t reserved0[2];
+  std::atomic<uint32_t> lkey;          // the MR's lkey; 0 = slot free or invalidated
+  std::atomic<uint32_t> rkey;          // the MR's rkey; 0 = slot free or invalidated
+  std::atomic<uint32_t> access;        // ibv_access_flags of the registration
+  std::atomic<uint32_t> owner;         // daemon client id of the registering context
+  std::atomic<uint32_t> pdn;           // PD number; must equal the accessing QP's
+  std::atomic<uint32_t> generation;    // bumped on every publish of this slot
+  std::atomic<uint32_t> window_of;     // a bound window: its MR's lkey; 0 = an MR, or unbound
+  std::atomic<uint32_t> bound_qpn;     // a bound type 2 window: the only QP it serves; else 0
   std::atomic<uint64_t> iova;          // first address of the MR as keys address it
   std::atomic<uint64_t> length;        // bytes
   std::atomic<uint64_t> addr;          // owner's virtual address of iova

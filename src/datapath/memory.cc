@@ -28,6 +28,28 @@ MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32_t pdn,
   return MrCheck::kOk;
 }
 
+MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t owner_client,
+                          uint32_t need_access, uint32_t responder_qpn, uint64_t addr, uint64_t len,
+                          uint32_t* mr_lkey) {
+  const uint32_t published = w.rkey.load(std::memory_order_seq_cst);
+  const uint32_t mr = w.window_of.load(std::memory_order_relaxed);
+  if (published == 0 || published != key || mr == 0) return MrCheck::kBadKey;
+  if (w.owner.load(std::memory_order_relaxed) != owner_client) return MrCheck::kBadOwner;
+  if (w.pdn.load(std::memory_order_relaxed) != pdn) return MrCheck::kBadPd;
+  const uint32_t qpn = w.bound_qpn.load(std::memory_order_relaxed);
+  if (qpn != 0 && qpn != responder_qpn) return MrCheck::kWrongQp;
+  if ((w.access.load(std::memory_order_relaxed) & need_access) != need_access) {
+    return MrCheck::kNoAccess;
+  }
+  const uint64_t iova = w.iova.load(std::memory_order_relaxed);
+  const uint64_t length = w.length.load(std::memory_order_relaxed);
+  if (addr < iova || addr - iova > length || len > length - (addr - iova)) {
+    return MrCheck::kOutOfRange;
+  }
+  *mr_lkey = mr;
+  return MrCheck::kOk;
+}
+
 bool AddMrPieces(const MrMapping& m, uint64_t owner_va, uint64_t len, PieceList* out) {
   if (m.local) {
     return out->Add({reinterpret_cast<uint8_t*>(owner_va), -1, owner_va, len});

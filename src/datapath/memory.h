@@ -46,11 +46,12 @@ struct PieceList {
 
 enum class MrCheck {
   kOk,
-  kBadKey,     // no MR with this key (or invalidated)
-  kBadPd,      // MR of another PD
-  kBadOwner,   // lkey of another process
-  kNoAccess,   // the MR lacks the needed access right
-  kOutOfRange  // [addr, addr+len) not inside the MR
+  kBadKey,      // no MR with this key (or invalidated)
+  kBadPd,       // MR of another PD
+  kBadOwner,    // lkey of another process
+  kNoAccess,    // the MR lacks the needed access right
+  kOutOfRange,  // [addr, addr+len) not inside the MR
+  kWrongQp,     // a type 2 window bound to another QP
 };
 
 // Checks an access of `len` bytes at `addr` (an address in the key's iova
@@ -59,6 +60,17 @@ enum class MrCheck {
 MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32_t pdn,
                       uint32_t owner_client, uint32_t need_access, uint64_t addr, uint64_t len,
                       uint64_t* owner_va);
+
+// Checks a remote access of `len` bytes at `addr` through rkey `key` of a
+// bound memory window (MrEntry::window_of != 0): the window's PD, owner,
+// access rights and bounds and, for a type 2 window, the QP it is bound to
+// (`responder_qpn`, the QP the request arrived on). On kOk, *mr_lkey is the
+// lkey of the MR the window lies in; addr is an address of that MR too (a
+// window's iova is in its MR's iova space). The caller then reaches the
+// bytes through the MR, as a local access of its own with that lkey.
+MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t owner_client,
+                          uint32_t need_access, uint32_t responder_qpn, uint64_t addr, uint64_t len,
+                          uint32_t* mr_lkey);
 
 // Splits [owner_va, +len) of an MR into pieces this process can reach.
 bool AddMrPieces(const MrMapping& m, uint64_t owner_va, uint64_t len, PieceList* out);

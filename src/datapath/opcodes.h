@@ -50,14 +50,15 @@ struct WrOpcodeInfo {
   bool immediate = false;               // carries imm_data (IBV_WC_WITH_IMM at the receiver)
   bool invalidate = false;              // carries an rkey to invalidate (IBV_WC_WITH_INV)
   bool atomic_write = false;            // its 8-byte payload lands in one store, aligned
+  bool binds_window = false;            // kLocal: a BIND_MW; else a LOCAL_INV (imm_data: the rkey)
   ibv_wc_opcode send_wc = IBV_WC_SEND;  // the requester's completion opcode
   ibv_wc_opcode recv_wc = IBV_WC_RECV;  // the receiver's (consumes_recv)
   uint64_t send_ops_flag = 0;           // its IBV_QP_EX_WITH_* bit
 };
 
 // One row per ibv_wr_opcode value, in its order (static_asserts below).
-// Memory windows, send-with-invalidate and TSO are named but not supported
-// (docs/status.md): no QP type may post them (qp_types 0).
+// TSO is named but not supported (docs/status.md): no QP type may post it
+// (qp_types 0).
 inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
     {.name = "RDMA_WRITE",
      .action = WrAction::kWrite,
@@ -129,14 +130,20 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .send_ops_flag = IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD},
     {.name = "LOCAL_INV",
      .action = WrAction::kLocal,
+     .qp_types = kConnectedRequesters,
      .send_wc = IBV_WC_LOCAL_INV,
      .send_ops_flag = IBV_QP_EX_WITH_LOCAL_INV},
     {.name = "BIND_MW",
      .action = WrAction::kLocal,
+     .qp_types = kConnectedRequesters,
+     .binds_window = true,
      .send_wc = IBV_WC_BIND_MW,
      .send_ops_flag = IBV_QP_EX_WITH_BIND_MW},
+    // RC only: an XRC target's windows are in its SRQ's PD, which the
+    // responder does not check against (docs/status.md).
     {.name = "SEND_WITH_INV",
      .action = WrAction::kSend,
+     .qp_types = QpTypeBit(IBV_QPT_RC),
      .headers = kHeaderIeth,
      .wire_only = IbtaOperation::kSendOnlyWithInvalidate,
      .wire_first = IbtaOperation::kSendFirst,

@@ -83,6 +83,12 @@ void WireQp::Post(const SendWr& wr) {
     while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
     return;
   }
+  if (p.info->action == WrAction::kLocal) {
+    // A bind or a local invalidate: no packet, no PSN (Pump runs it).
+    sq_.push_back(p);
+    Pump();
+    return;
+  }
   p.bytes = MessageBytes(wr, *p.info);
   const uint32_t mtu = config_.mtu_bytes;
   p.packets = WrTakesResponse(*p.info) ? 1 : roce::PacketsOf(p.bytes, mtu);
@@ -132,6 +138,29 @@ void WireQp::Pump() {
   while (next_send_ < sq_.size()) {
     Pending& p = sq_[next_send_];
     if (p.wr.held) break;  // posted in SQD: waits for RTS
+    if (p.info->action == WrAction::kLocal) {
+      // The device's tables change in the send queue's order: once every
+      // WR before it has completed.
+      if (next_send_ != 0) break;
+      VendorError why = kVendorNone;
+      ibv_wc_status status = IBV_WC_SUCCESS;
+      if (p.info->binds_window) {
+        const LocalQp qp{config_.qpn, config_.type, config_.pdn, config_.dest_qpn, 0, 0,
+                         0,           nullptr};
+        why = host_.BindWindow(qp, p.wr);
+        status = IBV_WC_MW_BIND_ERR;
+      } else if (!host_.InvalidateWindow(config_.qpn, p.wr.imm_data, false)) {
+        why = kVendorInvalidate;
+        status = IBV_WC_LOC_QP_OP_ERR;
+      }
+      if (why != kVendorNone) {
+        RequesterError(status, why);
+        return;
+      }
+      next_send_++;
+      CompleteFront(IBV_WC_SUCCESS, kVendorNone);
+      continue;
+    }
     if (p.next_packet == 0 && p.read_received == 0) {
       ibv_wc_status status;
       if (VendorError why = CheckLocal(host_, config_, p.wr, *p.info, &status)) {
@@ -219,6 +248,7 @@ void WireQp::SendRequestPacket(Pending& p, uint32_t index) {
     f.compare = cs ? wr.compare_add : 0;
   }
   if (headers & kHeaderImmDt) f.imm = be32toh(wr.imm_data);
+  if (headers & kHeaderIeth) f.invalidate_rkey = wr.imm_data;  // ibv_send_wr.invalidate_rkey
   uint8_t buffer[4096];
   uint32_t len = 0;
   if (!read && info.action != WrAction::kAtomic && offset < p.bytes) {

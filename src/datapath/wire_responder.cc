@@ -50,6 +50,10 @@ bool HasImmediate(IbtaOperation op) {
   return (IbtaOperationRow(op).headers & kHeaderImmDt) != 0;
 }
 
+bool HasInvalidate(IbtaOperation op) {
+  return (IbtaOperationRow(op).headers & kHeaderIeth) != 0;
+}
+
 }  // namespace
 
 IbtaTransport WireQp::ResponseTransport() const {
@@ -266,12 +270,6 @@ bool WireQp::Execute(const WirePacket& packet) {
 
 bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
   const roce::TransportFields& f = packet.fields;
-  if (op == IbtaOperation::kSendLastWithInvalidate ||
-      op == IbtaOperation::kSendOnlyWithInvalidate) {
-    // Memory windows and remote invalidation are not supported (docs/status.md).
-    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
-    return false;
-  }
   if (IsFirst(op)) {
     if (!ClaimWqe()) {
       counters_.rnr_naks_sent++;
@@ -309,6 +307,14 @@ bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
     src.Add({const_cast<uint8_t*>(packet.payload.data()), -1, 0, len});
     CopyPieces(dst, src);
   }
+  // SEND with invalidate: the window goes before the message is reported
+  // (IBA 10.6.7.3); a key this QP may not invalidate is an invalid request.
+  if (HasInvalidate(op) && !host_.InvalidateWindow(config_.qpn, f.invalidate_rkey, true)) {
+    CompleteReceive(f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_REM_INV_REQ_ERR,
+                    kVendorRemoteInvalidate);
+    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
+    return false;
+  }
   rx_offset_ += len;
   epsn_ = roce::PsnAdd(epsn_, 1);
   if (IsLast(op)) {
@@ -335,7 +341,7 @@ bool WireQp::PlaceWrite(const WirePacket& packet, IbtaOperation op) {
       MrGuards guards;
       PieceList pieces;
       if (AddKeyedPieces(host_, guards, &whole, 1, true, rx_pdn_, rx_->owner,
-                         IBV_ACCESS_REMOTE_WRITE, &pieces) != kVendorNone) {
+                         IBV_ACCESS_REMOTE_WRITE, &pieces, config_.qpn) != kVendorNone) {
         ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
         return false;
       }
@@ -360,7 +366,7 @@ bool WireQp::PlaceWrite(const WirePacket& packet, IbtaOperation op) {
     MrGuards guards;
     PieceList dst;
     if (AddKeyedPieces(host_, guards, &slice, 1, true, rx_pdn_, rx_->owner, IBV_ACCESS_REMOTE_WRITE,
-                       &dst) != kVendorNone) {
+                       &dst, config_.qpn) != kVendorNone) {
       ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
       return false;
     }
@@ -396,7 +402,7 @@ bool WireQp::AnswerRead(const roce::TransportFields& f, bool duplicate) {
     MrGuards guards;
     PieceList pieces;
     if (AddKeyedPieces(host_, guards, &whole, 1, true, rx_pdn_, rx_->owner, IBV_ACCESS_REMOTE_READ,
-                       &pieces) != kVendorNone) {
+                       &pieces, config_.qpn) != kVendorNone) {
       if (duplicate) return false;
       ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
       return false;
@@ -417,7 +423,7 @@ bool WireQp::AnswerRead(const roce::TransportFields& f, bool duplicate) {
       PieceList dst;
       dst.Add({buffer, -1, 0, len});
       if (AddKeyedPieces(host_, guards, &slice, 1, true, rx_pdn_, rx_->owner,
-                         IBV_ACCESS_REMOTE_READ, &src) != kVendorNone ||
+                         IBV_ACCESS_REMOTE_READ, &src, config_.qpn) != kVendorNone ||
           !CopyPieces(dst, src)) {
         if (duplicate) return false;
         ResponderError(roce::PsnAdd(f.psn, i), roce::NakSyndrome(roce::NakCode::kRemoteAccessError),
@@ -450,7 +456,7 @@ bool WireQp::ExecuteAtomic(const WirePacket& packet) {
   MrGuards guards;
   PieceList remote;
   if (AddKeyedPieces(host_, guards, &target, 1, true, rx_pdn_, rx_->owner, IBV_ACCESS_REMOTE_ATOMIC,
-                     &remote) != kVendorNone ||
+                     &remote, config_.qpn) != kVendorNone ||
       remote.count != 1) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
     return false;
@@ -494,6 +500,9 @@ void WireQp::CompleteReceive(const roce::TransportFields& f, uint32_t byte_len,
   if (HasImmediate(op)) {
     c.imm_data = htobe32(f.imm);
     c.wc_flags |= IBV_WC_WITH_IMM;
+  } else if (HasInvalidate(op)) {
+    c.imm_data = f.invalidate_rkey;  // wc.invalidated_rkey
+    c.wc_flags |= IBV_WC_WITH_INV;
   }
   if (config_.type == IBV_QPT_UD) c.wc_flags |= IBV_WC_GRH;
   Complete(rx_->recv_cq, rx_->cq_event_fd, c);

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 8;
+inline constexpr uint32_t kProtocolVersion = 9;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -83,6 +83,10 @@ enum class Op : uint16_t {
   kDevxQueueFiles,  // DEVX data path: body in protocol/devx_messages.h
   kMrPeersInside,
   kWireDoorbell,  // the network data path: body WireDoorbellRequest, one fd
+  kAllocMw,       // memory windows: bodies at the end of this file
+  kDeallocMw,
+  kBindMw,
+  kInvalidateMw,
   kCount
 };
 
@@ -487,5 +491,50 @@ struct RegDmMrRequest {
   uint64_t dm_offset;
 };
 static_assert(sizeof(RegDmMrRequest) == 72);
+
+// ibv_alloc_mw.
+struct AllocMwRequest {
+  Handle pd;
+  uint32_t type;  // ibv_mw_type
+};
+static_assert(sizeof(AllocMwRequest) == 8);
+
+struct AllocMwReply {
+  Handle handle;
+  uint32_t rkey;  // the window's key (no access until a bind publishes it)
+};
+static_assert(sizeof(AllocMwReply) == 8);
+
+// A BIND_MW of QP qpn reached the head of its send queue (ibv_bind_mw for
+// type 1, IBV_WR_BIND_MW for type 2): bind window `mw` to [addr, +length)
+// of the MR of lkey mr_lkey with `access`, under the key whose low 8 bits
+// are those of `rkey`. mr_lkey 0 with length 0 unbinds a type 1 window.
+struct BindMwRequest {
+  Handle mw;
+  uint32_t qpn;
+  uint32_t mr_lkey;
+  uint32_t rkey;
+  uint64_t addr;
+  uint64_t length;
+  uint32_t access;  // IBV_ACCESS_REMOTE_* (and IBV_ACCESS_ZERO_BASED, refused)
+  uint32_t reserved;
+};
+static_assert(sizeof(BindMwRequest) == 40);
+
+struct BindMwReply {
+  uint32_t rkey;  // the window's key now
+  uint32_t reserved;
+};
+static_assert(sizeof(BindMwReply) == 8);
+
+// Invalidate the type 2 window of rkey: a LOCAL_INV posted on QP qpn
+// (remote 0), or a SEND_WITH_INV that arrived on QP qpn (remote 1).
+struct InvalidateMwRequest {
+  uint32_t qpn;
+  uint32_t rkey;
+  uint32_t remote;
+  uint32_t reserved;
+};
+static_assert(sizeof(InvalidateMwRequest) == 16);
 
 }  // namespace softverbs::protocol

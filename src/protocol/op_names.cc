@@ -64,7 +64,11 @@ const char* OpName(Op op) {
                                            "cm_leave_mcast",
                                            "devx_queue_files",
                                            "mr_peers_inside",
-                                           "wire_doorbell"};
+                                           "wire_doorbell",
+                                           "alloc_mw",
+                                           "dealloc_mw",
+                                           "bind_mw",
+                                           "invalidate_mw"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

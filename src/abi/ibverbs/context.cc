@@ -16,10 +16,10 @@
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
-#include "abi/ibverbs/wire_post.h"
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
 #include "abi/ibverbs/unsupported_ops.h"
+#include "abi/ibverbs/wire_post.h"
 #include "common/device_limits.h"
 #include "common/log.h"
 #include "common/unix_socket.h"
@@ -43,6 +43,9 @@ void InstallContextOps(ibv_context* ctx) {
   v->get_srq_num = GetSrqNumOp;
   v->open_xrcd = OpenXrcdOp;
   v->close_xrcd = CloseXrcdOp;
+  ctx->ops.alloc_mw = AllocMwOp;
+  ctx->ops.dealloc_mw = DeallocMwOp;
+  ctx->ops.bind_mw = BindMwOp;
   v->alloc_dm = AllocDmOp;
   v->free_dm = FreeDmOp;
   v->reg_dm_mr = RegDmMrOp;

@@ -20,6 +20,10 @@ int AdviseMrOp(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge*
 ibv_dm* AllocDmOp(ibv_context* context, ibv_alloc_dm_attr* attr);
 int FreeDmOp(ibv_dm* dm);
 ibv_mr* RegDmMrOp(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsigned access);
+// Memory windows (mw.cc).
+ibv_mw* AllocMwOp(ibv_pd* pd, ibv_mw_type type);
+int DeallocMwOp(ibv_mw* mw);
+int BindMwOp(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
 int ReqNotifyCqOp(ibv_cq* cq, int solicited_only);
 ibv_cq_ex* CreateCqExOp(ibv_context* context, ibv_cq_init_attr_ex* attr);
 

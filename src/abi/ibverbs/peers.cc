@@ -295,6 +295,21 @@ void PeerCache::SrqLimitReached(uint32_t srqn) {
   ctx_->channel.Call(protocol::Op::kSrqLimitReached, &req, sizeof(req), nullptr, 0);
 }
 
+datapath::VendorError PeerCache::BindWindow(const datapath::LocalQp& qp,
+                                            const datapath::SendWr& wr) {
+  protocol::BindMwRequest req{wr.mw_handle,   qp.qpn,         wr.bind_lkey,   wr.rkey,
+                              wr.remote_addr, wr.bind_length, wr.bind_access, 0};
+  protocol::BindMwReply rep{};
+  return ctx_->channel.Call(protocol::Op::kBindMw, &req, sizeof(req), &rep, sizeof(rep))
+             ? datapath::kVendorMwBind
+             : datapath::kVendorNone;
+}
+
+bool PeerCache::InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) {
+  protocol::InvalidateMwRequest req{qpn, rkey, remote ? 1u : 0u, 0};
+  return ctx_->channel.Call(protocol::Op::kInvalidateMw, &req, sizeof(req), nullptr, 0) == 0;
+}
+
 void PeerCache::McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) {
   protocol::McastMembersRequest req{};
   memcpy(req.gid, gid, 16);

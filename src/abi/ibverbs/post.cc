@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "abi/ibverbs/mw.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/reject.h"
@@ -32,6 +33,22 @@ int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) 
   out->imm_data = in.imm_data;
   // Which member of the wr union holds the remote side: the headers the
   // opcode's request carries (opcode table).
+  if (dp::WrOpcode(out->opcode).binds_window) {
+    // A bind carries no data: the window, its MR and range (the bind_mw
+    // member of the second union).
+    ibv_mw* mw = in.bind_mw.mw;
+    if (mw && mw->type != IBV_MW_TYPE_2) {
+      return Reject(EINVAL,
+                    "ibv_post_send: WR 0x%llx: IBV_WR_BIND_MW binds type 2 windows (type 1: "
+                    "ibv_bind_mw)",
+                    static_cast<unsigned long long>(in.wr_id));
+    }
+    if (int err = SetBindWr(&qp->ibv.qp_base, mw, in.bind_mw.rkey, in.bind_mw.bind_info, out,
+                            "ibv_post_send")) {
+      return err;
+    }
+    return CheckSendWr(qp, *out);
+  }
   const uint8_t headers = dp::WrOpcode(out->opcode).headers;
   if (headers & dp::kHeaderReth) {
     out->remote_addr = in.wr.rdma.remote_addr;

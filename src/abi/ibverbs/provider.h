@@ -126,6 +126,13 @@ struct Mr {
   unsigned access = 0;      // ibv_access_flags as last registered (rereg checks the new range)
 };
 
+// A memory window (mw.cc): the device's object; its key lives in the
+// device table like an MR's.
+struct Mw {
+  ibv_mw ibv;  // first
+  Handle handle;
+};
+
 struct Cq;
 
 struct CompChannel {
@@ -179,7 +186,8 @@ struct Qp {
   std::mutex rq_mutex;     // one producer
   // Attributes the requester needs, as last set by ibv_modify_qp.
   uint32_t dest_qpn = 0;
-  bool path_leaves_host = false;  // the RTR path's GID is not this host's (common/gid_table.h PathLeavesHost)
+  bool path_leaves_host =
+      false;  // the RTR path's GID is not this host's (common/gid_table.h PathLeavesHost)
   uint32_t qkey = 0;
   uint8_t timeout = 0;
   uint8_t retry_cnt = 0;

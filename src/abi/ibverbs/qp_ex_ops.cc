@@ -5,11 +5,12 @@
 
 #include <algorithm>
 
+#include "abi/ibverbs/mw.h"
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
-#include "common/gid_table.h"
 #include "abi/ibverbs/send_queue.h"
+#include "common/gid_table.h"
 
 namespace softverbs::provider {
 namespace {
@@ -124,17 +125,29 @@ void WrSendImm(ibv_qp_ex* q, __be32 imm) {
 void WrUnsupported(ibv_qp_ex* q, const char* verb) {
   QpOf(q)->batch_error = Reject(EOPNOTSUPP, "%s is not supported by softverbs", verb);
 }
-void WrSendInv(ibv_qp_ex* q, uint32_t) {
-  WrUnsupported(q, "ibv_wr_send_inv");
+void WrSendInv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
+  Open(q, IBV_WR_SEND_WITH_INV)->imm_data = invalidate_rkey;
 }
 void WrSendTso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
   WrUnsupported(q, "ibv_wr_send_tso");
 }
-void WrBindMw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  WrUnsupported(q, "ibv_wr_bind_mw");
+void WrBindMw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  dp::SendWr* wr = Open(q, IBV_WR_BIND_MW);
+  if (!info) {
+    QpOf(q)->batch_error = Reject(EINVAL, "ibv_wr_bind_mw: bind_info is NULL");
+    return;
+  }
+  if (mw && mw->type != IBV_MW_TYPE_2) {
+    QpOf(q)->batch_error =
+        Reject(EINVAL, "ibv_wr_bind_mw: binds type 2 windows (type 1: ibv_bind_mw)");
+    return;
+  }
+  if (int err = SetBindWr(&q->qp_base, mw, rkey, *info, wr, "ibv_wr_bind_mw")) {
+    QpOf(q)->batch_error = err;
+  }
 }
-void WrLocalInv(ibv_qp_ex* q, uint32_t) {
-  WrUnsupported(q, "ibv_wr_local_inv");
+void WrLocalInv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
+  Open(q, IBV_WR_LOCAL_INV)->imm_data = invalidate_rkey;
 }
 void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t remote_srqn) {
   dp::SendWr* wr = Last(q);

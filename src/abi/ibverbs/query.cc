@@ -26,7 +26,8 @@ namespace {
 
 constexpr unsigned kDeviceCapFlags =
     IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_CURR_QP_STATE_MOD | IBV_DEVICE_PORT_ACTIVE_EVENT |
-    IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC;
+    IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC |
+    IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 
 void FillDeviceAttr(ibv_device_attr* a) {
   memset(a, 0, sizeof(*a));
@@ -55,7 +56,7 @@ void FillDeviceAttr(ibv_device_attr* a) {
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_ee = 0;
   a->max_rdd = 0;
-  a->max_mw = 0;
+  a->max_mw = lim::kMaxMw;
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
   a->max_mcast_grp = lim::kMaxMcastGrp;

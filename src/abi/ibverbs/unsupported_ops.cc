@@ -51,10 +51,6 @@ void InstallUnsupportedOps(verbs_context* v) {
       NotSupported<"ibv_query_device (compat op)", ibv_context*, ibv_device_attr*>;
   ops._compat_query_port =
       NotSupported<"ibv_query_port (compat op)", ibv_context*, uint8_t, _compat_ibv_port_attr*>;
-  // Memory windows are not implemented (max_mw is 0).
-  ops.alloc_mw = NotSupportedNull<"ibv_alloc_mw", ibv_mw, ibv_pd*, ibv_mw_type>;
-  ops.bind_mw = NotSupported<"ibv_bind_mw", ibv_qp*, ibv_mw*, ibv_mw_bind*>;
-  ops.dealloc_mw = NotSupported<"ibv_dealloc_mw", ibv_mw*>;
   ops.poll_cq = NotSupported<"ibv_poll_cq", ibv_cq*, int, ibv_wc*>;
   ops.req_notify_cq = NotSupported<"ibv_req_notify_cq", ibv_cq*, int>;
   ops.post_srq_recv = NotSupported<"ibv_post_srq_recv", ibv_srq*, ibv_recv_wr*, ibv_recv_wr**>;

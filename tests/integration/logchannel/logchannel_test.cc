@@ -399,11 +399,16 @@ std::vector<Case> LogChannel::Cases() {
                -1,
                {"ibv_wr_*:", "was not in send_ops_flags"}});
   // Unsupported operations.
-  c.push_back({"alloc_mw",
-               [&] { return Ptr(ibv_alloc_mw(pd_, IBV_MW_TYPE_1)); },
+  c.push_back({"alloc_null_mr",
+               [&] { return Ptr(ibv_alloc_null_mr(pd_)); },
                0,
                EOPNOTSUPP,
-               {"ibv_alloc_mw", "is not supported by softverbs"}});
+               {"ibv_alloc_null_mr", "is not supported by softverbs"}});
+  c.push_back({"alloc_mw of type 3",
+               [&] { return Ptr(ibv_alloc_mw(pd_, static_cast<ibv_mw_type>(3))); },
+               0,
+               EINVAL,
+               {"alloc_mw", "type 3"}});
   c.push_back({"query_ece (weak stub)",
                [&] {
                  ibv_ece ece{};

@@ -13,9 +13,11 @@ TEST(OpcodeTable, SendOpsFlagsPerQpType) {
   constexpr uint64_t kReadAtomic = IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
                                    IBV_QP_EX_WITH_ATOMIC_WRITE;
-  EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_RC), kSend | kWrite | kReadAtomic);
-  EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_XRC_SEND), kSend | kWrite | kReadAtomic);
-  EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_UC), kSend | kWrite);
+  constexpr uint64_t kWindows = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+  EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_RC),
+            kSend | kWrite | kReadAtomic | kWindows | IBV_QP_EX_WITH_SEND_WITH_INV);
+  EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_XRC_SEND), kSend | kWrite | kReadAtomic | kWindows);
+  EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_UC), kSend | kWrite | kWindows);
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_UD), kSend);
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_XRC_RECV), 0u);
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_RAW_PACKET), 0u);
