@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <string.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -63,6 +65,83 @@ bool IsLocalAddress(const CmAddr& a) {
   }
   freeifaddrs(list);
   return found;
+}
+
+namespace {
+
+// Whether the kernel's most specific route to dst has no gateway: dst is on
+// a directly connected network (/proc/net/route, /proc/net/ipv6_route).
+bool OnLink(const CmAddr& dst) {
+  if (dst.sin6_family == AF_INET) {
+    const uint32_t ip = reinterpret_cast<const sockaddr_in&>(dst).sin_addr.s_addr;
+    FILE* f = fopen("/proc/net/route", "re");
+    if (!f) return false;
+    char line[256];
+    int best_len = -1;
+    bool best_direct = false;
+    if (!fgets(line, sizeof(line), f)) line[0] = 0;  // the header
+    while (fgets(line, sizeof(line), f)) {
+      char iface[32];
+      unsigned dest, gateway, flags, refcnt, use, metric, mask;
+      if (sscanf(line, "%31s %x %x %x %u %u %u %x", iface, &dest, &gateway, &flags, &refcnt, &use,
+                 &metric, &mask) != 8 ||
+          !(flags & 0x1) || (ip & mask) != dest) {  // RTF_UP, and a match
+        continue;
+      }
+      const int len = __builtin_popcount(mask);
+      if (len > best_len) {
+        best_len = len;
+        best_direct = gateway == 0;
+      }
+    }
+    fclose(f);
+    return best_len >= 0 && best_direct;
+  }
+  FILE* f = fopen("/proc/net/ipv6_route", "re");
+  if (!f) return false;
+  char dest[33], src[33], next_hop[33], iface[32];
+  unsigned dest_len, src_len, metric, refcnt, use, flags;
+  int best_len = -1;
+  bool best_direct = false;
+  while (fscanf(f, "%32s %x %32s %x %32s %x %x %x %x %31s", dest, &dest_len, src, &src_len,
+                next_hop, &metric, &refcnt, &use, &flags, iface) == 10) {
+    if (!(flags & 0x1) || (flags & 0x0200)) continue;  // RTF_UP, not RTF_REJECT
+    uint8_t net[16];
+    for (int i = 0; i < 16; ++i) sscanf(dest + 2 * i, "%2hhx", &net[i]);
+    bool match = true;
+    for (unsigned bit = 0; bit < dest_len && match; ++bit) {
+      const uint8_t m = 0x80 >> (bit % 8);
+      match = (net[bit / 8] & m) == (dst.sin6_addr.s6_addr[bit / 8] & m);
+    }
+    if (!match || static_cast<int>(dest_len) <= best_len) continue;
+    best_len = static_cast<int>(dest_len);
+    best_direct = strspn(next_hop, "0") == 32;
+  }
+  fclose(f);
+  return best_len >= 0 && best_direct;
+}
+
+}  // namespace
+
+bool RouteSource(const CmAddr& dst, CmAddr* src) {
+  // Routed paths (through a gateway) are not resolved: only another host on
+  // a directly connected network (docs/rdmacm.md).
+  if (!OnLink(dst)) return false;
+  const socklen_t len = dst.sin6_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  int fd = socket(dst.sin6_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  // A UDP connect sends nothing: it only asks the routing table.
+  CmAddr to = dst;
+  SetPort(&to, 4791);
+  CmAddr from{};
+  socklen_t from_len = sizeof(from);
+  const bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&to), len) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&from), &from_len) == 0;
+  close(fd);
+  if (!ok) return false;
+  SetPort(&from, 0);
+  *src = from;
+  return true;
 }
 
 CmAddr WildcardOf(int family) {

@@ -29,6 +29,11 @@ bool IsLoopback(const CmAddr& a);
 bool SameIp(const CmAddr& a, const CmAddr& b);
 // An address of this host: loopback or assigned to one of its interfaces.
 bool IsLocalAddress(const CmAddr& a);
+// The source address this host's routing table picks to reach dst (another
+// host's address), as the kernel's rdma_cm asks it: false when there is no
+// route, or only one through a gateway (routed RoCE v2 paths are not
+// resolved). Port 0.
+bool RouteSource(const CmAddr& dst, CmAddr* src);
 // The wildcard address of a's family.
 CmAddr WildcardOf(int family);
 // 127.0.0.1 or ::1.

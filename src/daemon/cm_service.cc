@@ -30,11 +30,6 @@ constexpr auto kDreqTimeout = std::chrono::milliseconds(1000);
 constexpr uint8_t kReqPrivateData = 56;
 constexpr uint8_t kSidrReqPrivateData = 180;
 
-uint32_t RandomPsn() {
-  static std::mt19937 rng{std::random_device{}()};
-  return rng() & 0xffffff;
-}
-
 bool ValidPortSpace(uint32_t ps) {
   return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB;
 }
@@ -44,6 +39,12 @@ std::string IdName(uint32_t h) {
 }
 
 }  // namespace
+
+// A starting PSN (24 bits).
+uint32_t RandomPsn() {
+  static std::mt19937 rng{std::random_device{}()};
+  return rng() & 0xffffff;
+}
 
 const char* CmStateName(CmState s) {
   static constexpr const char* kNames[] = {
@@ -206,6 +207,8 @@ void CmService::SetRouteFromAddrs(Id& id) {
   id.route.sgid_index = GidIndexFor(gids_, id.route.src, id.route.sgid);
   if (IsMulticast(id.route.dst)) {
     MulticastGid(id.route.dst, id.route.dgid);
+  } else if (id.route.dst.sin6_family && !IsLocalAddress(id.route.dst)) {
+    IpAsGid(id.route.dst, id.route.dgid);  // another host: its RoCE v2 GID
   } else if (id.route.dst.sin6_family) {
     GidIndexFor(gids_, id.route.dst, id.route.dgid);
   }
@@ -271,8 +274,27 @@ Verdict CmService::ResolveAddr(Id& id, const CmRequest& req) {
     PushEvent(id, EventFor(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0));
     return Verdict::Ok();
   }
-  // Not an address of this host: nothing answers (no neighbour, until the
-  // RoCEv2 carrier exists), so the resolution times out.
+  // Another host's address: reached through the interface the routing
+  // table picks, if that interface's address is one of the port's GIDs
+  // (RoCE v2: the peer's GID is its IP). The neighbour is not asked; a peer
+  // that does not answer shows as the CM's timeouts.
+  CmAddr via{};
+  if (RouteSource(dst, &via)) {
+    uint8_t gid[16];
+    IpAsGid(via, gid);
+    const bool bound_elsewhere = !IsWildcard(id.route.src) && !SameIp(id.route.src, via);
+    if (GidTableHas(gids_, gid) && !bound_elsewhere) {
+      const uint16_t port = PortOf(id.route.src);
+      id.route.src = via;
+      SetPort(&id.route.src, port);
+      SetRouteFromAddrs(id);
+      id.state = CmState::kAddrResolved;
+      PushEvent(id, EventFor(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0));
+      return Verdict::Ok();
+    }
+  }
+  // No route from an address of the port: nothing answers, so the
+  // resolution times out.
   id.state = CmState::kAddrQuery;
   id.timer = true;
   id.deadline = Clock::now() + std::chrono::milliseconds(std::max(req.timeout_ms, 0));
@@ -309,6 +331,8 @@ Verdict CmService::Listen(Id& id, int backlog) {
   }
   id.backlog = effective;
   id.state = CmState::kListen;
+  // A listener that is not on loopback may hear from other hosts.
+  if (listen_hook_ && !IsLoopback(id.route.src)) listen_hook_();
   RetryParkedRequests();
   Pump();
   return Verdict::Ok();
@@ -336,6 +360,13 @@ Verdict CmService::Connect(Id& id, const CmConnParam& conn) {
   msg.conn = conn;
   msg.conn.private_data_len = limit;
   id.state = ud ? CmState::kSidrReqSent : CmState::kReqSent;
+  if (GoesToAnotherHost(msg.dgid)) {
+    // MADs may be lost: the REQ goes again until it is answered.
+    id.unanswered = msg;
+    id.req_retries = 0;
+    id.timer = true;
+    id.deadline = Clock::now() + kCmResponseTime;
+  }
   Send(msg);
   return Verdict::Ok();
 }
@@ -362,8 +393,9 @@ Verdict CmService::Accept(Id& id, const CmConnParam& conn) {
     return Verdict::Fail(EINVAL, "private data of " + std::to_string(conn.private_data_len) +
                                      " bytes is above the 196 a REP carries");
   }
+  // local_psn was chosen when the REQ arrived (OnReq): the QP went to RTS
+  // with it before this accept, as rdma_accept(3) does it.
   id.local = conn;
-  id.local_psn = RandomPsn();
   id.responder_resources = conn.responder_resources;
   id.initiator_depth = conn.initiator_depth;
   CmMessage msg = MessageFrom(id, CmMsgKind::kRep);
@@ -524,6 +556,20 @@ void CmService::RunTimers() {
     } else if (id.state == CmState::kDreqSent) {
       id.state = CmState::kDisconnected;
       PushEvent(id, EventFor(id, RDMA_CM_EVENT_DISCONNECTED, 0));
+    } else if ((id.state == CmState::kReqSent || id.state == CmState::kSidrReqSent) &&
+               id.unanswered) {
+      if (id.req_retries < kCmReqRetries) {
+        id.req_retries++;
+        id.timer = true;
+        id.deadline = now + kCmResponseTime;
+        Send(*id.unanswered);
+      } else {
+        // No answer from the other host's CM (IB_CM_REQ_ERROR / SIDR
+        // timeout in the kernel's rdma_cm).
+        id.unanswered.reset();
+        id.state = CmState::kRejected;
+        PushEvent(id, EventFor(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
+      }
     }
   }
   RetryParkedRequests();

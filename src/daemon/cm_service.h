@@ -5,18 +5,19 @@
 // space and port, the connection's parameters), the port table, the event
 // channels, and the CM state machine. Connection establishment is a dialogue
 // of IBTA CM messages (REQ, REP, RTU, REJ, DREQ, DREP, SIDR REQ/REP) between
-// two ids, each message a CmMessage handed to a carrier. Today the only
-// carrier is local: both ids live in this daemon and the message is queued
-// and delivered to the other id after the current request. A wire carrier
-// (CM MADs on QP1 over RoCEv2, the rdma_cm IP header in the REQ's private
-// data) plugs in at the same place: Send() for an id whose peer is remote,
-// and the On* handlers for a MAD that arrives.
+// two ids, each message a CmMessage handed to a carrier. Two carriers: the
+// local one, when both ids live in this daemon (the message is queued and
+// delivered to the other id after the current request), and the wire, when
+// the receiver's GID is another host's: the message goes as a CM MAD on QP1
+// over RoCE v2 (daemon/cm_wire.h, roce/cm_mad.h; the rdma_cm IP header in
+// the REQ's private data), and a MAD that arrives enters at ReceiveFromWire.
 #pragma once
 
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct CmMessage {
   CmAddr src;               // rdma_cm IP header: the sender's IP and port
   CmAddr dst;               // ... and the IP and port it asks for
   uint8_t sgid[16];         // the sender's GID (the GRH's SGID on the wire)
+  uint8_t dgid[16];         // the receiver's GID: one of this device's, or another host's
+  uint32_t qp_type;         // REQ: the sender's QP type (IBV_QPT_RC or IBV_QPT_UC)
+  uint32_t remote_qpn;      // DREQ: the receiver's QP number
+  bool from_wire;           // arrived as a MAD (its comm ids are another host's)
   uint32_t starting_psn;    // REQ, REP
   uint32_t status;          // REJ reason, SIDR REP status
   protocol::CmConnParam conn;
@@ -70,15 +75,33 @@ enum class CmState : uint8_t {
 };
 const char* CmStateName(CmState s);
 
+// What this CM proposes in its REQs (IBA 12.6.5: the CM response timeout
+// code, 4.096 us * 2^code, and max CM retries) and waits by when a REQ to
+// another host is not answered: 1.07 s, 3 times more, then UNREACHABLE
+// (-ETIMEDOUT). The kernel's rdma_cm proposes 2^20 (4.3 s) and 15.
+inline constexpr uint8_t kCmResponseTimeoutCode = 18;
+inline constexpr int kCmReqRetries = 3;
+inline constexpr std::chrono::nanoseconds kCmResponseTime{4096ull << kCmResponseTimeoutCode};
+
+// A random starting PSN (24 bits) for a connection's send queue.
+uint32_t RandomPsn();
+
 class CmService {
  public:
   using Clock = std::chrono::steady_clock;
 
   // Delivers one event on an event channel connection (the server's outbox).
   using EventSink = std::function<void(int fd, const protocol::CmEventRecord&)>;
+  // Sends one message to another host (the wire carrier).
+  using WireSink = std::function<void(const CmMessage&)>;
 
   CmService(const GidTable& gids, ibv_mtu active_mtu) : gids_(gids), active_mtu_(active_mtu) {}
   void set_event_sink(EventSink sink) { event_sink_ = std::move(sink); }
+  void set_wire_sink(WireSink sink) { wire_sink_ = std::move(sink); }
+  // Called when an id starts listening: MADs from other hosts may come.
+  void set_listen_hook(std::function<void()> hook) { listen_hook_ = std::move(hook); }
+  // A message another host's CM sent (decoded from its MAD).
+  void ReceiveFromWire(const CmMessage& msg);
 
   // Event channels: the connection fd the server accepted (the server closes
   // it). Returns the channel's number.
@@ -126,6 +149,10 @@ class CmService {
     uint8_t remote_gid[16] = {};
     bool timer = false;
     Clock::time_point deadline{};
+    // A REQ or SIDR REQ sent to another host: sent again each CM response
+    // timeout until answered, kCmReqRetries times, then UNREACHABLE.
+    std::optional<CmMessage> unanswered;
+    int req_retries = 0;
     std::vector<CmAddr> groups;  // joined multicast groups
   };
   struct Channel {
@@ -158,6 +185,8 @@ class CmService {
 
   // The state machine's receiving half (cm_messages.cc): one handler per kind.
   void Send(CmMessage msg);
+  // Whether a message to dgid goes on the wire (another host's GID).
+  bool GoesToAnotherHost(const uint8_t dgid[16]) const;
   void Pump();
   void Deliver(const CmMessage& msg);
   void OnReq(const CmMessage& msg);
@@ -184,6 +213,8 @@ class CmService {
   const GidTable& gids_;
   ibv_mtu active_mtu_;
   EventSink event_sink_;
+  WireSink wire_sink_;
+  std::function<void()> listen_hook_;
   uint32_t next_handle_ = 1;
   uint32_t next_channel_ = 1;
   std::map<uint32_t, Id> ids_;

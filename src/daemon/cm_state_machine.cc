@@ -31,6 +31,9 @@ CmMessage CmService::MessageFrom(const Id& id, CmMsgKind kind) const {
   msg.src = id.route.src;
   msg.dst = id.route.dst;
   memcpy(msg.sgid, id.route.sgid, 16);
+  memcpy(msg.dgid, id.route.dgid, 16);
+  msg.qp_type = id.qp_type;
+  msg.remote_qpn = id.remote.qp_num;
   msg.starting_psn = id.local_psn;
   msg.conn = id.local;
   msg.conn.private_data_len = 0;
@@ -38,9 +41,22 @@ CmMessage CmService::MessageFrom(const Id& id, CmMsgKind kind) const {
 }
 
 // The local carrier: a message is delivered after the request that sent it
-// has been answered, as a message on the wire would be.
+// has been answered, as a message on the wire would be. A message for
+// another host's GID goes on the wire.
+bool CmService::GoesToAnotherHost(const uint8_t dgid[16]) const {
+  static constexpr uint8_t kNoGid[16] = {};
+  return wire_sink_ && memcmp(dgid, kNoGid, 16) != 0 && !IsMulticastGid(dgid) &&
+         !GidTableHas(gids_, dgid);
+}
+
 void CmService::Send(CmMessage msg) {
+  if (GoesToAnotherHost(msg.dgid)) return wire_sink_(msg);
   in_flight_.push_back(msg);
+}
+
+void CmService::ReceiveFromWire(const CmMessage& msg) {
+  Deliver(msg);
+  Pump();
 }
 
 void CmService::Pump() {
@@ -85,6 +101,8 @@ void CmService::SendRejectTo(const CmMessage& req, uint32_t reason) {
   rej.remote_comm_id = req.local_comm_id;
   rej.src = req.dst;
   rej.dst = req.src;
+  memcpy(rej.sgid, req.dgid, 16);
+  memcpy(rej.dgid, req.sgid, 16);
   rej.status = rej.kind == CmMsgKind::kSidrRep ? kSidrUnsupported : reason;
   rej.conn.private_data_len = rej.kind == CmMsgKind::kSidrRep ? 136 : 148;
   Send(rej);
@@ -124,6 +142,7 @@ void CmService::OnReq(const CmMessage& msg) {
   child.peer = msg.local_comm_id;
   child.remote = msg.conn;
   child.remote_psn = msg.starting_psn;
+  child.local_psn = RandomPsn();  // before the accept: the QP reaches RTS first
   // What the REQ offers seen from this side: its initiator depth is what
   // this QP must answer, its responder resources what this QP may issue.
   child.responder_resources = msg.conn.initiator_depth;
@@ -146,7 +165,8 @@ void CmService::RetryParkedRequests() {
   std::vector<std::pair<Clock::time_point, CmMessage>> parked;
   parked.swap(parked_reqs_);
   for (const auto& [deadline, msg] : parked) {
-    if (!Find(msg.local_comm_id)) continue;  // the connecting id is gone
+    // The connecting id is gone (a local one; another host's is not known).
+    if (!msg.from_wire && !Find(msg.local_comm_id)) continue;
     if (FindListener(msg.port_space, msg.dst)) {
       OnReq(msg);
     } else if (deadline <= now) {
@@ -189,6 +209,8 @@ void CmService::OnSidrReq(const CmMessage& msg) {
 
 void CmService::OnRep(Id& id, const CmMessage& msg) {
   if (id.state != CmState::kReqSent) return;
+  id.unanswered.reset();
+  id.timer = false;
   id.peer = msg.local_comm_id;
   id.remote = msg.conn;
   id.remote_psn = msg.starting_psn;
@@ -219,6 +241,8 @@ void CmService::OnRej(Id& id, const CmMessage& msg) {
       return;
   }
   ReleaseRequest(id);
+  id.unanswered.reset();
+  id.timer = false;
   id.state = CmState::kRejected;
   CmEventRecord rec = EventFor(id, RDMA_CM_EVENT_REJECTED, static_cast<int32_t>(msg.status));
   rec.conn = msg.conn;
@@ -255,6 +279,8 @@ void CmService::OnDrep(Id& id) {
 
 void CmService::OnSidrRep(Id& id, const CmMessage& msg) {
   if (id.state != CmState::kSidrReqSent) return;
+  id.unanswered.reset();
+  id.timer = false;
   if (msg.status != 0) {
     id.state = CmState::kRejected;
     CmEventRecord rec = EventFor(id, RDMA_CM_EVENT_UNREACHABLE, static_cast<int32_t>(msg.status));

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/runtime_dir.h"
 #include "common/unix_socket.h"
+#include "daemon/cm_wire.h"
 #include "daemon/devx_service.h"
 
 namespace softverbs::daemon {
@@ -25,6 +26,7 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {
   device_.set_event_sink(
       [this](ClientId c, const protocol::AsyncEventRecord& rec) { PushEvent(c, rec); });
   cm_.set_event_sink([this](int fd, const protocol::CmEventRecord& rec) { PushCmEvent(fd, rec); });
+  ConnectCmToWire(cm_, wire_, device_.active_mtu(), GuidFromMac(device_.gids().mac));
   device_.set_qp_change_sink([this](uint32_t qpn) { wire_.NoteQpChanged(qpn); });
   device_.set_mr_gone_sink([this](uint32_t key) { wire_.NoteMrGone(key); });
 }
@@ -75,6 +77,10 @@ int Server::Listen() {
   ev.events = EPOLLIN;
   ev.data.fd = listen_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  // QP1 answers from the start, as a RoCE NIC's does: another host's CM
+  // MADs arrive even before any QP or listener exists here (a REQ for a
+  // port nobody listens on gets its REJ).
+  wire_.OpenCarriers();
   return 0;
 }
 

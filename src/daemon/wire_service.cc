@@ -12,6 +12,9 @@
 #include "daemon/device.h"
 #include "datapath/timers.h"
 #include "datapath/wire_post.h"
+#include "roce/aeth.h"
+#include "roce/cm_mad.h"
+#include "roce/flow.h"
 #include "roce/segment.h"
 
 namespace softverbs::daemon {
@@ -123,6 +126,10 @@ void WireService::ReadCarrier(Carrier& c) {
     std::string error;
     if (!c.udp.Receive(&packet, &verdict, &error)) break;
     if (verdict != roce::WireError::kOk) continue;  // counted by the carrier
+    if (packet.fields.dest_qp == roce::kGsiQpn) {
+      ReceiveGsi(c, packet);
+      continue;
+    }
     auto it = qps_.find(packet.fields.dest_qp);
     if (it == qps_.end()) {
       unroutable_++;
@@ -138,6 +145,33 @@ void WireService::ReadCarrier(Carrier& c) {
     if (std::find(touched.begin(), touched.end(), wire) == touched.end()) touched.push_back(wire);
   }
   for (dp::WireQp* wire : touched) wire->FlushAck();
+}
+
+void WireService::ReceiveGsi(Carrier& c, const roce::ReceivedPacket& packet) {
+  const auto operation = dp::OperationOfOpcode(packet.fields.opcode);
+  if (!gsi_sink_ || dp::TransportOfOpcode(packet.fields.opcode) != dp::IbtaTransport::kUd ||
+      operation != dp::IbtaOperation::kSendOnly || packet.fields.qkey != roce::kGsiQkey) {
+    unroutable_++;
+    return;
+  }
+  uint8_t sgid[16];
+  roce::GidOfAddress(packet.ends, true, sgid);
+  mads_received_++;
+  gsi_sink_(sgid, c.gid.data(), packet.payload);
+}
+
+void WireService::SendGsi(const uint8_t sgid[16], const uint8_t dgid[16],
+                          std::span<const uint8_t> mad) {
+  OpenCarriers();
+  roce::TransportFields f;
+  f.opcode = dp::IbtaOpcode(dp::IbtaTransport::kUd, dp::IbtaOperation::kSendOnly);
+  f.dest_qp = roce::kGsiQpn;
+  f.src_qp = roce::kGsiQpn;
+  f.qkey = roce::kGsiQkey;
+  f.psn = gsi_psn_;
+  gsi_psn_ = roce::PsnAdd(gsi_psn_, 1);
+  mads_sent_++;
+  SendPacket(sgid, dgid, roce::SourcePortOfQpn(roce::kGsiQpn), f, mad);
 }
 
 Verdict WireService::AddDoorbell(ClientId c, int fd) {
@@ -443,6 +477,8 @@ std::string WireService::StatusJson() const {
   j["qps"] = qps;
   j["totals"] = CountersJson(all);
   j["unroutable"] = unroutable_;
+  j["cm_mads_sent"] = mads_sent_;
+  j["cm_mads_received"] = mads_received_;
   j["send_failures"] = send_failures_;
   j["bad_posts"] = bad_posts_;
   return j.dump();

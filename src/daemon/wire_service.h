@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,18 @@ class WireService : public datapath::WireHost {
   void SetSendQueueError(uint32_t qpn) override;
   void SrqLimitReached(uint32_t srqn) override;
   void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override;
+  // QP1, the general services interface: CM MADs (daemon/cm_wire.h). The
+  // sink gets each MAD that arrives (UD SEND Only to QP1 with the GSI
+  // Q_Key) with the packet's source GID and the carrier's GID.
+  using GsiSink = std::function<void(const uint8_t sgid[16], const uint8_t dgid[16],
+                                     std::span<const uint8_t> mad)>;
+  void set_gsi_sink(GsiSink sink) { gsi_sink_ = std::move(sink); }
+  // Opens the UDP 4791 carriers on the port's RoCE v2 addresses (once):
+  // when the first network QP appears, or the CM needs QP1 (a listener, a
+  // MAD to send).
+  void OpenCarriers();
+  // Sends one MAD from QP1 at sgid to QP1 at dgid.
+  void SendGsi(const uint8_t sgid[16], const uint8_t dgid[16], std::span<const uint8_t> mad);
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
   datapath::VendorError BindWindow(const datapath::LocalQp& qp,
                                    const datapath::SendWr& wr) override;
@@ -104,8 +117,8 @@ class WireService : public datapath::WireHost {
   // Raises IBV_EVENT_SQ_DRAINED for the QPs in SQD whose send queue drained.
   void CheckDrains();
   // Opens a carrier on every address of the port's GID table (once).
-  void OpenCarriers();
   void ReadCarrier(Carrier& c);
+  void ReceiveGsi(Carrier& c, const roce::ReceivedPacket& packet);
   void ReadDoorbell(ClientId c, int fd);
   void ApplyChange(uint32_t qpn);
   // Whether QP qp is served here, and its transport configuration.
@@ -125,7 +138,11 @@ class WireService : public datapath::WireHost {
   // Counters of the QPs served so far, those gone included.
   datapath::WireCounters totals_;
   void EraseQp(std::map<uint32_t, NetworkQp>::iterator it);
-  uint64_t unroutable_ = 0;     // packets for a QP number not served here
+  uint64_t unroutable_ = 0;  // packets for a QP number not served here
+  GsiSink gsi_sink_;
+  uint32_t gsi_psn_ = 0;    // QP1's send PSN
+  uint64_t mads_sent_ = 0;  // CM MADs sent and received on QP1
+  uint64_t mads_received_ = 0;
   uint64_t send_failures_ = 0;  // packets no carrier could send
   uint64_t bad_posts_ = 0;      // doorbell records refused
 };

@@ -95,6 +95,17 @@ void SetAddressFromGid(const uint8_t gid[16], bool source, Endpoints* ends) {
   }
 }
 
+void GidOfAddress(const Endpoints& ends, bool source, uint8_t gid[16]) {
+  const uint8_t* addr = source ? ends.src : ends.dst;
+  std::memset(gid, 0, 16);
+  if (ends.ipv6) {
+    std::memcpy(gid, addr, 16);
+  } else {
+    gid[10] = gid[11] = 0xff;
+    std::memcpy(gid + 12, addr, 4);
+  }
+}
+
 UdpCarrier::~UdpCarrier() {
   if (recv_fd_ >= 0) close(recv_fd_);
   for (const auto& [port, socket] : send_fds_) close(socket.first);

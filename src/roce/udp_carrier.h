@@ -30,6 +30,8 @@ namespace softverbs::roce {
 bool GidIsIpv4(const uint8_t gid[16]);
 // Fills ends->src or ->dst (and ipv6) from a GID.
 void SetAddressFromGid(const uint8_t gid[16], bool source, Endpoints* ends);
+// The GID of ends->src or ->dst (IPv4: ::ffff:a.b.c.d).
+void GidOfAddress(const Endpoints& ends, bool source, uint8_t gid[16]);
 
 struct ReceivedPacket {
   // As the packet came: addresses, ports, TOS/traffic class, TTL/hop limit

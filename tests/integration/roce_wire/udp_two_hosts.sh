@@ -19,6 +19,10 @@ source "$SRC/../../common/two_hosts.sh"
 command -v tshark >/dev/null || th_skip "tshark is not installed"
 /usr/bin/python3 -c 'import scapy.contrib.roce' 2>/dev/null || th_skip "python3-scapy is not installed"
 th_setup "$CLI"
+# The carriers under test bind UDP 4791 themselves: the devices, whose QP1
+# holds that port from their daemon's start, step aside.
+th_exec a "$CLI" daemon stop >/dev/null 2>&1
+th_exec b "$CLI" daemon stop >/dev/null 2>&1
 rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
 frames=$("$PEER" count) || exit 1
 

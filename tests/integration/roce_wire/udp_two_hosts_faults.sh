@@ -14,6 +14,10 @@ CLI=$1 PEER=$2 WORK=$3 FAULTS=$4
 # shellcheck source=../../common/two_hosts.sh
 source "$(dirname "$0")/../../common/two_hosts.sh"
 th_setup "$CLI"
+# The carriers under test bind UDP 4791 themselves: the devices, whose QP1
+# holds that port from their daemon's start, step aside.
+th_exec a "$CLI" daemon stop >/dev/null 2>&1
+th_exec b "$CLI" daemon stop >/dev/null 2>&1
 rm -rf "$WORK" && mkdir -p "$WORK" || exit 1
 
 th_exec b "$PEER" recv "$TH_ADDR_B" "$TH_LL_B" "$TH_IF_B" "$WORK/ready" 30 "$FAULTS" >"$WORK/recv.out" 2>&1 &

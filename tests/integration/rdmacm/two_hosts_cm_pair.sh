@@ -1,0 +1,69 @@
+#!/bin/bash
+# An rdma_cm program pair across two hosts (the network namespaces of
+# tests/common/two_hosts.sh, each with its own daemon): the server on host A,
+# the client on host B, connecting through CM MADs over RoCE v2 (docs/rdmacm.md,
+# "Across hosts"). @A@ in the commands stands for host A's address. Passes
+# when both exit 0, the client's output matches EXPECT_REGEX and both
+# devices sent and received CM MADs (the connection went over the wire).
+#
+# usage: two_hosts_cm_pair.sh SOFTVERBS_CLI EXPECT_REGEX -- SERVER ARGS... -- CLIENT ARGS...
+# CM_RACE_RETRIES=N: as in run_cm_pair.sh (perftest -R's second listen).
+set -u
+source "$(dirname "$0")/../../common/two_hosts.sh"
+cli=$1 expect=$2
+shift 2
+[ "$1" = "--" ] && shift
+server_cmd=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do server_cmd+=("${1//@A@/$TH_ADDR_A}"); shift; done
+shift
+client_cmd=()
+for arg in "$@"; do client_cmd+=("${arg//@A@/$TH_ADDR_A}"); done
+th_setup "$cli"
+
+listening() {
+  th_exec a "$cli" status --json 2>/dev/null | python3 -c '
+import json, sys
+ids = json.load(sys.stdin).get("cm_ids", [])
+sys.exit(0 if any(i["state"] == "LISTEN" for i in ids) else 1)'
+}
+
+run_pair() {
+  th_run a timeout 60 "${server_cmd[@]}" >"$TH_DIR/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 200); do
+    listening && break
+    sleep 0.05
+  done
+  th_run b timeout 60 "${client_cmd[@]}" >"$TH_DIR/client.log" 2>&1
+  client_rc=$?
+}
+retries=${CM_RACE_RETRIES:-0}
+run_pair
+while [ $client_rc -ne 0 ] && [ "$retries" -gt 0 ] &&
+  grep -qE "RDMA_CM_EVENT_(REJECTED|UNREACHABLE)" "$TH_DIR/client.log"; do
+  echo "--- the client connected before the server listened again (perftest's race); run again:"
+  cat "$TH_DIR/client.log"
+  kill $server 2>/dev/null
+  wait $server 2>/dev/null
+  for _ in $(seq 100); do
+    listening || break
+    sleep 0.05
+  done
+  retries=$((retries - 1))
+  run_pair
+done
+wait $server
+server_rc=$?
+echo "--- server on host a (rc=$server_rc): ${server_cmd[*]}"; cat "$TH_DIR/server.log"
+echo "--- client on host b (rc=$client_rc): ${client_cmd[*]}"; cat "$TH_DIR/client.log"
+for h in a b; do
+  th_exec $h "$cli" status --json | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["roce"]
+print("host %s: CM MADs sent %d, received %d" % (sys.argv[1], r["cm_mads_sent"], r["cm_mads_received"]))
+sys.exit(0 if r["cm_mads_sent"] > 0 and r["cm_mads_received"] > 0 else 1)' $h ||
+    { echo "FAIL: host $h did not both send and receive CM MADs"; exit 1; }
+done
+[ $server_rc -eq 0 ] && [ $client_rc -eq 0 ] || { echo "FAIL: a side failed"; exit 1; }
+grep -qE "$expect" "$TH_DIR/client.log" || { echo "FAIL: client output lacks /$expect/"; exit 1; }
+echo PASS
