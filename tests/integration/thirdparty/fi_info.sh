@@ -5,7 +5,8 @@
 #
 # usage: fi_info.sh SOFTVERBS_CLI PROVIDER
 # Passes when fi_info exits by itself within the bound, without a signal,
-# with 0 or with libfabric's "no provider matched" (61, -FI_ENODATA).
+# with 0 or with libfabric's "no provider matched" (61, -FI_ENODATA); for
+# the verbs provider only with 0 and softverbs0 among its domains.
 set -u
 cli=$1 provider=$2
 if ! command -v fi_info >/dev/null; then
@@ -19,6 +20,9 @@ rc=$?
 cat out.$$
 if grep -qE "Segmentation fault|backtrace|SIGSEGV" out.$$; then
   echo "FAIL: fi_info -p $provider crashed"; rm -f out.$$; exit 1
+fi
+if [ "$provider" = verbs ] && { [ $rc -ne 0 ] || ! grep -q "domain: softverbs0" out.$$; }; then
+  echo "FAIL: fi_info -p verbs (rc $rc) does not list softverbs0"; rm -f out.$$; exit 1
 fi
 rm -f out.$$
 case $rc in
