@@ -10,6 +10,10 @@
 //          PSN, max_dest_rd_atomic, min_rnr_timer 0
 //   RTS    timeout 17, retry_cnt, rnr_retry, sq_psn,    sq_psn 0
 //          max_rd_atomic
+//
+// XRC (the IBA's attribute tables, docs/xrc.md): an XRC_SEND QP takes RC's
+// attributes but max_dest_rd_atomic and min_rnr_timer at RTR; an XRC_RECV
+// QP takes RC's at RTR, and only timeout and sq_psn at RTS.
 #include <errno.h>
 #include <rdma/rdma_cma.h>
 
@@ -73,7 +77,7 @@ Verdict CmService::InitQpAttr(const Id& id, uint32_t qp_state, protocol::CmReply
       a.dest_qp_num = id.remote.qp_num;
       a.rq_psn = id.remote_psn;
       mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-      if (id.qp_type == IBV_QPT_RC) {
+      if (id.qp_type == IBV_QPT_RC || id.qp_type == IBV_QPT_XRC_RECV) {
         a.max_dest_rd_atomic = id.responder_resources;
         a.min_rnr_timer = 0;
         mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -88,7 +92,10 @@ Verdict CmService::InitQpAttr(const Id& id, uint32_t qp_state, protocol::CmReply
                                          " has no peer yet: RTS needs the REQ or REP (state " +
                                          CmStateName(id.state) + ")");
       }
-      if (id.qp_type == IBV_QPT_RC) {
+      if (id.qp_type == IBV_QPT_XRC_RECV) {
+        a.timeout = kLocalAckTimeout;
+        mask |= IBV_QP_TIMEOUT;
+      } else if (id.qp_type == IBV_QPT_RC || id.qp_type == IBV_QPT_XRC_SEND) {
         a.timeout = kLocalAckTimeout;
         // The REQ's retry count serves both sides; the RNR retry count is
         // the one the other side sent (REQ for the passive, REP for the

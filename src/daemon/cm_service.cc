@@ -178,9 +178,10 @@ Verdict CmService::CreateId(ClientId c, const CmRequest& req, CmReply* out) {
                                      " is not one of "
                                      "RDMA_PS_TCP, RDMA_PS_UDP, RDMA_PS_IB, RDMA_PS_IPOIB");
   }
-  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD) {
+  if (req.qp_type != IBV_QPT_RC && req.qp_type != IBV_QPT_UC && req.qp_type != IBV_QPT_UD &&
+      req.qp_type != IBV_QPT_XRC_SEND && req.qp_type != IBV_QPT_XRC_RECV) {
     return Verdict::Fail(EINVAL, "QP type " + std::to_string(req.qp_type) +
-                                     " cannot be connected by rdma_cm (RC, UC or UD)");
+                                     " cannot be connected by rdma_cm (RC, UC, UD, XRC)");
   }
   Id id;
   id.handle = next_handle_++;

@@ -152,7 +152,9 @@ roce::CmMad MadOf(const CmMessage& msg, ibv_mtu path_mtu, uint64_t ca_guid) {
     user_data += sizeof(h);
   }
   if (attr == roce::CmAttr::kReq) {
-    m.transport = msg.qp_type == IBV_QPT_UC ? 1 : 0;
+    // The kernel's cm_req_set_qp_type: UC 1; XRC 3 with extended type 1.
+    m.transport = msg.qp_type == IBV_QPT_UC ? 1 : msg.qp_type == IBV_QPT_XRC_SEND ? 3 : 0;
+    m.extended_transport = msg.qp_type == IBV_QPT_XRC_SEND ? 1 : 0;
     m.remote_cm_response_timeout = kCmResponseTimeoutCode;
     m.local_cm_response_timeout = kCmResponseTimeoutCode;
     m.max_cm_retries = kCmReqRetries;
@@ -210,7 +212,9 @@ bool MessageOf(const roce::CmMad& mad, const uint8_t sgid[16], const uint8_t dgi
     msg->src = AddrOf(ipv4, h.src_addr, ntohs(src_port));
     msg->dst = AddrOf(ipv4, h.dst_addr, static_cast<uint16_t>(mad.service_id & 0xffff));
     user_data += sizeof(h);
-    msg->qp_type = mad.transport == 1 ? IBV_QPT_UC : IBV_QPT_RC;
+    msg->qp_type = mad.transport == 1                                  ? IBV_QPT_UC
+                   : mad.transport == 3 && mad.extended_transport == 1 ? IBV_QPT_XRC_SEND
+                                                                       : IBV_QPT_RC;
   }
   if (mad.attr == roce::CmAttr::kSidrReq) msg->remote_comm_id = 0;
   if (mad.attr == roce::CmAttr::kRej) msg->status = mad.reason;

@@ -106,6 +106,15 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   if (!srq && !is_ini && !is_tgt && cap.max_recv_wr) {
     cap.max_recv_wr = std::bit_ceil(cap.max_recv_wr);
   }
+  // A send WQE holds its SGEs or its inline bytes in the same room, so the
+  // inline room is at least that of the SGEs (rxe: max_send_sge x 16 bytes;
+  // mlx5 reports its WQE's room too): rdma_xclient sends 16 inline bytes on
+  // a QP that asked for one SGE and no inline data.
+  if (!is_tgt && cap.max_send_wr) {
+    cap.max_inline_data = std::min<uint32_t>(
+        std::max<uint32_t>(cap.max_inline_data, cap.max_send_sge * sizeof(ibv_sge)),
+        static_cast<uint32_t>(lim::kMaxInlineData));
+  }
   // Apply: a QP number unique on the device, never 0 or 1.
   const uint32_t qpn = AllocateQpn();
   if (qpn == 0) return Verdict::Fail(ENOMEM, "create_qp: no QP number left");

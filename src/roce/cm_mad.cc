@@ -29,6 +29,7 @@ enum class F : uint8_t {
   kRnrRetryCount,
   kMaxCmRetries,
   kSrq,
+  kExtendedTransport,
   kLocalLid,
   kRemoteLid,
   kFlowLabel,
@@ -70,6 +71,7 @@ constexpr Row kRows[] = {
     {CmAttr::kReq, F::kRnrRetryCount, {50, 5, 3}},
     {CmAttr::kReq, F::kMaxCmRetries, {51, 0, 4}},
     {CmAttr::kReq, F::kSrq, {51, 4, 1}},
+    {CmAttr::kReq, F::kExtendedTransport, {51, 5, 3}},
     {CmAttr::kReq, F::kLocalLid, {52, 0, 16}},
     {CmAttr::kReq, F::kRemoteLid, {54, 0, 16}},
     // local GID at 56, remote GID at 72 (16 bytes each)
@@ -181,6 +183,8 @@ uint64_t Get(const CmMad& m, F f) {
       return m.max_cm_retries;
     case F::kSrq:
       return m.srq;
+    case F::kExtendedTransport:
+      return m.extended_transport;
     case F::kLocalLid:
       return m.local_lid;
     case F::kRemoteLid:
@@ -254,6 +258,8 @@ void Set(CmMad* m, F f, uint64_t v) {
       return Put(&m->max_cm_retries, v);
     case F::kSrq:
       return Put(&m->srq, v);
+    case F::kExtendedTransport:
+      return Put(&m->extended_transport, v);
     case F::kLocalLid:
       return Put(&m->local_lid, v);
     case F::kRemoteLid:

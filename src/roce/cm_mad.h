@@ -62,7 +62,8 @@ struct CmMad {
   uint32_t qpn = 0;             // REQ, REP, SIDR REP: the sender's QP; DREQ: the receiver's
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
-  uint8_t transport = 0;  // REQ: 0 RC, 1 UC (IBA 12.6.5)
+  uint8_t transport = 0;           // REQ: 0 RC, 1 UC, 3 with an extended type (IBA 12.6.5)
+  uint8_t extended_transport = 0;  // REQ: 1 XRC (with transport 3)
   uint8_t flow_control = 0;
   uint32_t starting_psn = 0;
   uint8_t remote_cm_response_timeout = 0;

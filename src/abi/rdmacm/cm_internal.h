@@ -21,12 +21,16 @@ namespace softverbs::rdmacm {
 // open while the library is loaded, as librdmacm keeps its devices open.
 struct Device {
   ibv_context* verbs = nullptr;
-  ibv_pd* pd = nullptr;  // the default PD of ids and QPs created without one
+  ibv_pd* pd = nullptr;      // the default PD of ids and QPs created without one
+  ibv_xrcd* xrcd = nullptr;  // XRC ids' domain, opened on first use (XrcdOfDevice)
   uint8_t max_responder_resources = 0;
   uint8_t max_initiator_depth = 0;
 };
 // 0, or -1 with errno (and a log line) when the device cannot be opened.
 int InitDevice();
+// The device's XRC domain for XRC_RECV QPs and XRC SRQs of ids (a private
+// one, as librdmacm's ucma_get_xrcd), or nullptr with errno.
+ibv_xrcd* XrcdOfDevice();
 Device& TheDevice();
 
 // An event channel: the public struct first, then its number at the daemon.

@@ -2,6 +2,7 @@
 // rdma_get_devices / rdma_free_devices.
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,18 @@ int InitDevice() {
   }
   g_device.verbs = verbs;
   return 0;
+}
+
+ibv_xrcd* XrcdOfDevice() {
+  std::lock_guard lock(g_mutex);
+  if (!g_device.xrcd) {
+    ibv_xrcd_init_attr attr{};
+    attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    attr.fd = -1;
+    attr.oflags = O_CREAT;
+    g_device.xrcd = ibv_open_xrcd(g_device.verbs, &attr);
+  }
+  return g_device.xrcd;
 }
 
 void InsertId(Id* id) {

@@ -160,12 +160,27 @@ SV_EXPORT int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
                           "rdma_create_qp_ex: the id is not bound to a device (resolve "
                           "or bind an address first)");
   }
-  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+  const bool xrc_recv = id->qp_type == IBV_QPT_XRC_RECV;
+  if (xrc_recv) {
+    // An XRC receive QP belongs to an XRC domain, not a PD, and has no
+    // queues of its own: the id's XRC SRQs receive (as librdmacm does).
+    if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) {
+      attr->xrcd = XrcdOfDevice();
+      if (!attr->xrcd) return -1;
+      attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+    }
+    attr->comp_mask &= ~IBV_QP_INIT_ATTR_PD;
+    attr->pd = nullptr;
+    attr->cap.max_send_wr = attr->cap.max_recv_wr = 0;
+    attr->cap.max_send_sge = attr->cap.max_recv_sge = 0;
+  } else if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
     attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
     attr->pd = id->pd;
   } else if (attr->pd->context != id->verbs) {
     return RejectMinusOne(EINVAL, "rdma_create_qp_ex: the PD is of another device context");
   }
+  if (id->qp_type == IBV_QPT_XRC_SEND) attr->cap.max_recv_wr = attr->cap.max_recv_sge = 0;
+  attr->qp_type = id->qp_type;
   if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
       (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq)) {
     return RejectMinusOne(EINVAL, "rdma_create_qp_ex: the CQs differ from the id's CQs");
@@ -174,9 +189,11 @@ SV_EXPORT int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
                 attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr)) {
     return -1;
   }
-  if (!attr->send_cq) attr->send_cq = id->send_cq;
-  if (!attr->recv_cq) attr->recv_cq = id->recv_cq;
-  if (id->srq && !attr->srq) attr->srq = id->srq;
+  if (!xrc_recv) {
+    if (!attr->send_cq) attr->send_cq = id->send_cq;
+    if (!attr->recv_cq) attr->recv_cq = id->recv_cq;
+    if (id->srq && !attr->srq && id->qp_type != IBV_QPT_XRC_SEND) attr->srq = id->srq;
+  }
   ibv_qp* qp = ibv_create_qp_ex(id->verbs, attr);
   if (!qp) {
     int err = errno;
@@ -191,7 +208,7 @@ SV_EXPORT int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
     errno = err;
     return -1;
   }
-  id->pd = qp->pd;
+  if (!xrc_recv) id->pd = qp->pd;
   id->qp = qp;
   return 0;
 }
@@ -213,6 +230,9 @@ SV_EXPORT void rdma_destroy_qp(rdma_cm_id* id) {
   if (!id) return;
   if (id->qp) ibv_destroy_qp(id->qp);
   id->qp = nullptr;
+  // An XRC receive id's CQ serves its SRQ, which rdma_destroy_srq takes
+  // down with it (librdmacm's ucma_destroy_cqs).
+  if (id->qp_type == IBV_QPT_XRC_RECV && id->srq) return;
   DestroyCqs(id);
 }
 
@@ -229,9 +249,17 @@ SV_EXPORT int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
   }
   if (attr->srq_type == IBV_SRQT_XRC) {
-    return RejectMinusOne(EOPNOTSUPP,
-                          "rdma_create_srq_ex: XRC SRQs on rdma_cm ids "
-                          "(RDMA_PS_IB with IBV_QPT_XRC_RECV) are not supported by softverbs");
+    // In the device's XRC domain, completing on the id's receive CQ (made
+    // here if the caller gave none), as librdmacm's rdma_create_srq_ex.
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd) {
+      attr->xrcd = XrcdOfDevice();
+      if (!attr->xrcd) return -1;
+    }
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+      if (!id->recv_cq && CreateCqs(id, 0, attr->attr.max_wr)) return -1;
+      attr->cq = id->recv_cq;
+    }
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
   }
   ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);
   if (!srq) return -1;
@@ -245,7 +273,8 @@ SV_EXPORT int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* att
   ibv_srq_init_attr_ex attr_ex{};
   memcpy(&attr_ex, attr, sizeof(*attr));
   attr_ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-  attr_ex.srq_type = IBV_SRQT_BASIC;
+  // An XRC receive id's SRQ is an XRC SRQ (librdmacm's rule).
+  attr_ex.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
   attr_ex.pd = pd;
   int ret = rdma_create_srq_ex(id, &attr_ex);
   memcpy(attr, &attr_ex, sizeof(*attr));

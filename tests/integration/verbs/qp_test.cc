@@ -394,6 +394,20 @@ TEST_F(QpTest, QueryReturnsEveryAttributeSet) {
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
+TEST_F(QpTest, InlineRoomIsAtLeastTheSgesRoom) {
+  // A send WQE holds its SGEs or its inline bytes in the same room (rxe:
+  // max_send_sge x 16 bytes): asking for no inline data still gets it.
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC, {4, 4, 2, 1, 0});
+  ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(qp, nullptr);
+  EXPECT_EQ(init.cap.max_inline_data, 2 * sizeof(ibv_sge));
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(qp, &q, IBV_QP_CAP, &qi), 0);
+  EXPECT_EQ(qi.cap.max_inline_data, 2 * sizeof(ibv_sge));
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
 TEST_F(QpTest, ModifyValueChecksRejectAndChangeNothing) {
   ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC);
   ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
