@@ -18,7 +18,12 @@ cleanup() {
 }
 trap cleanup EXIT
 export SOFTVERBS_RUNTIME_DIR=$runtime SOFTVERBSD=$daemon
-fail() { echo "FAIL: $*"; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  echo "--- the daemon's log:"
+  cat "$runtime/daemon.log"
+  exit 1
+}
 ticks() { awk '{print $14 + $15}' "/proc/$dpid/stat"; }
 
 prlimit --nofile=64:160 "$daemon" --runtime-dir "$runtime" --idle-timeout 60 \
