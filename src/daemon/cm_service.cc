@@ -27,8 +27,6 @@ constexpr int kMaxBacklog = 1024;  // the kernel's ucma max_backlog default
 constexpr auto kDreqTimeout = std::chrono::milliseconds(1000);
 // The private data a message carries for the user (IBTA 12.6 field sizes;
 // REQ and SIDR REQ lose the 36-byte rdma_cm IP header).
-constexpr uint8_t kReqPrivateData = 56;
-constexpr uint8_t kSidrReqPrivateData = 180;
 
 bool ValidPortSpace(uint32_t ps) {
   return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IB || ps == RDMA_PS_IPOIB;
@@ -345,7 +343,7 @@ Verdict CmService::Connect(Id& id, const CmConnParam& conn) {
         EINVAL, IdName(id.handle) + " has no resolved route (state " + CmStateName(id.state) + ")");
   }
   const bool ud = id.qp_type == IBV_QPT_UD;
-  const uint8_t limit = ud ? kSidrReqPrivateData : kReqPrivateData;
+  const uint8_t limit = CmUserPrivateData(ud ? CmMsgKind::kSidrReq : CmMsgKind::kReq);
   if (conn.private_data_len > limit) {
     return Verdict::Fail(EINVAL, "private data of " + std::to_string(conn.private_data_len) +
                                      " bytes is above the " + std::to_string(limit) +
@@ -377,7 +375,7 @@ Verdict CmService::Accept(Id& id, const CmConnParam& conn) {
     CmMessage msg = MessageFrom(id, CmMsgKind::kSidrRep);
     msg.conn = conn;
     msg.conn.qkey = RDMA_UDP_QKEY;
-    msg.conn.private_data_len = 136;
+    msg.conn.private_data_len = CmUserPrivateData(CmMsgKind::kSidrRep);
     msg.status = 0;  // IB_SIDR_SUCCESS
     id.state = CmState::kSidrDone;
     ReleaseRequest(id);
@@ -390,9 +388,11 @@ Verdict CmService::Accept(Id& id, const CmConnParam& conn) {
                                      "(state " +
                                      CmStateName(id.state) + ")");
   }
-  if (conn.private_data_len > 196) {
+  const uint8_t rep_bytes = CmUserPrivateData(CmMsgKind::kRep);
+  if (conn.private_data_len > rep_bytes) {
     return Verdict::Fail(EINVAL, "private data of " + std::to_string(conn.private_data_len) +
-                                     " bytes is above the 196 a REP carries");
+                                     " bytes is above the " + std::to_string(rep_bytes) +
+                                     " a REP carries");
   }
   // local_psn was chosen when the REQ arrived (OnReq): the QP went to RTS
   // with it before this accept, as rdma_accept(3) does it.
@@ -401,7 +401,7 @@ Verdict CmService::Accept(Id& id, const CmConnParam& conn) {
   id.initiator_depth = conn.initiator_depth;
   CmMessage msg = MessageFrom(id, CmMsgKind::kRep);
   msg.conn = conn;
-  msg.conn.private_data_len = 196;
+  msg.conn.private_data_len = rep_bytes;
   id.state = CmState::kRepSent;
   ReleaseRequest(id);
   Send(msg);
@@ -417,9 +417,10 @@ Verdict CmService::Reject(Id& id, const CmConnParam& conn) {
   }
   const bool ud = id.state == CmState::kSidrReqRcvd;
   CmMessage msg = MessageFrom(id, ud ? CmMsgKind::kSidrRep : CmMsgKind::kRej);
-  msg.conn.private_data_len = ud ? 136 : 148;
+  msg.conn.private_data_len = CmUserPrivateData(msg.kind);
   memset(msg.conn.private_data, 0, sizeof(msg.conn.private_data));
-  memcpy(msg.conn.private_data, conn.private_data, std::min<size_t>(conn.private_data_len, 148));
+  memcpy(msg.conn.private_data, conn.private_data,
+         std::min<size_t>(conn.private_data_len, CmUserPrivateData(CmMsgKind::kRej)));
   msg.status = ud ? 2 /* IB_SIDR_REJECT */ : 28 /* IB_CM_REJ_CONSUMER_DEFINED */;
   id.state = CmState::kRejected;
   ReleaseRequest(id);

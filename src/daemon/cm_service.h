@@ -33,6 +33,12 @@ namespace softverbs::daemon {
 // IBTA 12.6 message kinds (the MADs' attribute ids on the wire).
 enum class CmMsgKind : uint8_t { kReq, kRep, kRtu, kRej, kDreq, kDrep, kSidrReq, kSidrRep };
 
+// The bytes of private data a message of this kind carries for the
+// application: its MAD's (IBA tables 106-119, roce/cm_mad.h) less rdma_cm's
+// IP header in a REQ and SIDR REQ - REQ 56, REP 196, REJ 148, SIDR REQ 180,
+// SIDR REP 136 (cm_wire.cc).
+uint8_t CmUserPrivateData(CmMsgKind kind);
+
 // One CM message, with the fields of its MAD that rdma_cm uses.
 struct CmMessage {
   CmMsgKind kind;

@@ -104,7 +104,7 @@ void CmService::SendRejectTo(const CmMessage& req, uint32_t reason) {
   memcpy(rej.sgid, req.dgid, 16);
   memcpy(rej.dgid, req.sgid, 16);
   rej.status = rej.kind == CmMsgKind::kSidrRep ? kSidrUnsupported : reason;
-  rej.conn.private_data_len = rej.kind == CmMsgKind::kSidrRep ? 136 : 148;
+  rej.conn.private_data_len = CmUserPrivateData(rej.kind);
   Send(rej);
 }
 
@@ -312,7 +312,7 @@ void CmService::LeaveConnection(Id& id) {
     case CmState::kReqSent: {
       CmMessage rej = MessageFrom(id, CmMsgKind::kRej);
       rej.status = kRejTimeout;
-      rej.conn.private_data_len = 148;
+      rej.conn.private_data_len = CmUserPrivateData(CmMsgKind::kRej);
       if (id.peer) Send(rej);
       // Not yet answered: the REQ may still be with a listener. Tell the
       // request's id there, found by our comm id.
@@ -329,7 +329,7 @@ void CmService::LeaveConnection(Id& id) {
     case CmState::kRepRcvd: {
       CmMessage rej = MessageFrom(id, CmMsgKind::kRej);
       rej.status = id.state == CmState::kReqRcvd ? kRejConsumerDefined : kRejTimeout;
-      rej.conn.private_data_len = 148;
+      rej.conn.private_data_len = CmUserPrivateData(CmMsgKind::kRej);
       Send(rej);
       break;
     }

@@ -118,6 +118,10 @@ size_t UserPrivateBytes(roce::CmAttr attr) {
 
 }  // namespace
 
+uint8_t CmUserPrivateData(CmMsgKind kind) {
+  return static_cast<uint8_t>(UserPrivateBytes(AttrOf(kind)));
+}
+
 roce::CmMad MadOf(const CmMessage& msg, ibv_mtu path_mtu, uint64_t ca_guid) {
   roce::CmMad m;
   m.attr = AttrOf(msg.kind);
