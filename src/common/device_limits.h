@@ -53,6 +53,10 @@ inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kLocalCaAckDelay = 15;
 inline constexpr uint32_t kMaxInlineData = 256;
 inline constexpr int kNumCompVectors = 1;
+// Completion-event moderation (ibv_modify_cq): mlx5's ranges, the CQ
+// context's 16-bit cq_max_count and 12-bit cq_period (microseconds).
+inline constexpr uint16_t kMaxCqModerationCount = 0xffff;
+inline constexpr uint16_t kMaxCqModerationPeriodUs = 0xfff;
 // The device clock (completion timestamps, ibv_query_rt_values_ex) ticks in
 // nanoseconds: 1 GHz (datapath::DeviceClockNs).
 inline constexpr uint64_t kHcaCoreClockKhz = 1000000;

@@ -125,6 +125,10 @@ class Device {
   // Device memory (dm.cc).
   Verdict AllocDm(ClientId c, const protocol::AllocDmRequest& req, protocol::AllocDmReply* out);
   Verdict FreeDm(ClientId c, Handle dm);
+  // Object import (import.cc): what ibv_import_pd/mr/dm learn of a handle.
+  Verdict QueryPd(ClientId c, Handle pd, protocol::QueryPdReply* out);
+  Verdict QueryMr(ClientId c, Handle mr, protocol::QueryMrReply* out);
+  Verdict QueryDm(ClientId c, Handle dm, protocol::QueryDmReply* out);
   Verdict RegDmMr(ClientId c, const protocol::RegDmMrRequest& req, int backing_fd,
                   protocol::RegMrReply* out);
 

@@ -285,6 +285,14 @@ void Server::Close(int fd) {
   } else if (role == protocol::Role::kEvents) {
     if (auto ev = event_fds_.find(client); ev != event_fds_.end() && ev->second == fd) {
       event_fds_.erase(ev);
+      // Another context sharing the connection (ibv_import_device) takes the
+      // events over.
+      for (const auto& [other_fd, other] : connections_) {
+        if (other.role == protocol::Role::kEvents && other.greeted && other.client == client) {
+          event_fds_.emplace(client, other_fd);
+          break;
+        }
+      }
     }
   }
 }
@@ -429,7 +437,10 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
         }
       }
       if (!found) return reply_empty(Verdict::Fail(EINVAL, "unknown context token"));
-      event_fds_[conn.client] = conn.fd;
+      // A client's events go to its first event connection, as the kernel's
+      // to the ufile's default async file: a context imported from it
+      // (ibv_import_device) opens another, which gets none.
+      event_fds_.emplace(conn.client, conn.fd);
       // Events are small: a small socket buffer keeps the bound on unread
       // events (kMaxQueuedEvents) what decides, whatever the host's wmem.
       int sndbuf = 64 << 10;
@@ -535,6 +546,21 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     case Op::kInvalidateMw: {
       SV_BODY(protocol::InvalidateMwRequest, req);
       return reply_empty(device_.InvalidateMw(c, req));
+    }
+    case Op::kQueryPd: {
+      SV_BODY(protocol::HandleRequest, req);
+      protocol::QueryPdReply out{};
+      return reply(device_.QueryPd(c, req.handle, &out), out);
+    }
+    case Op::kQueryMr: {
+      SV_BODY(protocol::HandleRequest, req);
+      protocol::QueryMrReply out{};
+      return reply(device_.QueryMr(c, req.handle, &out), out);
+    }
+    case Op::kQueryDm: {
+      SV_BODY(protocol::HandleRequest, req);
+      protocol::QueryDmReply out{};
+      return reply(device_.QueryDm(c, req.handle, &out), out);
     }
     case Op::kCreateCq: {
       SV_BODY(protocol::CreateCqRequest, req);

@@ -90,13 +90,52 @@ bool CqRing::Push(const Completion& completion) {
 // write and its read; otherwise both can miss the other, and the completion
 // sits in an armed CQ that never raises its event.
 void CqRing::Arm(bool solicited_only) {
+  header_->since_arm.store(0, std::memory_order_relaxed);
+  header_->first_since_arm_ns.store(0, std::memory_order_relaxed);
   header_->armed.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void CqRing::SetModeration(uint16_t count, uint16_t period_us) {
+  header_->moderation.store(count | (static_cast<uint32_t>(period_us) << 16),
+                            std::memory_order_release);
+}
+
+bool CqRing::Moderated(uint32_t* period_us) const {
+  const uint32_t m = header_->moderation.load(std::memory_order_acquire);
+  *period_us = m >> 16;
+  return (m & 0xffff) != 0 && (m >> 16) != 0;
+}
+
+bool CqRing::Disarm() {
+  uint32_t armed = header_->armed.load(std::memory_order_seq_cst);
+  while (armed != 0) {
+    if (header_->armed.compare_exchange_weak(armed, 0, std::memory_order_seq_cst)) {
+      header_->events_raised.fetch_add(1, std::memory_order_seq_cst);
+      return true;
+    }
+  }
+  return false;
 }
 
 bool CqRing::TakeArm(bool solicited_or_error) {
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the slot published by Push first
   uint32_t armed = header_->armed.load(std::memory_order_seq_cst);
+  if (!(armed == 1 || (armed == 2 && solicited_or_error))) return false;
+  uint32_t period_us = 0;
+  if (Moderated(&period_us)) {
+    // Counted only while armed: the event waits for cq_count of them, or
+    // for cq_period after the first (ModerationDue, the owner's timer).
+    const uint32_t count = header_->moderation.load(std::memory_order_relaxed) & 0xffff;
+    const uint32_t n = header_->since_arm.fetch_add(1, std::memory_order_acq_rel) + 1;
+    const uint64_t now = DeviceClockNs();
+    uint64_t first = 0;  // becomes the first completion's time, whoever wrote it
+    if (header_->first_since_arm_ns.compare_exchange_strong(first, now,
+                                                            std::memory_order_acq_rel)) {
+      first = now;
+    }
+    if (n < count && now - first < period_us * 1000ull) return false;
+  }
   while (armed == 1 || (armed == 2 && solicited_or_error)) {
     if (header_->armed.compare_exchange_weak(armed, 0, std::memory_order_seq_cst)) {
       header_->events_raised.fetch_add(1, std::memory_order_seq_cst);
@@ -104,6 +143,16 @@ bool CqRing::TakeArm(bool solicited_or_error) {
     }
   }
   return false;
+}
+
+int64_t CqRing::ModerationDue(uint64_t now) {
+  uint32_t period_us = 0;
+  if (!Moderated(&period_us) || header_->armed.load(std::memory_order_acquire) == 0) return -1;
+  const uint64_t period_ns = period_us * 1000ull;
+  const uint64_t first = header_->first_since_arm_ns.load(std::memory_order_acquire);
+  if (first == 0) return static_cast<int64_t>(period_ns / 2);  // none yet: look again
+  if (now - first >= period_ns) return 0;
+  return static_cast<int64_t>(first + period_ns - now);
 }
 
 bool CqRing::Peek(Completion* out) const {

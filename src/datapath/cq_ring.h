@@ -43,11 +43,23 @@ class CqRing {
   // next solicited or error one. The owner polls after arming.
   void Arm(bool solicited_only);
   // Whether the completion just pushed must raise a completion event:
-  // disarms the CQ if it was armed for this kind of completion.
+  // disarms the CQ if it was armed for this kind of completion (and, under
+  // moderation, cq_count completions came or cq_period passed).
   // Arm-then-poll against Push-then-TakeArm is a Dekker hand-off: both sides
   // put a full fence between their write and their read, so at least one of
   // them sees the other (the owner the completion, or the producer the arm).
   bool TakeArm(bool solicited_or_error);
+  // Owner (ibv_modify_cq): completion-event moderation, CqHeader::moderation.
+  void SetModeration(uint16_t count, uint16_t period_us);
+  // Whether moderation is on (both values non-zero); *period_us its period.
+  bool Moderated(uint32_t* period_us) const;
+  // The moderation timer, for the owner: nanoseconds until the armed CQ's
+  // event is due (0: due now, fire it with Disarm), or -1 when the CQ is not
+  // armed or not moderated. An armed CQ with no completion yet answers half
+  // its period: a deferred completion may come at any time.
+  int64_t ModerationDue(uint64_t now);
+  // Disarms an armed CQ and counts the event; false if it was not armed.
+  bool Disarm();
   // Copies out the oldest published completion. Owner only.
   bool Peek(Completion* out) const;
   void Pop();

@@ -25,7 +25,7 @@ namespace softverbs::datapath {
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn).
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -147,15 +147,23 @@ struct CqHeader {
   // completion (the owner asked for completion timestamps). Set by the owner
   // before the CQ is used; on the line producers read for `capacity`.
   std::atomic<uint32_t> flags;
-  uint32_t reserved0[10];
+  // Completion-event moderation (ibv_modify_cq, written by the owner):
+  // cq_count in bits 0-15, cq_period in microseconds in bits 16-31. Both
+  // non-zero: an armed CQ raises its event once cq_count completions came
+  // since the arm, or cq_period after the first of them (the owner's
+  // progress thread fires that one); otherwise at the first, unmoderated.
+  std::atomic<uint32_t> moderation;
+  uint32_t reserved0[9];
   alignas(64) std::atomic<uint64_t> tail;  // next slot a producer reserves
   uint8_t pad1[56];
   alignas(64) std::atomic<uint64_t> head;  // next slot the owner consumes
   uint8_t pad2[56];
-  alignas(64) std::atomic<uint32_t> armed;  // 0: not armed, 1: any completion, 2: solicited only
-  std::atomic<uint32_t> events_raised;      // completion events signalled (owner counts delivered)
-  std::atomic<uint32_t> overruns;           // completions dropped because the ring was full
-  uint8_t pad3[52];
+  alignas(64) std::atomic<uint32_t> armed;   // 0: not armed, 1: any completion, 2: solicited only
+  std::atomic<uint32_t> events_raised;       // completion events signalled (owner counts delivered)
+  std::atomic<uint32_t> overruns;            // completions dropped because the ring was full
+  std::atomic<uint32_t> since_arm;           // moderated: completions pushed since the arm
+  std::atomic<uint64_t> first_since_arm_ns;  // moderated: device clock of the first of them; 0 none
+  uint8_t pad3[40];
 };
 static_assert(sizeof(CqHeader) == 256);
 

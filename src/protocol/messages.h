@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 9;
+inline constexpr uint32_t kProtocolVersion = 10;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -87,6 +87,9 @@ enum class Op : uint16_t {
   kDeallocMw,
   kBindMw,
   kInvalidateMw,
+  kQueryPd,  // object import (ibv_import_pd/mr/dm): bodies at the end of this file
+  kQueryMr,
+  kQueryDm,
   kCount
 };
 
@@ -536,5 +539,26 @@ struct InvalidateMwRequest {
   uint32_t reserved;
 };
 static_assert(sizeof(InvalidateMwRequest) == 16);
+
+// ibv_import_pd / ibv_import_mr / ibv_import_dm: what a context sharing the
+// importer's connection (ibv_import_device) learns of an object it names by
+// handle (request: HandleRequest). As the kernel's QUERY methods.
+struct QueryPdReply {
+  uint32_t pdn;
+  uint32_t reserved;
+};
+static_assert(sizeof(QueryPdReply) == 8);
+
+struct QueryMrReply {
+  uint32_t lkey;
+  uint32_t rkey;
+  uint64_t length;
+};
+static_assert(sizeof(QueryMrReply) == 16);
+
+struct QueryDmReply {
+  uint64_t length;  // bytes the allocation was asked for
+};
+static_assert(sizeof(QueryDmReply) == 8);
 
 }  // namespace softverbs::protocol

@@ -68,7 +68,10 @@ const char* OpName(Op op) {
                                            "alloc_mw",
                                            "dealloc_mw",
                                            "bind_mw",
-                                           "invalidate_mw"};
+                                           "invalidate_mw",
+                                           "query_pd",
+                                           "query_mr",
+                                           "query_dm"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -5,10 +5,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <mutex>
 #include <new>
+#include <vector>
 
+#include "abi/ibverbs/cq_moderation.h"
 #include "abi/ibverbs/device_fatal.h"
 #include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/exports.h"
@@ -25,6 +30,11 @@
 #include "common/unix_socket.h"
 
 namespace softverbs::provider {
+
+Context::~Context() {
+  if (table_fd >= 0) close(table_fd);
+  if (record_fd >= 0) close(record_fd);
+}
 
 void InstallContextOps(ibv_context* ctx) {
   verbs_context* v = verbs_get_ctx(ctx);
@@ -54,6 +64,7 @@ void InstallContextOps(ibv_context* ctx) {
   v->alloc_td = AllocTdOp;
   v->dealloc_td = DeallocTdOp;
   v->alloc_parent_domain = AllocParentDomainOp;
+  v->modify_cq = ModifyCqOp;
 }
 
 namespace {
@@ -71,10 +82,13 @@ int OpenEventConnection(Context* ctx, uint64_t token) {
   return 0;
 }
 
-// Maps the device table the daemon sent with its hello reply.
-int MapDeviceTable(Context* ctx, const std::vector<int>& fds) {
-  if (fds.empty()) return EPROTO;
-  if (int err = ctx->table_mapping.Map(fds[0])) return err;
+// Maps the device table (the memfd the daemon sent with its hello reply),
+// keeping the fd for contexts imported from this one.
+int MapDeviceTable(Context* ctx, int table_fd) {
+  if (table_fd < 0) return EPROTO;
+  ctx->table_fd = fcntl(table_fd, F_DUPFD_CLOEXEC, 0);
+  if (ctx->table_fd < 0) return errno;
+  if (int err = ctx->table_mapping.Map(ctx->table_fd)) return err;
   if (!datapath::DeviceTable::Compatible(ctx->table_mapping.base(), ctx->table_mapping.size())) {
     Log("ibv_open_device: the daemon's shared tables are of another layout version");
     return EPROTO;
@@ -82,6 +96,48 @@ int MapDeviceTable(Context* ctx, const std::vector<int>& fds) {
   ctx->table = datapath::DeviceTable(ctx->table_mapping.base());
   ctx->peers = std::make_unique<PeerCache>(ctx);
   return 0;
+}
+
+// The contexts open in this process: ibv_import_device finds the one whose
+// connection it is given.
+std::mutex registry_mutex;
+std::vector<Context*> registry;
+
+void Register(Context* ctx) {
+  std::lock_guard lock(registry_mutex);
+  registry.push_back(ctx);
+}
+
+void Unregister(Context* ctx) {
+  std::lock_guard lock(registry_mutex);
+  std::erase(registry, ctx);
+}
+
+// A context open in this process whose connection is the socket `st`
+// describes, or nullptr. Called with registry_mutex held.
+Context* ContextOfSocket(const struct stat& st) {
+  for (Context* ctx : registry) {
+    struct stat own;
+    if (fstat(ctx->channel.fd(), &own) == 0 && own.st_dev == st.st_dev && own.st_ino == st.st_ino) {
+      return ctx;
+    }
+  }
+  return nullptr;
+}
+
+// Fills the public ibv_context of a context whose channel is connected.
+ibv_context* PublishContext(Context* ctx, ibv_device* device) {
+  ibv_context* ibv = ctx->ibv();
+  ctx->vctx.sz = sizeof(verbs_context);
+  ibv->device = device;
+  ibv->cmd_fd = ctx->channel.fd();
+  ibv->async_fd = ctx->event_fd;
+  ibv->num_comp_vectors = softverbs::limits::kNumCompVectors;
+  ibv->abi_compat = __VERBS_ABI_IS_EXTENDED;
+  pthread_mutex_init(&ibv->mutex, nullptr);
+  InstallContextOps(ibv);
+  Register(ctx);
+  return ibv;
 }
 
 }  // namespace
@@ -135,8 +191,8 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     if (err != ENODEV) break;
     ctx->channel.Disconnect();
   }
-  if (record_fd >= 0) close(record_fd);
-  if (!err) err = MapDeviceTable(ctx, fds);
+  ctx->record_fd = record_fd;
+  if (!err) err = MapDeviceTable(ctx, fds.empty() ? -1 : fds[0]);
   for (int fd : fds) close(fd);
   if (!err) err = OpenEventConnection(ctx, reply.context_token);
   if (!err) err = StartDeviceWatch(ctx);
@@ -146,24 +202,71 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     return FailNull<ibv_context>(err);
   }
   ctx->client_id = reply.client_id;
+  ctx->token = reply.context_token;
   ctx->active_mtu = static_cast<ibv_mtu>(reply.active_mtu);
   ctx->gids = reply.gids;
+  return PublishContext(ctx, device);
+}
 
-  ibv_context* ibv = ctx->ibv();
-  ctx->vctx.sz = sizeof(verbs_context);
-  ibv->device = device;
-  ibv->cmd_fd = ctx->channel.fd();
-  ibv->async_fd = ctx->event_fd;
-  ibv->num_comp_vectors = softverbs::limits::kNumCompVectors;
-  ibv->abi_compat = __VERBS_ABI_IS_EXTENDED;
-  pthread_mutex_init(&ibv->mutex, nullptr);
-  InstallContextOps(ibv);
-  return ibv;
+// A second context on the connection of one open in this process (the
+// kernel's ufile, shared): the same device objects, handles and client; its
+// own async fd (the device's events go to the first context's while it is
+// open, as the kernel's to the ufile's default async file). The connection
+// lives while either context is open. A connection of another process's
+// context cannot be joined: its memory is not ours (EOPNOTSUPP).
+SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
+  struct stat st;
+  if (fstat(cmd_fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    return RejectNull(EINVAL, "ibv_import_device: fd %d is not a softverbs context's cmd_fd",
+                      cmd_fd);
+  }
+  auto* ctx = new (std::nothrow) Context();
+  if (!ctx) return RejectNull(ENOMEM, "ibv_import_device: out of memory for the context");
+  memset(&ctx->vctx, 0, sizeof(ctx->vctx));
+  Context* from = nullptr;
+  {
+    std::lock_guard lock(registry_mutex);
+    from = ContextOfSocket(st);
+    if (from) {
+      ctx->channel.Adopt(from->channel, cmd_fd);
+      ctx->client_id = from->client_id;
+      ctx->token = from->token;
+      ctx->active_mtu = from->active_mtu;
+      ctx->gids = from->gids;
+      ctx->has_mem_fd = from->has_mem_fd;
+      ctx->record_fd = from->record_fd >= 0 ? fcntl(from->record_fd, F_DUPFD_CLOEXEC, 0) : -1;
+      ctx->table_fd = fcntl(from->table_fd, F_DUPFD_CLOEXEC, 0);
+    }
+  }
+  if (!from) {
+    delete ctx;
+    return RejectNull(EOPNOTSUPP,
+                      "ibv_import_device: fd %d is not the connection of a softverbs context "
+                      "open in this process (importing another process's context is not "
+                      "supported)",
+                      cmd_fd);
+  }
+  int err = ctx->table_fd < 0 ? errno : 0;
+  if (!err && ctx->record_fd >= 0) ctx->access_record.Map(ctx->record_fd);
+  if (!err && (err = ctx->table_mapping.Map(ctx->table_fd)) == 0) {
+    ctx->table = softverbs::datapath::DeviceTable(ctx->table_mapping.base());
+    ctx->peers = std::make_unique<PeerCache>(ctx);
+  }
+  if (!err) err = OpenEventConnection(ctx, ctx->token);
+  if (!err) err = StartDeviceWatch(ctx);
+  if (err) {
+    Log("ibv_import_device: cannot import fd %d: %s", cmd_fd, strerror(err));
+    ctx->channel.Release();  // the fd stays the caller's on failure
+    delete ctx;
+    return FailNull<ibv_context>(err);
+  }
+  return PublishContext(ctx, const_cast<ibv_device*>(SoftverbsDevice()));
 }
 
 SV_EXPORT int ibv_close_device(ibv_context* context) {
   if (!context) return RejectMinusOne(EINVAL, "ibv_close_device: context is NULL");
   Context* ctx = Context::From(context);
+  Unregister(ctx);
   StopDevxQueues(ctx);  // first: it executes work through the peers and the progress thread
   StopProgressThread(ctx);
   StopDeviceWatch(ctx);

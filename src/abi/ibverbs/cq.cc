@@ -12,6 +12,7 @@
 
 #include <new>
 
+#include "abi/ibverbs/cq_moderation.h"
 #include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
@@ -223,6 +224,7 @@ int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {
   Cq* cq = CqOf(reinterpret_cast<ibv_cq_ex*>(ibcq));
   cq->ring.Arm(solicited_only != 0);
+  NoteModeratedArm(cq);
   return 0;
 }
 
@@ -314,6 +316,7 @@ SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   // has been acknowledged, completion events and async events alike
   // (event_lifetime.h).
   ctx->Untrack(c->handle);
+  ForgetModeratedCq(ctx, c);
   ForgetDvQueue(ctx, false, c->cqn);  // mlx5 buffers of mlx5dv_init_obj, if any
   DropUnreadEventsOfDestroyedObjects(ctx);
   uint32_t comp_events_reported = 0;

@@ -112,11 +112,16 @@ class DaemonChannel::CallLock {
 
 DaemonChannel::~DaemonChannel() {
   if (fd_ >= 0) close(fd_);
-  if (shared_) munmap(shared_, sizeof(SharedCallState));
+}
+
+void DaemonChannel::Adopt(const DaemonChannel& from, int fd) {
+  shared_ = from.shared_;
+  fd_ = fd;
+  gone_.store(from.gone(), std::memory_order_release);
 }
 
 void DaemonChannel::Disconnect() {
-  CallLock lock(shared_);
+  CallLock lock(shared_.get());
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }
@@ -150,7 +155,8 @@ int DaemonChannel::Connect(protocol::Role role) {
     pthread_mutex_init(&s->mutex, &attr);
     pthread_mutexattr_destroy(&attr);
     s->seq = 0;
-    shared_ = s;
+    shared_ = std::shared_ptr<SharedCallState>(
+        s, [](SharedCallState* p) { munmap(p, sizeof(SharedCallState)); });
   }
   fd_ = fd;
   gone_.store(false, std::memory_order_release);
@@ -160,7 +166,7 @@ int DaemonChannel::Connect(protocol::Role role) {
 int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
                         const int* fds, size_t nfds, size_t* rep_body_len,
                         std::vector<int>* fds_out) {
-  CallLock lock(shared_);
+  CallLock lock(shared_.get());
   if (fd_ < 0) return ENODEV;
   auto device_gone = [&] {
     gone_.store(true, std::memory_order_release);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ class DaemonChannel {
   int fd() const { return fd_; }
   // Gives up ownership of the socket (the caller keeps the fd).
   int Release();
+  // Takes fd, another descriptor of `from`'s connection (ibv_import_device),
+  // and calls through it under `from`'s call lock, which lives as long as
+  // either channel: two contexts then share one connection.
+  void Adopt(const DaemonChannel& from, int fd);
   // Closes the connection (a later Connect opens a new one).
   void Disconnect();
   // Whether the daemon's end has closed (seen by a call).
@@ -63,7 +68,8 @@ class DaemonChannel {
   class CallLock;
   // Receives the reply to request `seq`, skipping stale ones.
   ssize_t ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf, std::vector<int>* fds_out);
-  SharedCallState* shared_ = nullptr;  // mapped at Connect, shared with forked children
+  // Mapped at Connect, shared with forked children and adopting channels.
+  std::shared_ptr<SharedCallState> shared_;
   int fd_ = -1;
   std::atomic<bool> gone_{false};
 };

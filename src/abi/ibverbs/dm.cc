@@ -19,7 +19,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <new>
+#include <utility>
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mr_backing.h"
@@ -34,13 +38,31 @@ namespace {
 
 namespace lim = softverbs::limits;
 
+// The allocation's pages in this process; shared by the Dm of the
+// allocating context and those of contexts that imported it.
+struct DmPages {
+  uint8_t* bytes = nullptr;
+  size_t mapped = 0;  // bytes mapped (whole pages)
+  ~DmPages() {
+    if (bytes) munmap(bytes, mapped);
+  }
+};
+
 struct Dm {
   ibv_dm ibv;  // first
   Handle handle;
-  uint8_t* bytes;   // the allocation's pages in this process
+  uint8_t* bytes;   // pages->bytes
   uint64_t length;  // what the application asked for
-  size_t mapped;    // bytes mapped (whole pages)
+  std::shared_ptr<DmPages> pages;
 };
+
+// The live allocations of this process by (client, handle), for
+// ibv_import_dm from a context sharing the allocator's connection.
+std::mutex dm_registry_mutex;
+std::map<std::pair<uint32_t, Handle>, std::weak_ptr<DmPages>> dm_registry;
+
+void FillDm(Dm* dm, ibv_context* context, Handle handle, uint64_t length,
+            std::shared_ptr<DmPages> pages);
 
 Dm* FromDm(ibv_dm* dm) {
   return reinterpret_cast<Dm*>(dm);
@@ -106,34 +128,61 @@ ibv_dm* AllocDmOp(ibv_context* context, ibv_alloc_dm_attr* attr) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t mapped = (rep.size + page - 1) / page * page;
   void* bytes = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  auto* dm = bytes == MAP_FAILED ? nullptr : new (std::nothrow) Dm{};
+  std::shared_ptr<DmPages> pages;
+  if (bytes != MAP_FAILED) {
+    pages = std::shared_ptr<DmPages>(new (std::nothrow) DmPages{});
+    if (pages) {
+      pages->bytes = static_cast<uint8_t*>(bytes);
+      pages->mapped = mapped;
+    } else {
+      munmap(bytes, mapped);
+    }
+  }
+  auto* dm = pages ? new (std::nothrow) Dm{} : nullptr;
   if (!dm) {
-    if (bytes != MAP_FAILED) munmap(bytes, mapped);
+    pages.reset();
     protocol::HandleRequest undo{rep.handle, 0};
     ctx->channel.Call(protocol::Op::kFreeDm, undo);
     return RejectNull(ENOMEM, "ibv_alloc_dm: cannot map %zu bytes", mapped);
   }
-  dm->handle = rep.handle;
-  dm->bytes = static_cast<uint8_t*>(bytes);
-  dm->length = attr->length;
-  dm->mapped = mapped;
-  dm->ibv.context = context;
-  dm->ibv.memcpy_to_dm = MemcpyToDm;
-  dm->ibv.memcpy_from_dm = MemcpyFromDm;
-  dm->ibv.comp_mask = IBV_DM_MASK_HANDLE;
-  dm->ibv.handle = rep.handle;
+  {
+    std::lock_guard lock(dm_registry_mutex);
+    dm_registry[{ctx->client_id, rep.handle}] = pages;
+  }
+  FillDm(dm, context, rep.handle, attr->length, std::move(pages));
   return &dm->ibv;
 }
 
 int FreeDmOp(ibv_dm* ibdm) {
   if (!ibdm) return Reject(EINVAL, "ibv_free_dm: dm is NULL");
   Dm* dm = FromDm(ibdm);
+  Context* ctx = Context::From(ibdm->context);
   protocol::HandleRequest req{dm->handle, 0};
-  if (int err = Context::From(ibdm->context)->channel.Call(protocol::Op::kFreeDm, req)) return err;
-  munmap(dm->bytes, dm->mapped);
-  delete dm;
+  if (int err = ctx->channel.Call(protocol::Op::kFreeDm, req)) return err;
+  {
+    std::lock_guard lock(dm_registry_mutex);
+    dm_registry.erase({ctx->client_id, dm->handle});
+  }
+  delete dm;  // the pages go with the last Dm holding them
   return 0;
 }
+
+namespace {
+
+void FillDm(Dm* dm, ibv_context* context, Handle handle, uint64_t length,
+            std::shared_ptr<DmPages> pages) {
+  dm->handle = handle;
+  dm->bytes = pages->bytes;
+  dm->length = length;
+  dm->pages = std::move(pages);
+  dm->ibv.context = context;
+  dm->ibv.memcpy_to_dm = MemcpyToDm;
+  dm->ibv.memcpy_from_dm = MemcpyFromDm;
+  dm->ibv.comp_mask = IBV_DM_MASK_HANDLE;
+  dm->ibv.handle = handle;
+}
+
+}  // namespace
 
 ibv_mr* RegDmMrOp(ibv_pd* pd, ibv_dm* ibdm, uint64_t offset, size_t length, unsigned access) {
   if (!pd || !ibdm) return RejectNull(EINVAL, "ibv_reg_dm_mr: %s is NULL", !pd ? "pd" : "dm");
@@ -165,3 +214,37 @@ ibv_mr* RegDmMrOp(ibv_pd* pd, ibv_dm* ibdm, uint64_t offset, size_t length, unsi
 }
 
 }  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+namespace protocol = softverbs::protocol;
+
+// The device memory `dm_handle` of the context this one shares a connection
+// with (ibv_import_device): an ibv_dm of its own over the same pages.
+SV_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
+  if (!context) return RejectNull(EINVAL, "ibv_import_dm: context is NULL");
+  Context* ctx = Context::From(context);
+  protocol::HandleRequest req{dm_handle, 0};
+  protocol::QueryDmReply rep{};
+  if (int err = ctx->channel.Call(protocol::Op::kQueryDm, req, &rep)) {
+    return FailNull<ibv_dm>(err);
+  }
+  std::shared_ptr<DmPages> pages;
+  {
+    std::lock_guard lock(dm_registry_mutex);
+    auto it = dm_registry.find({ctx->client_id, dm_handle});
+    if (it != dm_registry.end()) pages = it->second.lock();
+  }
+  if (!pages) {
+    return RejectNull(EINVAL, "ibv_import_dm: device memory %u is not mapped in this process",
+                      dm_handle);
+  }
+  auto* dm = new (std::nothrow) Dm{};
+  if (!dm) return RejectNull(ENOMEM, "ibv_import_dm: out of memory for the DM");
+  FillDm(dm, context, dm_handle, rep.length, std::move(pages));
+  return &dm->ibv;
+}
+
+SV_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
+  if (!dm) return;
+  delete FromDm(dm);
+}

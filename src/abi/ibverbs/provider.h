@@ -41,6 +41,7 @@ Outer* FromPublic(Public* p) {
 class PeerCache;    // peers.h
 struct DevxEngine;  // devx_queues.cc
 struct Qp;
+struct Cq;
 
 struct Context {
   // First, as in every rdma-core provider: the header-inline verbs find the
@@ -49,6 +50,7 @@ struct Context {
   DaemonChannel channel;  // requests to softverbsd
   int event_fd = -1;      // the event connection; also ibv_context.async_fd
   uint32_t client_id = 0;
+  uint64_t token = 0;  // names the client to its event connections (HelloReply)
   // The daemon holds this process's /proc/self/mem (peers reach the partial
   // pages of its MRs through it). False for a non-dumpable process
   // (PR_SET_DUMPABLE 0), which cannot open it: only whole pages register.
@@ -56,6 +58,7 @@ struct Context {
   // This context's access record (datapath/layout.h kAccessRecordSize), shared
   // with the daemon, which takes back what it holds if the process dies.
   datapath::SharedMapping access_record;
+  int record_fd = -1;  // the record's memfd (a context imported from this one maps it too)
   ibv_mtu active_mtu = IBV_MTU_1024;
   GidTable gids{};
   std::mutex objects_mutex;                   // guards objects (async events look objects up)
@@ -65,7 +68,7 @@ struct Context {
   std::mutex event_read_mutex;
 
   // The data path (docs/datapath.md).
-  int table_fd = -1;
+  int table_fd = -1;  // the device table's memfd (kept for contexts imported from this one)
   datapath::SharedMapping table_mapping;
   datapath::DeviceTable table;
   std::unique_ptr<PeerCache> peers;   // how this context reaches other QPs and MRs
@@ -75,6 +78,9 @@ struct Context {
   std::mutex waiting_mutex;
   std::condition_variable waiting_cv;
   std::vector<Qp*> waiting_qps;
+  // CQs with completion-event moderation (cq_moderation.cc): the helper
+  // thread fires the events whose cq_period ran out.
+  std::vector<Cq*> moderated_cqs;
   std::atomic<uint32_t> waiting_count{0};
   std::thread progress_thread;
   bool stopping = false;
@@ -92,6 +98,11 @@ struct Context {
   std::atomic<bool> fatal{false};
   std::atomic<bool> fatal_reported{false};
   std::unordered_set<Qp*> qps;
+
+  Context() = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context();  // context.cc
 
   static Context* From(ibv_context* ctx) { return reinterpret_cast<Context*>(verbs_get_ctx(ctx)); }
   ibv_context* ibv() { return &vctx.context; }

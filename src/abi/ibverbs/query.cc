@@ -124,6 +124,8 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
   full.phys_port_cnt_ex = lim::kPhysPortCount;
   full.max_dm_size = lim::kMaxDmSize;
+  full.cq_mod_caps.max_cq_count = lim::kMaxCqModerationCount;
+  full.cq_mod_caps.max_cq_period = lim::kMaxCqModerationPeriodUs;
   // On-demand paging (docs/datapath.md, "On-demand paging"): explicit and
   // implicit MRs, every operation of the transports the device has.
   constexpr uint32_t kOdpOps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |

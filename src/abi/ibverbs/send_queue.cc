@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
+#include "abi/ibverbs/cq_moderation.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/reject.h"
-#include "common/gid_table.h"
 #include "abi/ibverbs/wire_post.h"
+#include "common/gid_table.h"
 #include "datapath/timers.h"
 
 namespace softverbs::provider {
@@ -178,16 +179,21 @@ void ProgressWaitingLocked(Context* ctx) {
   });
 }
 
+// The helper thread: retries waiting send queues and fires the completion
+// events of moderated CQs whose period ran out (cq_moderation.h).
 void ProgressLoop(Context* ctx) {
   std::unique_lock lock(ctx->waiting_mutex);
   while (!ctx->stopping) {
-    if (ctx->waiting_qps.empty()) {
+    if (!ctx->waiting_qps.empty()) ProgressWaitingLocked(ctx);
+    const int64_t moderation_ns = FireDueModerationLocked(ctx);
+    if (ctx->waiting_qps.empty() && moderation_ns < 0) {
       ctx->waiting_cv.wait(lock);
       continue;
     }
-    ProgressWaitingLocked(ctx);
     // Short naps: RNR timers are as short as 10 us.
-    ctx->waiting_cv.wait_for(lock, std::chrono::microseconds(50));
+    int64_t nap_ns = ctx->waiting_qps.empty() ? moderation_ns : 50'000;
+    if (moderation_ns >= 0) nap_ns = std::min(nap_ns, moderation_ns);
+    ctx->waiting_cv.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(nap_ns, 10'000)));
   }
 }
 
@@ -196,13 +202,17 @@ void NoteWaiting(Context* ctx, Qp* qp) {
   if (std::find(ctx->waiting_qps.begin(), ctx->waiting_qps.end(), qp) == ctx->waiting_qps.end()) {
     ctx->waiting_qps.push_back(qp);
   }
-  if (!ctx->progress_thread.joinable()) {
-    ctx->progress_thread = std::thread(ProgressLoop, ctx);
-  }
+  StartProgressThreadLocked(ctx);
   ctx->waiting_cv.notify_one();
 }
 
 }  // namespace
+
+void StartProgressThreadLocked(Context* ctx) {
+  if (!ctx->progress_thread.joinable()) {
+    ctx->progress_thread = std::thread(ProgressLoop, ctx);
+  }
+}
 
 void CompleteLocal(ibv_cq* cq, const dp::Completion& c) {
   Cq* q = CqOf(cq);

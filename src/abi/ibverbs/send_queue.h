@@ -41,7 +41,10 @@ void CancelDrainNotify(Qp* qp);
 // Before a QP is freed: no retry may run on it any more.
 void ForgetQp(Context* ctx, Qp* qp);
 
-// Stops the context's helper thread (started when a WR first waits).
+// Starts the context's helper thread if it is not running (holding
+// waiting_mutex): when a WR first waits, or a CQ is first moderated.
+void StartProgressThreadLocked(Context* ctx);
+// Stops the context's helper thread.
 void StopProgressThread(Context* ctx);
 
 // Writes a completion to a local CQ.

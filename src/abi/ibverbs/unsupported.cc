@@ -61,9 +61,6 @@ SOFTVERBS_WEAK_EXPORT ibv_context* ibv_open_device(ibv_device*) {
 SOFTVERBS_WEAK_EXPORT int ibv_close_device(ibv_context*) {
   return MinusOneNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT ibv_context* ibv_import_device(int) {
-  return NullNotSupported();
-}
 SOFTVERBS_WEAK_EXPORT int ibv_query_device(ibv_context*, ibv_device_attr*) {
   return ErrnoValueNotSupported();
 }
@@ -110,10 +107,6 @@ SOFTVERBS_WEAK_EXPORT ibv_pd* ibv_alloc_pd(ibv_context*) {
 SOFTVERBS_WEAK_EXPORT int ibv_dealloc_pd(ibv_pd*) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-  return NullNotSupported();
-}
-SOFTVERBS_WEAK_EXPORT void ibv_unimport_pd(ibv_pd*) {}
 
 // ---------------------------------------------------------------------------
 // Memory regions and device memory.
@@ -138,14 +131,6 @@ SOFTVERBS_WEAK_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int
 SOFTVERBS_WEAK_EXPORT int ibv_dereg_mr(ibv_mr*) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-  return NullNotSupported();
-}
-SOFTVERBS_WEAK_EXPORT void ibv_unimport_mr(ibv_mr*) {}
-SOFTVERBS_WEAK_EXPORT ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
-  return NullNotSupported();
-}
-SOFTVERBS_WEAK_EXPORT void ibv_unimport_dm(ibv_dm*) {}
 
 // ---------------------------------------------------------------------------
 // Completion channels and completion queues.

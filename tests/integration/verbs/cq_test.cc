@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "test_env.h"
@@ -234,6 +235,111 @@ TEST_F(CqTest, CompChannelFdWorksWithPollAndEpoll) {
   // Destroying the channel while a CQ uses it: EBUSY, and it still works.
   EXPECT_EQ(ibv_destroy_comp_channel(ch), EBUSY);
   EXPECT_EQ(poll(&p, 1, 0), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
+}
+
+// ibv_modify_cq moderation: with cq_count 4 and cq_period 4095 us an armed
+// CQ's event waits for the fourth completion, or for the period after the
+// first; bad attributes are EINVAL and change nothing.
+TEST_F(CqTest, ModerationHoldsTheEventForCountOrPeriod) {
+  ibv_device_attr_ex dev{};
+  ASSERT_EQ(ibv_query_device_ex(ctx_, nullptr, &dev), 0);
+  EXPECT_EQ(dev.cq_mod_caps.max_cq_count, 0xffff);
+  EXPECT_EQ(dev.cq_mod_caps.max_cq_period, 0xfff);
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx_);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* cq = ibv_create_cq(ctx_, 64, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {16, 1, 1, 1, 0};
+  init.sq_sig_all = 1;
+  ibv_qp* qp = ibv_create_qp(pd_, &init);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_TRUE(ConnectRc(ctx_, qp, qp->qp_num));
+  uint64_t target = 0, source = 7;
+  ibv_mr* mr =
+      ibv_reg_mr(pd_, &target, sizeof(target), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr);
+  auto post_writes = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      ibv_sge sge{reinterpret_cast<uint64_t>(&source), sizeof(source), 0};
+      ibv_send_wr wr{};
+      ibv_send_wr* bad = nullptr;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_INLINE;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(&target);
+      wr.wr.rdma.rkey = mr->rkey;
+      ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+    }
+  };
+  auto now_us = [] {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000ll + t.tv_nsec / 1000;
+  };
+  // Arms, posts n writes, waits for the event (bounded) and drains the CQ;
+  // returns the microseconds from before the first post to the event, or -1.
+  auto event_after = [&](int n) -> long long {
+    EXPECT_EQ(ibv_req_notify_cq(cq, 0), 0);
+    const long long t0 = now_us();
+    post_writes(n);
+    pollfd p{ch->fd, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return -1;
+    const long long elapsed = now_us() - t0;
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    EXPECT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+    ibv_ack_cq_events(cq, 1);
+    ibv_wc wc[16];
+    int drained = 0;
+    for (int spins = 0; drained < n && spins < 1000000; ++spins) {
+      int got = ibv_poll_cq(cq, 16, wc);
+      for (int i = 0; i < got; ++i) EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+      drained += got;
+    }
+    EXPECT_EQ(drained, n);
+    return elapsed;
+  };
+
+  ibv_modify_cq_attr attr{};
+  EXPECT_EQ(ibv_modify_cq(cq, &attr), EINVAL) << "attr_mask 0";
+  attr.attr_mask = 1u << 1;
+  EXPECT_EQ(ibv_modify_cq(cq, &attr), EINVAL) << "unknown attr_mask bit";
+  attr.attr_mask = IBV_CQ_ATTR_MODERATE;
+  attr.moderate = {4, 4096};
+  EXPECT_EQ(ibv_modify_cq(cq, &attr), EINVAL) << "cq_period above max_cq_period";
+  EXPECT_GE(event_after(1), 0) << "refused modifies left the CQ unmoderated";
+
+  attr.moderate = {4, 4095};
+  ASSERT_EQ(ibv_modify_cq(cq, &attr), 0);
+  // One completion: the event waits for the period (it never comes earlier).
+  const long long one = event_after(1);
+  ASSERT_GE(one, 0) << "the period's timer raised the event";
+  EXPECT_GE(one, 4095) << "the event came before cq_period ran out";
+  // Four completions: the event is due at the fourth. The period would raise
+  // it too, so one of a few rounds must be faster than the period.
+  long long fastest = -1;
+  for (int round = 0; round < 5 && (fastest < 0 || fastest >= 4095); ++round) {
+    const long long four = event_after(4);
+    ASSERT_GE(four, 0);
+    fastest = fastest < 0 ? four : std::min(fastest, four);
+  }
+  EXPECT_LT(fastest, 4095) << "cq_count completions raised the event";
+  // cq_count 0 turns moderation off.
+  attr.moderate = {0, 4095};
+  ASSERT_EQ(ibv_modify_cq(cq, &attr), 0);
+  long long off = -1;
+  for (int round = 0; round < 5 && (off < 0 || off >= 4095); ++round) off = event_after(1);
+  EXPECT_GE(off, 0);
+  EXPECT_LT(off, 4095) << "unmoderated: the first completion raises the event";
+
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
   EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
