@@ -15,6 +15,7 @@
 #include "datapath/cq_ring.h"
 #include "datapath/recv_queue.h"
 #include "datapath/shm.h"
+#include "datapath/tag_matching.h"
 
 namespace softverbs::daemon {
 
@@ -152,11 +153,22 @@ uint32_t Device::AllocateMrIndex() {
   return mr_indexes_.Allocate([&](uint32_t index) { return !MrSlotFree(index); });
 }
 
-int Device::MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_wr) {
+int Device::MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_wr,
+                              uint32_t tm_tags) {
   const uint32_t room = room_wr > max_wr ? room_wr : max_wr;
-  int fd = dp::CreateSharedFile("softverbs-rq", dp::RecvQueueFileSize(room, max_sge));
+  const size_t queue_bytes = (dp::RecvQueueFileSize(room, max_sge) + 63) / 64 * 64;
+  const size_t file_bytes = queue_bytes + (tm_tags ? dp::TmListBytes(tm_tags) : 0);
+  int fd = dp::CreateSharedFile("softverbs-rq", file_bytes);
   if (fd < 0) return fd;
-  WithMapping(fd, [&](void* base) { dp::InitRecvQueueFile(base, max_wr, max_sge); });
+  WithMapping(fd, [&](void* base) {
+    dp::InitRecvQueueFile(base, max_wr, max_sge);
+    if (!tm_tags) return;
+    auto* h = static_cast<dp::RecvQueueHeader*>(base);
+    h->tm_tags = tm_tags;
+    h->tm_offset = static_cast<uint32_t>(queue_bytes);
+    auto* list = reinterpret_cast<dp::TmListHeader*>(static_cast<uint8_t*>(base) + queue_bytes);
+    list->num_tags = tm_tags;
+  });
   return fd;
 }
 

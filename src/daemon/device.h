@@ -202,7 +202,10 @@ class Device {
   uint32_t AllocateQpn();
   uint32_t AllocateMrIndex();
   // room_wr: the most WQEs the queue may ever hold (an SRQ grows in place).
-  int MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_wr = 0);
+  // A receive queue's file; tm_tags > 0: a tag-matching SRQ's, with its tag
+  // list after the WQE slots (datapath/tag_matching.h).
+  int MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_wr = 0,
+                        uint32_t tm_tags = 0);
   int MakeCqFile(uint32_t cqe, uint32_t cqn);
   void PublishQp(const Qp& qp);
   void PublishQpAttributes(const Qp& qp);

@@ -86,7 +86,7 @@ struct Srq {
   Handle pd;
   ibv_srq_type type;
   Handle xrcd;         // 0 unless XRC
-  Handle cq;           // 0 unless XRC
+  Handle cq;           // XRC and TM: its CQ; else 0
   Handle xrcd_handle;  // the XRC domain handle it was created through, 0 unless XRC
   uint32_t max_wr;
   uint32_t max_sge;

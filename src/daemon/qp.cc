@@ -82,8 +82,11 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   if (req.srq && !is_tgt && !is_ini) {
     srq = FindOwned(srqs_, c, req.srq);
     if (!srq) return Verdict::Fail(EINVAL, "create_qp: srq is not an SRQ of this context");
-    if (srq->type != IBV_SRQT_BASIC) {
-      return Verdict::Fail(EINVAL, "create_qp: only a basic SRQ can back an RC/UC/UD QP");
+    if (srq->type == IBV_SRQT_TM && type != IBV_QPT_RC) {
+      return Verdict::Fail(EINVAL, "create_qp: a tag-matching SRQ backs RC QPs only");
+    }
+    if (srq->type != IBV_SRQT_BASIC && srq->type != IBV_SRQT_TM) {
+      return Verdict::Fail(EINVAL, "create_qp: only a basic or TM SRQ can back an RC/UC/UD QP");
     }
   }
   ibv_qp_cap cap = req.cap;

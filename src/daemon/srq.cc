@@ -6,10 +6,12 @@
 
 #include "common/device_limits.h"
 #include "daemon/device.h"
+#include "datapath/tag_matching.h"
 
 namespace softverbs::daemon {
 
 namespace lim = softverbs::limits;
+namespace dp = softverbs::datapath;
 
 // Reported max_wr is rounded up to a power of two: it must stay in range.
 static_assert(std::has_single_bit(static_cast<unsigned>(lim::kMaxSrqWr)));
@@ -18,8 +20,10 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
                           protocol::CreateSrqReply* out) {
   Pd* pd = FindOwned(pds_, c, req.pd);
   if (!pd) return Verdict::Fail(EINVAL, "create_srq: no such PD in this context");
-  if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC) {
-    return Verdict::Fail(EOPNOTSUPP, "only basic and XRC SRQs are supported");
+  if (req.srq_type != IBV_SRQT_BASIC && req.srq_type != IBV_SRQT_XRC &&
+      req.srq_type != IBV_SRQT_TM) {
+    return Verdict::Fail(EOPNOTSUPP, "SRQ type " + std::to_string(req.srq_type) +
+                                         " is not supported (basic, XRC and TM are)");
   }
   XrcdHandle* xh = nullptr;
   Cq* cq = nullptr;
@@ -28,6 +32,15 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
     if (!xh) return Verdict::Fail(EINVAL, "XRC SRQ needs an XRC domain of this context");
     cq = FindVerbsCq(c, req.cq);
     if (!cq) return Verdict::Fail(EINVAL, "XRC SRQ needs a CQ of this context");
+  }
+  if (req.srq_type == IBV_SRQT_TM) {
+    // The CQ takes the tag list operations' completions (as mlx5's command QP's).
+    cq = FindVerbsCq(c, req.cq);
+    if (!cq) return Verdict::Fail(EINVAL, "a tag-matching SRQ needs a CQ of this context");
+    if (req.max_num_tags == 0 || req.max_num_tags > dp::kTmMaxNumTags) {
+      return Verdict::Fail(EINVAL, "tm_cap.max_num_tags " + std::to_string(req.max_num_tags) +
+                                       " is outside 1.." + std::to_string(dp::kTmMaxNumTags));
+    }
   }
   // max_wr 0 is accepted and gets a one-WQE queue, as mlx5 and the kernel's
   // ib_create_srq do (rxe alone refuses it); rdma-core's tests create such SRQs.
@@ -60,7 +73,8 @@ Verdict Device::CreateSrq(ClientId c, const protocol::CreateSrqRequest& req,
           std::bit_ceil(req.max_wr),
           req.max_sge ? req.max_sge : 1,
           req.srq_limit};
-  srq.ring_fd = MakeRecvQueueFile(srq.max_wr, srq.max_sge, lim::kMaxSrqWr);
+  srq.ring_fd = MakeRecvQueueFile(srq.max_wr, srq.max_sge, lim::kMaxSrqWr,
+                                  req.srq_type == IBV_SRQT_TM ? req.max_num_tags : 0);
   if (srq.ring_fd < 0) return Verdict::Fail(ENOMEM, "create_srq: cannot make the receive queue");
   next_srqn_++;
   pd->users++;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "datapath/keyed_access.h"
+#include "datapath/tag_matching.h"
 
 namespace softverbs::datapath {
 
@@ -153,28 +154,29 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
   return true;
 }
 
-// SEND / SEND_WITH_IMM to one target (for UD, one member of a group).
-void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
-                 const PieceList& src, uint32_t bytes, uint32_t target_qpn, Outcome* out) {
+// The bytes of src past its first `skip`.
+PieceList SkipBytes(const PieceList& src, uint64_t skip) {
+  PieceList out;
+  for (int i = 0; i < src.count; ++i) {
+    MemPiece p = src.piece[i];
+    const uint64_t cut = skip < p.len ? skip : p.len;
+    skip -= cut;
+    if (p.ptr) p.ptr += cut;
+    p.va += cut;
+    p.len -= cut;
+    out.Add(p);
+  }
+  return out;
+}
+
+// Scatters a SEND's bytes into the receive WQE r claimed for it and writes
+// the receive completion `recv` (errors as the IBA's responder reports them).
+void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                        const PieceList& src, uint32_t bytes, const Target& target,
+                        const ClaimedRecv& r, Completion recv, Outcome* out) {
   const bool rc = IsReliable(qp.type);
   const bool ud = qp.type == IBV_QPT_UD;
-  QpEntry* te = nullptr;
-  Target target;
-  if (!ReachTarget(host, qp, wr, target_qpn, &te, &target, out)) return;
   PeerQp* peer = target.peer;
-  if (ud) {
-    uint32_t qkey = (wr.remote_qkey & 0x80000000u) ? qp.qkey : wr.remote_qkey;
-    if (qkey != te->qkey.load()) return;  // dropped, as a Q_Key violation is
-  }
-  ClaimedRecv r;
-  if (!ClaimReceive(host, *peer, &r)) {
-    if (rc) {
-      out->result = ExecResult::kRnr;
-      out->rnr_timer_ns = te->min_rnr_timer.load();
-    }
-    return;
-  }
-  Completion recv = ReceiveCompletion(r, target, qp, wr, info);
   const uint32_t needed = bytes + (ud ? kGrhBytes : 0);
   uint64_t room = 0;
   for (uint32_t i = 0; i < r.num_sge; ++i) room += r.sge[i].length;
@@ -225,6 +227,127 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
     return Fail(out, IBV_WC_REM_INV_REQ_ERR, kVendorRemoteInvalidate);
   }
   Complete(peer->recv_cq, peer->cq_event_fd, recv);
+}
+
+// A tagged message matched `tag`: eager data lands in the tag's buffer; a
+// rendezvous request makes the device read the sender's buffer into it
+// (the FIN to the sender and the data's completion follow the sender's own
+// completion: Outcome::rendezvous, FinishRendezvous).
+void DeliverMatched(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                    const PieceList& src, uint32_t bytes, const Target& target, QpEntry* te,
+                    const Tmh& tmh, const uint8_t* rvh_bytes, const TmTag& tag, Outcome* out) {
+  PeerQp* peer = target.peer;
+  ClaimedRecv r;
+  r.wr_id = tag.recv_wr_id;
+  Completion c = ReceiveCompletion(r, target, qp, wr, info);
+  c.opcode = IBV_WC_TM_RECV;
+  c.tm_tag = tmh.tag;
+  c.tm_priv = tmh.app_ctx;
+  MrGuards guards;
+  PieceList dst;
+  if (tag.num_sge && AddKeyedPieces(host, guards, &tag.sge, 1, false, target.pdn, peer->owner,
+                                    IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
+    c.status = IBV_WC_LOC_PROT_ERR;
+    c.vendor_err = kVendorRecvBadLkey;
+    Complete(peer->recv_cq, peer->cq_event_fd, c);
+    FailTarget(host, target);
+    return Fail(out, IBV_WC_REM_OP_ERR, kVendorRecvBadLkey);
+  }
+  if (tmh.opcode == IBV_TMH_EAGER) {
+    c.byte_len = bytes - kTmhBytes;
+    if (c.byte_len > dst.bytes) {
+      c.status = IBV_WC_LOC_LEN_ERR;
+      c.vendor_err = kVendorRecvTooSmall;
+      Complete(peer->recv_cq, peer->cq_event_fd, c);
+      FailTarget(host, target);
+      return Fail(out, IBV_WC_REM_INV_REQ_ERR, kVendorRecvTooSmall);
+    }
+    if (!CopyPieces(dst, SkipBytes(src, kTmhBytes))) c.status = IBV_WC_LOC_ACCESS_ERR;
+    c.wc_flags |= IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
+    return Complete(peer->recv_cq, peer->cq_event_fd, c);
+  }
+  // Rendezvous: the match is reported at once, the data once it is read.
+  const Rvh rvh = DecodeRvh(rvh_bytes);
+  c.byte_len = rvh.len;
+  c.wc_flags |= IBV_WC_TM_MATCH;
+  Complete(peer->recv_cq, peer->cq_event_fd, c);
+  // The read: an RDMA READ of the receiving QP from the sender, so the
+  // sender's QP must allow remote reads and the rkey must grant them.
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  const QpEntry* self = host.table().FindQp(qp.qpn);
+  PieceList from;
+  RecvSge rsge{rvh.va, rvh.len, rvh.rkey};
+  if (rvh.len > dst.bytes || !self || !(self->access.load() & IBV_ACCESS_REMOTE_READ) ||
+      (rvh.len && AddKeyedPieces(host, guards, &rsge, 1, true, qp.pdn, host.client_id(),
+                                 IBV_ACCESS_REMOTE_READ, &from, qp.qpn) != kVendorNone) ||
+      !CopyPieces(dst, from)) {
+    status = IBV_WC_TM_RNDV_INCOMPLETE;
+  }
+  out->rendezvous = {true,    target.qpn, te->generation.load(), tag.recv_wr_id,
+                     rvh.len, status,     tmh.app_ctx,           tmh.tag};
+}
+
+// A message to a tag-matching SRQ (datapath/tag_matching.h): a tagged one
+// (EAGER, RNDV) is matched against the posted tags; unmatched, or untagged
+// (NO_TAG and anything else), it takes an ordinary receive of the SRQ whole,
+// header included, as IBV_WC_TM_RECV (counted unexpected) or
+// IBV_WC_TM_NO_TAG.
+void DeliverTagged(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                   const PieceList& src, uint32_t bytes, const Target& target, QpEntry* te,
+                   Outcome* out) {
+  PeerQp* peer = target.peer;
+  TagList list(peer->rq.header());
+  uint8_t head[kTmhBytes + kRvhBytes] = {};
+  PieceList head_dst;
+  head_dst.Add({head, -1, 0, sizeof(head)});
+  CopyPieces(head_dst, src);
+  const Tmh tmh = bytes >= kTmhBytes ? DecodeTmh(head) : Tmh{};
+  const bool tagged =
+      bytes >= kTmhBytes && (tmh.opcode == IBV_TMH_EAGER ||
+                             (tmh.opcode == IBV_TMH_RNDV && bytes >= kTmhBytes + kRvhBytes));
+  TmTag tag;
+  if (tagged && list.Match(tmh.tag, &tag)) {
+    return DeliverMatched(host, qp, wr, info, src, bytes, target, te, tmh, head + kTmhBytes, tag,
+                          out);
+  }
+  ClaimedRecv r;
+  if (!ClaimReceive(host, *peer, &r)) {
+    out->result = ExecResult::kRnr;
+    out->rnr_timer_ns = te->min_rnr_timer.load();
+    return;
+  }
+  if (tagged) list.CountUnexpected();
+  Completion recv = ReceiveCompletion(r, target, qp, wr, info);
+  recv.opcode = tagged ? IBV_WC_TM_RECV : IBV_WC_TM_NO_TAG;
+  ScatterAndComplete(host, qp, wr, info, src, bytes, target, r, recv, out);
+}
+
+// SEND / SEND_WITH_IMM to one target (for UD, one member of a group).
+void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                 const PieceList& src, uint32_t bytes, uint32_t target_qpn, Outcome* out) {
+  const bool rc = IsReliable(qp.type);
+  const bool ud = qp.type == IBV_QPT_UD;
+  QpEntry* te = nullptr;
+  Target target;
+  if (!ReachTarget(host, qp, wr, target_qpn, &te, &target, out)) return;
+  PeerQp* peer = target.peer;
+  if (ud) {
+    uint32_t qkey = (wr.remote_qkey & 0x80000000u) ? qp.qkey : wr.remote_qkey;
+    if (qkey != te->qkey.load()) return;  // dropped, as a Q_Key violation is
+  }
+  if (rc && TagList(peer->rq.header()).valid()) {
+    return DeliverTagged(host, qp, wr, info, src, bytes, target, te, out);
+  }
+  ClaimedRecv r;
+  if (!ClaimReceive(host, *peer, &r)) {
+    if (rc) {
+      out->result = ExecResult::kRnr;
+      out->rnr_timer_ns = te->min_rnr_timer.load();
+    }
+    return;
+  }
+  ScatterAndComplete(host, qp, wr, info, src, bytes, target, r,
+                     ReceiveCompletion(r, target, qp, wr, info), out);
 }
 
 void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
@@ -407,6 +530,53 @@ Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
   }
   DeliverSend(host, qp, wr, info, src, bytes, qp.dest_qpn, &out);
   return out;
+}
+
+void FinishRendezvous(Host& host, const LocalQp& qp, const RendezvousFinish& f) {
+  ExecutionScope scope(host);
+  if (f.status == IBV_WC_SUCCESS) {
+    // The FIN: a 16-byte SEND of the receiving QP to the sender, telling it
+    // that its buffer was read (it consumes one of the sender's receives).
+    const QpEntry* self = host.table().FindQp(qp.qpn);
+    PeerQp* own = self ? host.FindPeerQp(qp.qpn, self->generation.load()) : nullptr;
+    ClaimedRecv r;
+    if (own && ClaimReceive(host, *own, &r)) {
+      uint8_t fin[kTmhBytes];
+      EncodeTmh({IBV_TMH_FIN, f.app_ctx, f.tag}, fin);
+      PieceList from;
+      from.Add({fin, -1, 0, kTmhBytes});
+      Completion c{};
+      c.wr_id = r.wr_id;
+      c.status = IBV_WC_SUCCESS;
+      c.opcode = IBV_WC_RECV;
+      c.qp_num = qp.qpn;
+      c.src_qp = f.target_qpn;
+      c.sl = qp.sl;
+      c.byte_len = kTmhBytes;
+      MrGuards guards;
+      PieceList to;
+      if (AddKeyedPieces(host, guards, r.sge, r.num_sge, false, qp.pdn, own->owner,
+                         IBV_ACCESS_LOCAL_WRITE, &to) != kVendorNone) {
+        c.status = IBV_WC_LOC_PROT_ERR;
+      } else if (to.bytes < kTmhBytes) {
+        c.status = IBV_WC_LOC_LEN_ERR;
+      } else if (!CopyPieces(to, from)) {
+        c.status = IBV_WC_LOC_ACCESS_ERR;
+      }
+      Complete(own->recv_cq, own->cq_event_fd, c);
+    }
+  }
+  PeerQp* peer = host.FindPeerQp(f.target_qpn, f.target_generation);
+  if (!peer) return;
+  Completion c{};
+  c.wr_id = f.recv_wr_id;
+  c.status = f.status;
+  c.opcode = IBV_WC_TM_RECV;
+  c.wc_flags = f.status == IBV_WC_SUCCESS ? IBV_WC_TM_DATA_VALID : 0;
+  c.byte_len = f.len;
+  c.qp_num = f.target_qpn;
+  c.src_qp = qp.qpn;
+  Complete(peer->recv_cq, peer->cq_event_fd, c);
 }
 
 }  // namespace softverbs::datapath

@@ -226,14 +226,33 @@ enum class ExecResult {
   kNoResponse,  // the target did not answer (gone, not ready): retry after timeout
 };
 
+// A rendezvous message matched a tag (tag_matching.h) and its data was
+// read: what follows the sender's completion, as on a NIC whose FIN comes
+// after its ACK - the FIN to the sender and the data's completion.
+struct RendezvousFinish {
+  bool pending = false;
+  uint32_t target_qpn = 0;
+  uint32_t target_generation = 0;
+  uint64_t recv_wr_id = 0;  // the tag's
+  uint32_t len = 0;
+  ibv_wc_status status = IBV_WC_SUCCESS;  // IBV_WC_TM_RNDV_INCOMPLETE: the read failed
+  uint32_t app_ctx = 0;
+  uint64_t tag = 0;
+};
+
 struct Outcome {
   ExecResult result = ExecResult::kDone;
   Completion completion{};  // status / opcode / byte_len of the local completion
   uint64_t rnr_timer_ns = 0;
+  RendezvousFinish rendezvous;  // pending: call FinishRendezvous after `completion`
 };
 
 // Executes wr on behalf of qp.
 Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr);
+
+// The rest of a matched rendezvous (Outcome::rendezvous), after the
+// sender's completion was written.
+void FinishRendezvous(Host& host, const LocalQp& qp, const RendezvousFinish& f);
 
 // Writes a completion to a CQ ring and signals its channel if it was armed.
 void Complete(CqRing& cq, int event_fd, const Completion& c);

@@ -25,7 +25,7 @@ namespace softverbs::datapath {
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn).
-inline constexpr uint32_t kLayoutVersion = 5;
+inline constexpr uint32_t kLayoutVersion = 6;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -167,26 +167,26 @@ struct CqHeader {
 };
 static_assert(sizeof(CqHeader) == 256);
 
-// One completion: the fields of struct ibv_wc, plain data.
+// One completion: the fields of struct ibv_wc, plain data. A RoCE device
+// reports pkey_index, slid and dlid_path_bits as 0: they have no field.
 struct Completion {
   uint64_t wr_id;
-  uint32_t status;      // ibv_wc_status
-  uint32_t opcode;      // ibv_wc_opcode
+  uint8_t status;       // ibv_wc_status
+  uint8_t opcode;       // ibv_wc_opcode (all below 256)
+  uint16_t wc_flags;    // ibv_wc_flags (all below 1 << 16)
   uint32_t vendor_err;  // softverbs reason code (VendorError) of an error completion
   uint32_t byte_len;
   uint32_t imm_data;  // network order, as ibv_wc.imm_data
   uint32_t qp_num;    // local QP
   uint32_t src_qp;    // remote QP (receive completions)
-  uint32_t wc_flags;  // ibv_wc_flags
-  uint16_t pkey_index;
-  uint16_t slid;
   uint8_t sl;
-  uint8_t dlid_path_bits;
   uint8_t solicited;  // the send carried IBV_SEND_SOLICITED
-  uint8_t reserved0;
+  uint16_t reserved0;
+  uint32_t tm_priv;  // tag matching: the TMH's app_ctx (ibv_wc_tm_info.priv)
   // The device clock (DeviceClockNs) when the completion was written, on a
   // CQ with kCqStampCompletions; 0 otherwise.
   uint64_t timestamp;
+  uint64_t tm_tag;  // tag matching: the matched tag (ibv_wc_tm_info.tag)
 };
 static_assert(sizeof(Completion) == 56);
 static_assert(offsetof(Completion, timestamp) % 8 == 0);
@@ -215,7 +215,11 @@ struct RecvQueueHeader {
   // An SRQ's number while it exists (0: a QP's queue, or the SRQ is gone).
   // XRC initiators address SRQs by number and check it before delivering.
   std::atomic<uint32_t> srqn;
-  uint32_t reserved0[10];
+  // A tag-matching SRQ (IBV_SRQT_TM): its tag list (TmListHeader, then
+  // tm_tags TmTag) at byte tm_offset of the file; 0 for other queues.
+  uint32_t tm_tags;
+  uint32_t tm_offset;
+  uint32_t reserved0[8];
   alignas(64) std::atomic<uint64_t> head;  // next WQE to claim (consumers)
   uint8_t pad1[56];
   alignas(64) std::atomic<uint64_t> tail;  // next slot the owner fills (Count(), resize)
@@ -246,6 +250,40 @@ struct RecvWqe {
 };
 static_assert(sizeof(RecvWqe) == 16);
 static_assert(sizeof(RecvQueueHeader) % 64 == 0);
+
+// Tag matching (IBV_SRQT_TM, ibv_post_srq_ops(3)): the SRQ's tag list,
+// after its WQE slots. The owner adds and removes tags (ibv_post_srq_ops);
+// whoever delivers a message to the SRQ matches the message's tag against
+// the posted tags (datapath/tag_matching.h). Both take `lock` for the
+// whole of an operation: a tag is matched once, or removed, never both.
+struct TmListHeader {
+  std::atomic<uint32_t> lock;  // 0 free, 1 held (a spin lock; held for tens of ns)
+  uint32_t num_tags;           // TmTag slots (the SRQ's max_num_tags)
+  // Phase synchronisation: unexpected messages the device delivered, and
+  // the count the owner last reported (IBV_OPS_TM_SYNC). Tags match only
+  // while the two are equal; otherwise every tagged message is unexpected.
+  uint32_t hw_unexpected;
+  uint32_t sw_unexpected;
+  uint64_t next_seq;  // posting order of the next tag added
+  uint8_t reserved[40];
+};
+static_assert(sizeof(TmListHeader) == 64);
+
+inline constexpr uint32_t kTmTagFree = 0;
+inline constexpr uint32_t kTmTagPosted = 1;
+
+struct TmTag {
+  uint32_t state;       // kTmTagFree or kTmTagPosted
+  uint16_t generation;  // bumped whenever the slot frees: stale handles miss
+  uint16_t num_sge;     // 0 or 1
+  uint64_t recv_wr_id;  // the wr_id of the message's completion
+  uint64_t tag;
+  uint64_t mask;  // a message matches if (its tag & mask) == (tag & mask)
+  uint64_t seq;   // posting order: the oldest matching tag wins
+  RecvSge sge;    // the buffer (num_sge 1)
+  uint8_t reserved[8];
+};
+static_assert(sizeof(TmTag) == 64);
 
 inline uint32_t QpSlotOf(uint32_t qpn) {
   return (qpn - kFirstQpn) % kQpSlots;

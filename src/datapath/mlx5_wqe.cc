@@ -211,7 +211,7 @@ uint8_t BuildCqe(const Completion& c, uint32_t qpn, uint8_t* cqe) {
   uint8_t opcode = MLX5_CQE_REQ;
   if (!requester) {
     ok.flags_rqpn = htobe32(c.src_qp & 0xffffff);
-    ok.slid = htobe16(c.slid);
+    ok.slid = 0;  // RoCE: no LID
     if (c.wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)) ok.imm_inval_pkey = c.imm_data;
     if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
       opcode = MLX5_CQE_RESP_WR_IMM;

@@ -221,7 +221,7 @@ struct CreateSrqRequest {
   uint32_t max_wr;
   uint32_t max_sge;
   uint32_t srq_limit;
-  uint32_t reserved;
+  uint32_t max_num_tags;  // IBV_SRQT_TM: its tag list's size (tm_cap.max_num_tags)
 };
 static_assert(sizeof(CreateSrqRequest) == 32);
 

@@ -51,6 +51,7 @@ void InstallContextOps(ibv_context* ctx) {
   v->open_qp = OpenQpOp;
   v->create_srq_ex = CreateSrqExOp;
   v->get_srq_num = GetSrqNumOp;
+  v->post_srq_ops = PostSrqOpsOp;
   v->open_xrcd = OpenXrcdOp;
   v->close_xrcd = CloseXrcdOp;
   ctx->ops.alloc_mw = AllocMwOp;

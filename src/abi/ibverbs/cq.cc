@@ -32,7 +32,8 @@ namespace {
 constexpr uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
     IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS |
-    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK |
+    IBV_WC_EX_WITH_TM_INFO;
 // The fields that make producers stamp each completion with the device clock.
 constexpr uint64_t kTimestampWcFlags =
     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
@@ -55,10 +56,10 @@ void ToWc(const datapath::Completion& c, ibv_wc* wc) {
   wc->qp_num = c.qp_num;
   wc->src_qp = c.src_qp;
   wc->wc_flags = c.wc_flags;
-  wc->pkey_index = c.pkey_index;
-  wc->slid = c.slid;
+  wc->pkey_index = 0;  // RoCE: no P_Key index, LID or path bits in a completion
+  wc->slid = 0;
   wc->sl = c.sl;
-  wc->dlid_path_bits = c.dlid_path_bits;
+  wc->dlid_path_bits = 0;
 }
 
 // The extended poll API: start_poll takes the CQ's consumer lock, end_poll
@@ -108,14 +109,20 @@ uint32_t ReadSrcQp(ibv_cq_ex* ex) {
 unsigned int ReadWcFlags(ibv_cq_ex* ex) {
   return CqOf(ex)->current.wc_flags;
 }
-uint32_t ReadSlid(ibv_cq_ex* ex) {
-  return CqOf(ex)->current.slid;
+uint32_t ReadSlid(ibv_cq_ex*) {
+  return 0;  // RoCE: no LID
 }
 uint8_t ReadSl(ibv_cq_ex* ex) {
   return CqOf(ex)->current.sl;
 }
-uint8_t ReadDlidPathBits(ibv_cq_ex* ex) {
-  return CqOf(ex)->current.dlid_path_bits;
+uint8_t ReadDlidPathBits(ibv_cq_ex*) {
+  return 0;  // RoCE: no path bits
+}
+// Tag matching (datapath/tag_matching.h): the matched tag and the TMH's
+// app_ctx; 0 for completions that matched no tag.
+void ReadTmInfo(ibv_cq_ex* ex, ibv_wc_tm_info* tm_info) {
+  tm_info->tag = CqOf(ex)->current.tm_tag;
+  tm_info->priv = CqOf(ex)->current.tm_priv;
 }
 // The device clock counts nanoseconds (hca_core_clock 1 GHz).
 uint64_t ReadCompletionTs(ibv_cq_ex* ex) {
@@ -183,6 +190,7 @@ ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_co
   ex.read_dlid_path_bits = ReadDlidPathBits;
   ex.read_completion_ts = ReadCompletionTs;
   ex.read_completion_wallclock_ns = ReadCompletionWallclockNs;
+  ex.read_tm_info = ReadTmInfo;
   if (wc_flags & kTimestampWcFlags) {
     // Before any QP can complete on it: producers stamp from now on.
     cq->ring.header()->flags.fetch_or(datapath::kCqStampCompletions, std::memory_order_relaxed);

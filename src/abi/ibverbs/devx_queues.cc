@@ -228,6 +228,7 @@ bool RunPending(Context* ctx, DevxQp& qp) {
                  c.status == IBV_WC_SUCCESS ? c.opcode : SendCompletionOpcode(wr.opcode),
                  c.byte_len, c.vendor_err);
   }
+  if (out.rendezvous.pending) dp::FinishRendezvous(*ctx->peers, local, out.rendezvous);
   if (c.status != IBV_WC_SUCCESS) {
     Log("devx: QP 0x%x: WQE %u (%s) completed with %s: the QP moves to ERR", qp.qpn, wqe.wqe_index,
         wqe.info->name, ibv_wc_status_str(static_cast<ibv_wc_status>(c.status)));

@@ -35,6 +35,7 @@ int PostRecvOp(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
 // srq.cc
 ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr);
+int PostSrqOpsOp(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_op);  // srq_ops.cc
 int GetSrqNumOp(ibv_srq* srq, uint32_t* srq_num);
 int PostSrqRecvOp(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 

@@ -174,6 +174,7 @@ struct Srq {
   uint32_t events_reported = 0;  // async events handed out (under ibv.mutex)
   uint32_t srqn;
   ibv_srq_type type;
+  ibv_cq* tm_cq = nullptr;  // IBV_SRQT_TM: where its tag list operations complete
   uint32_t max_sge = 0;
   datapath::SharedMapping ring_mapping;
   datapath::RecvQueue rq;

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/personality.h"
 #include "common/port_facts.h"
+#include "datapath/tag_matching.h"
 #include "datapath/timers.h"
 
 #undef ibv_query_port
@@ -124,6 +125,12 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   full.device_cap_flags_ex = full.orig_attr.device_cap_flags;
   full.phys_port_cnt_ex = lim::kPhysPortCount;
   full.max_dm_size = lim::kMaxDmSize;
+  // Tag matching on RC QPs (datapath/tag_matching.h), a ConnectX's sizes.
+  full.tm_caps.max_rndv_hdr_size = datapath::kTmMaxRndvHdrSize;
+  full.tm_caps.max_num_tags = datapath::kTmMaxNumTags;
+  full.tm_caps.flags = IBV_TM_CAP_RC;
+  full.tm_caps.max_ops = datapath::kTmMaxOps;
+  full.tm_caps.max_sge = datapath::kTmMaxSge;
   full.cq_mod_caps.max_cq_count = lim::kMaxCqModerationCount;
   full.cq_mod_caps.max_cq_period = lim::kMaxCqModerationPeriodUs;
   // On-demand paging (docs/datapath.md, "On-demand paging"): explicit and

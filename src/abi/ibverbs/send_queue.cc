@@ -124,6 +124,8 @@ Step RunOne(Context* ctx, Qp* qp, dp::SendWr& wr) {
       break;
   }
   if (c.status != IBV_WC_SUCCESS || Signaled(qp, wr)) CompleteLocal(qp->ibv.qp_base.send_cq, c);
+  // A rendezvous to a tag-matching SRQ: its FIN comes after our completion.
+  if (out.rendezvous.pending) dp::FinishRendezvous(*ctx->peers, LocalView(ctx, qp), out.rendezvous);
   if (c.status != IBV_WC_SUCCESS) EnterError(ctx, qp);
   return Step::kFinished;
 }

@@ -1,4 +1,5 @@
-// Shared receive queues (basic and XRC).
+// Shared receive queues (basic, XRC and tag matching; the tag list's
+// operations are in srq_ops.cc).
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,12 +13,13 @@
 #include "common/device_limits.h"
 #include "common/log.h"
 #include "common/raw_enum.h"
+#include "datapath/tag_matching.h"
 
 namespace softverbs::provider {
 namespace {
 
 ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd* xrcd, ibv_cq* cq,
-                   void* srq_context, ibv_srq_attr* attr) {
+                   void* srq_context, ibv_srq_attr* attr, uint32_t max_num_tags = 0) {
   Context* ctx = Context::From(context);
   protocol::CreateSrqRequest req{};
   req.pd = FromPublic<Pd>(pd)->handle;
@@ -27,6 +29,7 @@ ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd
   req.max_wr = attr->max_wr;
   req.max_sge = attr->max_sge;
   req.srq_limit = attr->srq_limit;
+  req.max_num_tags = max_num_tags;
   protocol::CreateSrqReply rep{};
   std::vector<int> fds;  // the SRQ's receive queue
   if (int err = ctx->channel.Call(protocol::Op::kCreateSrq, &req, sizeof(req), &rep, sizeof(rep),
@@ -47,6 +50,7 @@ ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd
   srq->handle = rep.handle;
   srq->srqn = rep.srqn;
   srq->type = type;
+  srq->tm_cq = type == IBV_SRQT_TM ? cq : nullptr;
   srq->ibv.context = context;
   srq->ibv.srq_context = srq_context;
   srq->ibv.pd = pd;
@@ -70,10 +74,6 @@ ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     Log("ibv_create_srq_ex: comp_mask 0x%x has unknown bits", attr->comp_mask);
     return FailNull<ibv_srq>(EINVAL);
   }
-  if (attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) {
-    Log("ibv_create_srq_ex: tag-matching SRQs are not supported");
-    return FailNull<ibv_srq>(EOPNOTSUPP);
-  }
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) {
     Log("ibv_create_srq_ex: IBV_SRQ_INIT_ATTR_PD is required");
     return FailNull<ibv_srq>(EINVAL);
@@ -86,7 +86,19 @@ ibv_srq* CreateSrqExOp(ibv_context* context, ibv_srq_init_attr_ex* attr) {
   }
   ibv_srq_type type = static_cast<ibv_srq_type>(raw_type);
   if (type == IBV_SRQT_TM) {
-    return RejectNull(EOPNOTSUPP, "ibv_create_srq_ex: tag-matching SRQs are not supported");
+    // As libmlx5: the tag list's size and a CQ for its operations.
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_TM) || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ||
+        !attr->cq) {
+      Log("ibv_create_srq_ex: a tag-matching SRQ needs IBV_SRQ_INIT_ATTR_TM and "
+          "IBV_SRQ_INIT_ATTR_CQ");
+      return FailNull<ibv_srq>(EINVAL);
+    }
+    if (attr->tm_cap.max_ops > datapath::kTmMaxOps) {
+      return RejectNull(EINVAL, "ibv_create_srq_ex: tm_cap.max_ops %u is above %u",
+                        attr->tm_cap.max_ops, datapath::kTmMaxOps);
+    }
+    return CreateSrq(context, attr->pd, type, nullptr, attr->cq, attr->srq_context, &attr->attr,
+                     attr->tm_cap.max_num_tags);
   }
   if (type == IBV_SRQT_XRC) {
     if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||

@@ -251,7 +251,7 @@ std::vector<Case> LogChannel::Cases() {
                [&] {
                  ibv_cq_init_attr_ex a{};
                  a.cqe = 4;
-                 a.wc_flags = IBV_WC_EX_WITH_TM_INFO;
+                 a.wc_flags = IBV_WC_EX_WITH_FLOW_TAG;
                  return Ptr(ibv_create_cq_ex(ctx_, &a));
                },
                0,

@@ -73,7 +73,7 @@ TEST_F(CqTest, CreateCqExRejectsUnsupportedWcFlagsAndCompMask) {
   size_t before = MyObjectCount("cq");
   ibv_cq_init_attr_ex attr{};
   attr.cqe = 32;
-  attr.wc_flags = IBV_WC_EX_WITH_TM_INFO;  // no tag matching on softverbs
+  attr.wc_flags = IBV_WC_EX_WITH_FLOW_TAG;  // no flow steering on softverbs
   errno = 0;
   EXPECT_EQ(ibv_create_cq_ex(ctx_, &attr), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
