@@ -188,7 +188,7 @@ void Device::PublishQp(const Qp& qp) {
   dp::QpEntry* e = table_.QpSlot(qp.qpn);
   e->generation.fetch_add(1);
   e->type.store(qp.type);
-  e->owner.store(qp.creator);
+  e->owner.store(GroupOf(qp.creator));  // keys of its group serve it
   e->pdn.store(qp.devx ? qp.devx_pdn : qp.pd && pds_.count(qp.pd) ? pds_.at(qp.pd).pdn : 0);
   e->srqn.store(qp.srq && srqs_.count(qp.srq) ? srqs_.at(qp.srq).srqn : 0);
   e->xrcd.store(qp.type == IBV_QPT_XRC_RECV ? qp.xrcd : 0);
@@ -239,7 +239,8 @@ void Device::PublishMr(const Mr& mr) {
   e->rkey.store(0);
   e->generation.fetch_add(1);
   e->access.store(mr.access);
-  e->owner.store(mr.owner);
+  e->owner.store(GroupOf(mr.owner));  // the group whose QPs may use its lkey
+  e->registrant.store(mr.owner);      // the process whose memory it is
   e->pdn.store(pds_.count(mr.pd) ? pds_.at(mr.pd).pdn : 0);
   e->iova.store(mr.iova);
   e->length.store(mr.length);
@@ -321,7 +322,7 @@ Verdict Device::MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::
   if (cq->second.event_fd >= 0) fds->push_back(cq->second.event_fd);
   *out = {qpn,
           table_.valid() ? table_.QpSlot(qpn)->generation.load() : 0,
-          qp.creator,
+          GroupOf(qp.creator),
           srqn,
           cq->second.event_fd >= 0 ? 1u : 0u,
           0};

@@ -42,6 +42,12 @@ struct ClientInfo {
   uid_t uid;
   std::string command;                // /proc/<pid>/comm at connect time
   uint64_t async_events_dropped = 0;  // not read in time (src/daemon/outbox.h)
+  // The connection group (the kernel's ufile) the client's objects belong
+  // to: its own id, or - for a context another process imported
+  // (ibv_import_device) - the group of the context it imported. Objects of
+  // a group are every member's; they go when the last member leaves.
+  ClientId group = 0;
+  bool live = true;  // false: the process left, its objects stay with its group
 };
 
 class Device {
@@ -70,9 +76,17 @@ class Device {
   ibv_mtu active_mtu() const { return active_mtu_; }
 
   void AddClient(const ClientInfo& info);
-  // Releases everything the client owned, as the kernel does for a process
-  // that exits or is killed.
-  void RemoveClient(ClientId client);
+  // The client joins `member`'s group (ibv_import_device of its context).
+  void JoinGroup(ClientId client, ClientId member);
+  ClientId GroupOf(ClientId c) const {
+    auto it = clients_.find(c);
+    return it == clients_.end() || it->second.group == 0 ? c : it->second.group;
+  }
+  bool SameGroup(ClientId a, ClientId b) const { return a == b || GroupOf(a) == GroupOf(b); }
+  // The client's process left (its connection closed): what it held inside
+  // accesses is taken back at once; its objects go with its group's last
+  // member, as the kernel releases a ufile when its last descriptor closes.
+  void ClientLeft(ClientId client);
   size_t client_count() const { return clients_.size(); }
   // An async event of the client was dropped: its event queue was full.
   void CountDroppedEvent(ClientId client);
@@ -222,14 +236,19 @@ class Device {
   // A CQ a verbs call may name: the client's, and not a DEVX CQ's shadow.
   Cq* FindVerbsCq(ClientId c, Handle h) {
     auto it = cqs_.find(h);
-    return it != cqs_.end() && it->second.owner == c && !it->second.devx ? &it->second : nullptr;
+    return it != cqs_.end() && SameGroup(it->second.owner, c) && !it->second.devx ? &it->second
+                                                                                  : nullptr;
   }
 
+  // An object a verbs call of client c may name: one of c's group.
   template <typename Table>
   auto* FindOwned(Table& table, ClientId c, Handle h) {
     auto it = table.find(h);
-    return (it != table.end() && it->second.owner == c) ? &it->second : nullptr;
+    return (it != table.end() && SameGroup(it->second.owner, c)) ? &it->second : nullptr;
   }
+  // Releases the objects of these clients (one group), as the kernel does
+  // for a verbs file whose last descriptor closed (release.cc).
+  void ReleaseClients(const std::vector<ClientId>& members);
 
   EventSink event_sink_;
   GidTable gids_;

@@ -36,7 +36,8 @@ void Device::PublishMw(const Mw& mw) {
   e->lkey.store(0);
   e->generation.fetch_add(1);
   e->access.store(mw.access);
-  e->owner.store(mw.owner);
+  e->owner.store(GroupOf(mw.owner));
+  e->registrant.store(mw.owner);
   e->pdn.store(pds_.at(mw.pd).pdn);
   e->iova.store(mw.addr);
   e->length.store(mw.length);
@@ -108,7 +109,7 @@ Verdict Device::BindMw(ClientId c, const protocol::BindMwRequest& req, protocol:
   Mw* mw = FindOwned(mws_, c, req.mw);
   if (!mw) return Verdict::Fail(EINVAL, "bind_mw: no such memory window in this context");
   auto q = qps_.find(req.qpn);
-  if (q == qps_.end() || q->second.creator != c) {
+  if (q == qps_.end() || !SameGroup(q->second.creator, c)) {
     return Verdict::Fail(EINVAL, "bind_mw: QP 0x" + ToHex(req.qpn) + " is not this context's");
   }
   // C10-72: the QP and the window are in the same PD.
@@ -138,7 +139,7 @@ Verdict Device::BindMw(ClientId c, const protocol::BindMwRequest& req, protocol:
   Mr* mr = nullptr;
   if (req.mr_lkey != 0) {
     for (auto& [h, m] : mrs_) {
-      if (m.lkey == req.mr_lkey && m.owner == c) mr = &m;
+      if (m.lkey == req.mr_lkey && SameGroup(m.owner, c)) mr = &m;
     }
     if (!mr)
       return Verdict::Fail(EINVAL,
@@ -180,7 +181,7 @@ Verdict Device::BindMw(ClientId c, const protocol::BindMwRequest& req, protocol:
 
 Verdict Device::InvalidateMw(ClientId c, const protocol::InvalidateMwRequest& req) {
   auto q = qps_.find(req.qpn);
-  if (q == qps_.end() || (!req.remote && q->second.creator != c)) {
+  if (q == qps_.end() || (!req.remote && !SameGroup(q->second.creator, c))) {
     return Verdict::Fail(EINVAL, "invalidate: QP 0x" + ToHex(req.qpn) + " is not this context's");
   }
   Mw* mw = FindMwByKey(req.rkey);

@@ -4,52 +4,78 @@
 // references.
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "daemon/device.h"
 
 namespace softverbs::daemon {
 
 namespace {
 template <typename Table>
-std::vector<Handle> HandlesOwnedBy(const Table& table, ClientId c) {
+std::vector<Handle> HandlesOwnedBy(const Table& table, const std::vector<ClientId>& members) {
   std::vector<Handle> out;
   for (const auto& [h, obj] : table) {
-    if (obj.owner == c) out.push_back(h);
+    if (std::find(members.begin(), members.end(), obj.owner) != members.end()) out.push_back(h);
   }
   return out;
 }
 }  // namespace
 
-void Device::RemoveClient(ClientId c) {
-  ReleaseAccessRecord(c);  // what it held inside accesses of any MR
-  ReleaseDevxObjects(c);   // DEVX objects hold verbs objects: they go first
-  for (Handle h : HandlesOwnedBy(qp_handles_, c)) {
+void Device::JoinGroup(ClientId client, ClientId member) {
+  auto it = clients_.find(client);
+  if (it != clients_.end()) it->second.group = GroupOf(member);
+}
+
+void Device::ClientLeft(ClientId c) {
+  auto it = clients_.find(c);
+  if (it == clients_.end()) return;
+  ReleaseAccessRecord(c);  // what it held inside accesses of any MR: a dead process holds none
+  it->second.live = false;
+  const ClientId group = GroupOf(c);
+  std::vector<ClientId> members;
+  for (const auto& [id, info] : clients_) {
+    if (GroupOf(id) != group) continue;
+    if (info.live) return;  // another process still holds the group
+    members.push_back(id);
+  }
+  ReleaseClients(members);
+}
+
+void Device::ReleaseClients(const std::vector<ClientId>& members) {
+  // Each kind of object across the whole group before the next kind: a QP
+  // of one member may use another member's PD or CQ.
+  for (ClientId c : members) ReleaseDevxObjects(c);  // DEVX objects hold verbs objects: first
+  const ClientId c = members.front();                // any member may name the group's objects
+  for (Handle h : HandlesOwnedBy(qp_handles_, members)) {
     qps_.at(qp_handles_.at(h).qpn).mcast_groups.clear();
     DropQpHandle(h);
   }
-  for (Handle h : HandlesOwnedBy(ahs_, c)) DestroyAh(c, h);
-  for (Handle h : HandlesOwnedBy(srqs_, c)) DestroySrq(c, h);
-  for (Handle h : HandlesOwnedBy(cqs_, c)) {
+  for (Handle h : HandlesOwnedBy(ahs_, members)) DestroyAh(c, h);
+  for (Handle h : HandlesOwnedBy(srqs_, members)) DestroySrq(c, h);
+  for (Handle h : HandlesOwnedBy(cqs_, members)) {
     cqs_.at(h).users = 0;
     DestroyCq(c, h);
   }
-  for (Handle h : HandlesOwnedBy(mws_, c)) DeallocMw(c, h);  // before the MRs they lie in
-  for (Handle h : HandlesOwnedBy(mrs_, c)) DeregMr(c, h);
-  for (Handle h : HandlesOwnedBy(dms_, c)) FreeDm(c, h);
-  for (Handle h : HandlesOwnedBy(pds_, c)) {
+  for (Handle h : HandlesOwnedBy(mws_, members)) DeallocMw(c, h);  // before the MRs they lie in
+  for (Handle h : HandlesOwnedBy(mrs_, members)) DeregMr(c, h);
+  for (Handle h : HandlesOwnedBy(dms_, members)) FreeDm(c, h);
+  for (Handle h : HandlesOwnedBy(pds_, members)) {
     pds_.at(h).users = 0;
     DeallocPd(c, h);
   }
-  for (Handle h : HandlesOwnedBy(xrcd_handles_, c)) {
+  for (Handle h : HandlesOwnedBy(xrcd_handles_, members)) {
     Handle id = xrcd_handles_.at(h).xrcd;
     xrcd_handles_.erase(h);
     xrcds_.at(id).opens--;
     FreeXrcdIfUnused(id);
   }
-  if (auto it = mem_fds_.find(c); it != mem_fds_.end()) {
-    close(it->second);
-    mem_fds_.erase(it);
+  for (ClientId m : members) {
+    if (auto it = mem_fds_.find(m); it != mem_fds_.end()) {
+      close(it->second);
+      mem_fds_.erase(it);
+    }
+    clients_.erase(m);
   }
-  clients_.erase(c);
 }
 
 }  // namespace softverbs::daemon

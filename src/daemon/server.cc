@@ -7,6 +7,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -271,7 +272,7 @@ void Server::Close(int fd) {
   connections_.erase(it);
   if (role == protocol::Role::kContext && greeted) {
     wire_.RemoveClient(client);
-    device_.RemoveClient(client);
+    device_.ClientLeft(client);
     // Its rdma_cm ids end as if destroyed, and its event channels close.
     for (int channel_fd : cm_.RemoveClient(client)) Close(channel_fd);
     if (auto ev = event_fds_.find(client); ev != event_fds_.end()) {
@@ -423,10 +424,47 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     GetPeerCredentials(conn.fd, &creds);
     protocol::HelloReply out{};
     if (conn.role == protocol::Role::kContext) {
+      // The files, in HelloFile order.
+      size_t next = 0;
+      auto take = [&](uint32_t bit) {
+        return (req.files & bit) && next < fds.size() ? fds[next++] : -1;
+      };
+      const int mem_fd = take(protocol::kHelloMemFd);
+      const int record_fd = take(protocol::kHelloAccessRecord);
+      const int self_fd = take(protocol::kHelloSelf);
+      const int join_fd = take(protocol::kHelloJoin);
+      ClientId join = 0;
+      if (req.files & protocol::kHelloJoin) {
+        // The context whose connection the importer holds a descriptor of.
+        struct stat st {};
+        if (join_fd < 0 || fstat(join_fd, &st) != 0) {
+          return reply_empty(Verdict::Fail(EBADF, "import: no descriptor came with the request"));
+        }
+        for (const auto& [fd, other] : connections_) {
+          if (other.role == protocol::Role::kContext && other.greeted && other.peer_ino != 0 &&
+              other.peer_ino == st.st_ino && other.peer_dev == st.st_dev) {
+            join = other.client;
+          }
+        }
+        if (!join) {
+          return reply_empty(Verdict::Fail(
+              EINVAL, "import: the descriptor is not the connection of an open softverbs context"));
+        }
+      }
       conn.client = next_client_++;
       std::random_device rd;
       conn.token = (static_cast<uint64_t>(rd()) << 32) | rd();
       device_.AddClient({conn.client, creds.pid, creds.uid, CommandOf(creds.pid)});
+      if (join) device_.JoinGroup(conn.client, join);
+      if (self_fd >= 0) {
+        struct stat st {};
+        if (fstat(self_fd, &st) == 0) {
+          conn.peer_dev = st.st_dev;
+          conn.peer_ino = st.st_ino;
+        }
+      }
+      if (mem_fd >= 0) device_.SetClientMemFd(conn.client, dup(mem_fd));
+      if (record_fd >= 0) device_.SetClientAccessRecord(conn.client, dup(record_fd));
     } else if (conn.role == protocol::Role::kEvents) {
       bool found = false;
       for (auto& [fd, other] : connections_) {
@@ -465,16 +503,10 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     out.client_id = conn.client;
     out.active_mtu = device_.active_mtu();
     out.gids = device_.gids();
+    out.group_id = device_.GroupOf(conn.client);
     std::vector<int> out_fds;
     if (conn.role == protocol::Role::kContext) {
-      // The data path: the client's /proc/self/mem in, the device table out.
-      size_t next = 0;
-      if ((req.files & protocol::kHelloMemFd) && next < fds.size()) {
-        device_.SetClientMemFd(conn.client, dup(fds[next++]));
-      }
-      if ((req.files & protocol::kHelloAccessRecord) && next < fds.size()) {
-        device_.SetClientAccessRecord(conn.client, dup(fds[next++]));
-      }
+      // The data path: the device table out (the client's files came in above).
       if (device_.table_fd() >= 0) out_fds.push_back(device_.table_fd());
     }
     return Reply(conn, hdr.seq, Verdict::Ok(), &out, sizeof(out), out_fds);

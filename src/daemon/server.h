@@ -58,6 +58,10 @@ class Server {
     bool greeted = false;
     ClientId client = 0;
     uint64_t token = 0;
+    // kContext: the client end of the connection (kHelloSelf), by which
+    // ibv_import_device names it from another process.
+    dev_t peer_dev = 0;
+    ino_t peer_ino = 0;
     Outbox out;                   // what the client has not taken yet
     bool broken = false;          // a send failed for good: closed after this event
     bool reading = true;          // EPOLLIN armed (off while a reply waits in out)

@@ -23,10 +23,9 @@ std::string Device::StatusJson() const {
   }
   json clients = json::array();
   for (const auto& [id, info] : clients_) {
-    json cl{{"client", id},
-            {"pid", info.pid},
-            {"comm", info.command},
-            {"async_events_dropped", info.async_events_dropped}};
+    json cl{{"client", id},         {"pid", info.pid},
+            {"comm", info.command}, {"group", GroupOf(id)},
+            {"live", info.live},    {"async_events_dropped", info.async_events_dropped}};
     json pds = json::array(), mrs = json::array(), cqs = json::array(), srqs = json::array(),
          qps = json::array(), ahs = json::array(), xrcds = json::array();
     for (const auto& [h, pd] : pds_)

@@ -262,7 +262,7 @@ dp::WireQpConfig WireService::ConfigOf(const Qp& qp) const {
     c.generation = e->generation.load();
     c.pdn = e->pdn.load();
   }
-  c.owner = qp.creator;
+  c.owner = device_.GroupOf(qp.creator);  // keys of its group serve it
   c.dest_qpn = a.dest_qp_num;
   c.qkey = a.qkey;
   c.sq_psn = a.sq_psn;

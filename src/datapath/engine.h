@@ -141,6 +141,8 @@ struct LocalQp;
 class Host {
  public:
   virtual ~Host() = default;
+  // The client group whose keys this host uses (its own client id unless a
+  // context was imported across processes: MrEntry::owner, QpEntry::owner).
   virtual uint32_t client_id() const = 0;
   virtual const DeviceTable& table() const = 0;
   // Every Execute runs between these two calls: what Find* returned stays
@@ -162,6 +164,12 @@ class Host {
   // of an MR whose owner is client_id()), or nullptr to count them in
   // MrEntry::inflight. A host-private counter keeps the owner's traffic off
   // the shared line its peers count in; the owner's dereg waits for both.
+  // Whether the MR (or window) of slot e is memory of this host's process
+  // (its accesses may count in OwnInflight): the key's owner is this host,
+  // unless the host's group has other processes (then its registrant is).
+  virtual bool OwnsMemory(const MrEntry& e) const {
+    return e.owner.load(std::memory_order_relaxed) == client_id();
+  }
   virtual std::atomic<uint32_t>* OwnInflight(uint32_t key) {
     (void)key;
     return nullptr;

@@ -66,7 +66,8 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
       need_of_mr = 0;
       e = host.table().MrSlot(key);
     }
-    std::atomic<uint32_t>* own = owner == host.client_id() ? host.OwnInflight(key) : nullptr;
+    std::atomic<uint32_t>* own =
+        owner == host.client_id() && host.OwnsMemory(*e) ? host.OwnInflight(key) : nullptr;
     if (own) {
       guards.Enter(own, nullptr);
     } else {

@@ -25,7 +25,7 @@ namespace softverbs::datapath {
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn).
-inline constexpr uint32_t kLayoutVersion = 6;
+inline constexpr uint32_t kLayoutVersion = 7;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -68,7 +68,7 @@ struct alignas(64) MrEntry {
   std::atomic<uint32_t> lkey;          // the MR's lkey; 0 = slot free or invalidated
   std::atomic<uint32_t> rkey;          // the MR's rkey; 0 = slot free or invalidated
   std::atomic<uint32_t> access;        // ibv_access_flags of the registration
-  std::atomic<uint32_t> owner;         // daemon client id of the registering context
+  std::atomic<uint32_t> owner;         // client group of the registering context (whose keys)
   std::atomic<uint32_t> pdn;           // PD number; must equal the accessing QP's
   std::atomic<uint32_t> generation;    // bumped on every publish of this slot
   std::atomic<uint32_t> window_of;     // a bound window: its MR's lkey; 0 = an MR, or unbound
@@ -79,7 +79,9 @@ struct alignas(64) MrEntry {
   std::atomic<uint64_t> backed_begin;  // owner va of the first memfd-backed page
   // Second cache line.
   std::atomic<uint32_t> inflight;  // other contexts inside an access; dereg waits for 0
-  uint32_t reserved1;
+  // The client (process) whose memory the MR is; `owner` is the group whose
+  // keys these are (the same unless a context was imported across processes).
+  std::atomic<uint32_t> registrant;
   std::atomic<uint64_t> backed_end;     // owner va past the last backed page (== begin: none)
   std::atomic<uint64_t> backed_offset;  // offset of backed_begin in the backing memfd
   uint64_t reserved2[5];
@@ -94,7 +96,7 @@ struct QpEntry {
   std::atomic<uint32_t> state;          // ibv_qp_state, or kQpGone
   std::atomic<uint32_t> generation;     // bumped each time the slot gets a new QP
   std::atomic<uint32_t> type;           // ibv_qp_type
-  std::atomic<uint32_t> owner;          // daemon client id of the creator
+  std::atomic<uint32_t> owner;          // client group of the creator (whose keys serve it)
   std::atomic<uint32_t> pdn;            // PD number (MR accesses must match it)
   std::atomic<uint32_t> qkey;           // UD: Q_Key datagrams must carry
   std::atomic<uint32_t> access;         // qp_access_flags (REMOTE_WRITE/READ/ATOMIC)

@@ -126,6 +126,10 @@ enum class Role : uint32_t { kContext = 1, kEvents = 2, kCli = 3, kCmEvents = 4 
 enum HelloFile : uint32_t {
   kHelloMemFd = 1u << 0,         // the process's /proc/self/mem (not if non-dumpable)
   kHelloAccessRecord = 1u << 1,  // its access record (datapath/layout.h kAccessRecordSize)
+  kHelloSelf = 1u << 2,          // the connection's own socket (names it to ibv_import_device)
+  // ibv_import_device of another process's context: a descriptor of that
+  // context's connection; this client joins its group (the kernel's ufile).
+  kHelloJoin = 1u << 3,
 };
 
 struct HelloRequest {
@@ -142,6 +146,8 @@ struct HelloReply {
   uint32_t client_id;      // daemon-wide id of this context
   uint32_t active_mtu;     // enum ibv_mtu of port 1
   GidTable gids;           // port 1's GID table
+  uint32_t group_id;       // the group its objects and keys belong to (client_id unless joined)
+  uint32_t reserved;
 };
 
 struct HandleRequest {

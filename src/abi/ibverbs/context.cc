@@ -32,6 +32,7 @@
 namespace softverbs::provider {
 
 Context::~Context() {
+  if (imported_fd >= 0) close(imported_fd);
   if (table_fd >= 0) close(table_fd);
   if (record_fd >= 0) close(record_fd);
 }
@@ -148,18 +149,25 @@ ibv_context* PublishContext(Context* ctx, ibv_device* device) {
 using namespace softverbs::provider;
 using softverbs::Log;
 
-SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
-  if (device != SoftverbsDevice()) {
-    return RejectNull(ENODEV, "ibv_open_device: %p is not softverbs' device",
-                      static_cast<void*>(device));
-  }
+namespace softverbs::provider {
+namespace {
+
+// A new connection to the daemon and the context on it. join_fd >= 0: a
+// descriptor of another process's context connection, whose group (the
+// kernel's ufile) the new client joins. nullptr with errno on failure,
+// explained on the log channel.
+Context* OpenContext(const char* verb, const char* device_name, int join_fd) {
+  namespace protocol = softverbs::protocol;
   auto* ctx = new (std::nothrow) Context();
-  if (!ctx) return RejectNull(ENOMEM, "ibv_open_device: out of memory for the context");
+  if (!ctx) {
+    Log("%s: out of memory for the context", verb);
+    errno = ENOMEM;
+    return nullptr;
+  }
   memset(&ctx->vctx, 0, sizeof(ctx->vctx));
-  softverbs::protocol::HelloRequest hello{
-      static_cast<uint32_t>(softverbs::protocol::Role::kContext), static_cast<uint32_t>(getpid()),
-      0};
-  softverbs::protocol::HelloReply reply{};
+  protocol::HelloRequest hello{static_cast<uint32_t>(protocol::Role::kContext),
+                               static_cast<uint32_t>(getpid()), 0};
+  protocol::HelloReply reply{};
   std::vector<int> fds;
   int err = 0;
   const int record_fd = softverbs::datapath::CreateSharedFile(
@@ -168,26 +176,33 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   // A daemon that reached its idle timeout just as we connected closes the
   // connection unanswered (ENODEV): connect again, which starts a new one.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    if ((err = ctx->channel.Connect(softverbs::protocol::Role::kContext))) break;
+    if ((err = ctx->channel.Connect(protocol::Role::kContext))) break;
     // The data path: our /proc/self/mem goes to the daemon (peers reach the
     // partial pages of our MRs through it), the device table comes back.
     // Our access record goes along (the daemon takes back the in-flight
-    // counts it holds if we die inside an access).
-    int hello_fds[2];
+    // counts it holds if we die inside an access), and the connection's own
+    // socket (by which an ibv_import_device of another process names it).
+    int hello_fds[4];
     int nfds = 0;
     hello.files = 0;
     int mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
     ctx->has_mem_fd = mem_fd >= 0;
     if (mem_fd >= 0) {
       hello_fds[nfds++] = mem_fd;
-      hello.files |= softverbs::protocol::kHelloMemFd;
+      hello.files |= protocol::kHelloMemFd;
     }
     if (record_fd >= 0 && ctx->access_record.base()) {
       hello_fds[nfds++] = record_fd;
-      hello.files |= softverbs::protocol::kHelloAccessRecord;
+      hello.files |= protocol::kHelloAccessRecord;
     }
-    err = ctx->channel.Call(softverbs::protocol::Op::kHello, &hello, sizeof(hello), &reply,
-                            sizeof(reply), nfds ? hello_fds : nullptr, nfds, nullptr, &fds);
+    hello_fds[nfds++] = ctx->channel.fd();
+    hello.files |= protocol::kHelloSelf;
+    if (join_fd >= 0) {
+      hello_fds[nfds++] = join_fd;
+      hello.files |= protocol::kHelloJoin;
+    }
+    err = ctx->channel.Call(protocol::Op::kHello, &hello, sizeof(hello), &reply, sizeof(reply),
+                            hello_fds, nfds, nullptr, &fds);
     if (mem_fd >= 0) close(mem_fd);
     if (err != ENODEV) break;
     ctx->channel.Disconnect();
@@ -195,73 +210,94 @@ SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   ctx->record_fd = record_fd;
   if (!err) err = MapDeviceTable(ctx, fds.empty() ? -1 : fds[0]);
   for (int fd : fds) close(fd);
-  if (!err) err = OpenEventConnection(ctx, reply.context_token);
+  if (!err) {
+    ctx->client_id = reply.client_id;
+    ctx->group_id = reply.group_id;
+    ctx->token = reply.context_token;
+    ctx->active_mtu = static_cast<ibv_mtu>(reply.active_mtu);
+    ctx->gids = reply.gids;
+    err = OpenEventConnection(ctx, reply.context_token);
+  }
   if (!err) err = StartDeviceWatch(ctx);
   if (err) {
-    Log("ibv_open_device: cannot open %s: %s", device->name, strerror(err));
+    Log("%s: cannot open %s: %s", verb, device_name, strerror(err));
     delete ctx;
-    return FailNull<ibv_context>(err);
+    errno = err;
+    return nullptr;
   }
-  ctx->client_id = reply.client_id;
-  ctx->token = reply.context_token;
-  ctx->active_mtu = static_cast<ibv_mtu>(reply.active_mtu);
-  ctx->gids = reply.gids;
+  return ctx;
+}
+
+}  // namespace
+}  // namespace softverbs::provider
+
+SV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  if (device != SoftverbsDevice()) {
+    return RejectNull(ENODEV, "ibv_open_device: %p is not softverbs' device",
+                      static_cast<void*>(device));
+  }
+  Context* ctx = OpenContext("ibv_open_device", device->name, -1);
+  if (!ctx) return FailNull<ibv_context>(errno);
   return PublishContext(ctx, device);
 }
 
-// A second context on the connection of one open in this process (the
-// kernel's ufile, shared): the same device objects, handles and client; its
-// own async fd (the device's events go to the first context's while it is
-// open, as the kernel's to the ufile's default async file). The connection
-// lives while either context is open. A connection of another process's
-// context cannot be joined: its memory is not ours (EOPNOTSUPP).
+// ibv_import_device(3): a context on the connection (the kernel's ufile)
+// cmd_fd is a descriptor of, sharing its objects, handles and keys; its own
+// async fd (the device's events go to the first context's while it is open,
+// as the kernel's to the ufile's default async file). The connection, and
+// its objects, live while any descriptor of it is open. cmd_fd becomes the
+// new context's (closed by ibv_close_device).
+// - A context open in this process: the new one shares its connection.
+// - Another process's (cmd_fd came over a socket, SCM_RIGHTS): a connection
+//   of our own whose client joins that context's group; our memory stays
+//   ours (its MRs are reached as a peer's), and the group's objects go when
+//   the last of its processes leaves.
 SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
   struct stat st;
   if (fstat(cmd_fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
     return RejectNull(EINVAL, "ibv_import_device: fd %d is not a softverbs context's cmd_fd",
                       cmd_fd);
   }
-  auto* ctx = new (std::nothrow) Context();
-  if (!ctx) return RejectNull(ENOMEM, "ibv_import_device: out of memory for the context");
-  memset(&ctx->vctx, 0, sizeof(ctx->vctx));
-  Context* from = nullptr;
+  ibv_device* device = const_cast<ibv_device*>(SoftverbsDevice());
+  Context* ctx = nullptr;
   {
     std::lock_guard lock(registry_mutex);
-    from = ContextOfSocket(st);
-    if (from) {
-      ctx->channel.Adopt(from->channel, cmd_fd);
+    if (Context* from = ContextOfSocket(st)) {
+      ctx = new (std::nothrow) Context();
+      if (!ctx) return RejectNull(ENOMEM, "ibv_import_device: out of memory for the context");
+      memset(&ctx->vctx, 0, sizeof(ctx->vctx));
+      ctx->channel.Adopt(from->channel, fcntl(from->channel.fd(), F_DUPFD_CLOEXEC, 0));
       ctx->client_id = from->client_id;
+      ctx->group_id = from->group_id;
       ctx->token = from->token;
       ctx->active_mtu = from->active_mtu;
       ctx->gids = from->gids;
       ctx->has_mem_fd = from->has_mem_fd;
       ctx->record_fd = from->record_fd >= 0 ? fcntl(from->record_fd, F_DUPFD_CLOEXEC, 0) : -1;
       ctx->table_fd = fcntl(from->table_fd, F_DUPFD_CLOEXEC, 0);
+      int err = ctx->channel.fd() < 0 || ctx->table_fd < 0 ? errno : 0;
+      if (!err && ctx->record_fd >= 0) ctx->access_record.Map(ctx->record_fd);
+      if (!err && (err = ctx->table_mapping.Map(ctx->table_fd)) == 0) {
+        ctx->table = softverbs::datapath::DeviceTable(ctx->table_mapping.base());
+        ctx->peers = std::make_unique<PeerCache>(ctx, from->peers->shared_own_inflight());
+      }
+      if (!err) err = OpenEventConnection(ctx, ctx->token);
+      if (!err) err = StartDeviceWatch(ctx);
+      if (err) {
+        Log("ibv_import_device: cannot import fd %d: %s", cmd_fd, strerror(err));
+        delete ctx;
+        return FailNull<ibv_context>(err);
+      }
     }
   }
-  if (!from) {
-    delete ctx;
-    return RejectNull(EOPNOTSUPP,
-                      "ibv_import_device: fd %d is not the connection of a softverbs context "
-                      "open in this process (importing another process's context is not "
-                      "supported)",
-                      cmd_fd);
+  if (!ctx) {
+    ctx = OpenContext("ibv_import_device", device->name, cmd_fd);
+    if (!ctx) return FailNull<ibv_context>(errno);
   }
-  int err = ctx->table_fd < 0 ? errno : 0;
-  if (!err && ctx->record_fd >= 0) ctx->access_record.Map(ctx->record_fd);
-  if (!err && (err = ctx->table_mapping.Map(ctx->table_fd)) == 0) {
-    ctx->table = softverbs::datapath::DeviceTable(ctx->table_mapping.base());
-    ctx->peers = std::make_unique<PeerCache>(ctx);
-  }
-  if (!err) err = OpenEventConnection(ctx, ctx->token);
-  if (!err) err = StartDeviceWatch(ctx);
-  if (err) {
-    Log("ibv_import_device: cannot import fd %d: %s", cmd_fd, strerror(err));
-    ctx->channel.Release();  // the fd stays the caller's on failure
-    delete ctx;
-    return FailNull<ibv_context>(err);
-  }
-  return PublishContext(ctx, const_cast<ibv_device*>(SoftverbsDevice()));
+  ctx->imported_fd = cmd_fd;
+  ibv_context* ibv = PublishContext(ctx, device);
+  ibv->cmd_fd = cmd_fd;
+  return ibv;
 }
 
 SV_EXPORT int ibv_close_device(ibv_context* context) {

@@ -214,7 +214,7 @@ int AdviseMrOp(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge*
                     sg_list[i].lkey);
     }
     uint64_t va = 0;
-    switch (datapath::CheckMrAccess(e, sg_list[i].lkey, false, pdn, ctx->client_id, 0,
+    switch (datapath::CheckMrAccess(e, sg_list[i].lkey, false, pdn, ctx->group_id, 0,
                                     sg_list[i].addr, sg_list[i].length, &va)) {
       case datapath::MrCheck::kOk:
         break;

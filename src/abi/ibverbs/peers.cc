@@ -17,10 +17,16 @@ PeerCache::QpFiles::~QpFiles() {
   if (event_fd >= 0) close(event_fd);
 }
 
-PeerCache::PeerCache(Context* ctx) : ctx_(ctx) {
+PeerCache::PeerCache(Context* ctx, std::shared_ptr<std::atomic<uint32_t>> own_inflight)
+    : ctx_(ctx), own_inflight_(std::move(own_inflight)) {
+  if (own_inflight_) return;
   void* p = mmap(nullptr, dp::kMrSlots * sizeof(std::atomic<uint32_t>), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p != MAP_FAILED) own_inflight_ = static_cast<std::atomic<uint32_t>*>(p);
+  if (p != MAP_FAILED) {
+    own_inflight_ = std::shared_ptr<std::atomic<uint32_t>>(
+        static_cast<std::atomic<uint32_t>*>(p),
+        [](std::atomic<uint32_t>* a) { munmap(a, dp::kMrSlots * sizeof(std::atomic<uint32_t>)); });
+  }
 }
 
 PeerCache::OwnerMem::~OwnerMem() {
@@ -29,11 +35,10 @@ PeerCache::OwnerMem::~OwnerMem() {
 
 PeerCache::~PeerCache() {
   if (local_odp_.mem_fd >= 0) close(local_odp_.mem_fd);
-  if (own_inflight_) munmap(own_inflight_, dp::kMrSlots * sizeof(std::atomic<uint32_t>));
 }
 
 std::atomic<uint32_t>* PeerCache::OwnInflight(uint32_t key) {
-  return own_inflight_ ? own_inflight_ + dp::MrSlotOf(key) : nullptr;
+  return own_inflight_ ? own_inflight_.get() + dp::MrSlotOf(key) : nullptr;
 }
 
 std::atomic<uint32_t>* PeerCache::AccessRecord(uint32_t key) {
@@ -190,7 +195,7 @@ dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
 }
 
 const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e) {
-  if (e.owner.load(std::memory_order_relaxed) == ctx_->client_id) {
+  if (OwnsMemory(e)) {
     // An on-demand MR of this process: its pages may not be mapped yet, so
     // even its owner reaches them through /proc/self/mem (an unmapped page
     // fails the access instead of faulting the process).

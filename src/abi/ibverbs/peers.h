@@ -23,10 +23,18 @@ namespace softverbs::provider {
 
 class PeerCache : public datapath::Host {
  public:
-  explicit PeerCache(Context* ctx);
+  // own_inflight: the counters of another context on the same connection
+  // (ibv_import_device in this process), which this one shares; else new.
+  explicit PeerCache(Context* ctx, std::shared_ptr<std::atomic<uint32_t>> own_inflight = nullptr);
   ~PeerCache() override;
 
-  uint32_t client_id() const override { return ctx_->client_id; }
+  uint32_t client_id() const override { return ctx_->group_id; }
+  bool OwnsMemory(const datapath::MrEntry& e) const override {
+    return ctx_->group_id == ctx_->client_id
+               ? e.owner.load(std::memory_order_relaxed) == ctx_->client_id
+               : e.registrant.load(std::memory_order_relaxed) == ctx_->client_id;
+  }
+  std::shared_ptr<std::atomic<uint32_t>> shared_own_inflight() const { return own_inflight_; }
   const datapath::DeviceTable& table() const override { return ctx_->table; }
   datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override;
   const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override;
@@ -90,9 +98,11 @@ class PeerCache : public datapath::Host {
   // This process's on-demand MRs: through its own /proc/self/mem (opened at
   // first use, closed with the context).
   datapath::MrMapping local_odp_{0, false, nullptr, 0, 0, -1};
-  // In-flight counts of this context's accesses to its own MRs, by MR slot
-  // (kMrSlots; anonymous memory, pages appear as slots are used).
-  std::atomic<uint32_t>* own_inflight_ = nullptr;
+  // In-flight counts of this process's accesses to its own MRs, by MR slot
+  // (kMrSlots; anonymous memory, pages appear as slots are used). Shared by
+  // the contexts of one connection (an import in this process), since a
+  // dereg through either waits for the accesses through both.
+  std::shared_ptr<std::atomic<uint32_t>> own_inflight_;
 };
 
 }  // namespace softverbs::provider

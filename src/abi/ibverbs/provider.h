@@ -50,7 +50,11 @@ struct Context {
   DaemonChannel channel;  // requests to softverbsd
   int event_fd = -1;      // the event connection; also ibv_context.async_fd
   uint32_t client_id = 0;
-  uint64_t token = 0;  // names the client to its event connections (HelloReply)
+  // The group whose objects and keys this context uses: client_id, unless
+  // it imported another process's context (ibv_import_device).
+  uint32_t group_id = 0;
+  int imported_fd = -1;  // that other context's connection (our cmd_fd), owned
+  uint64_t token = 0;    // names the client to its event connections (HelloReply)
   // The daemon holds this process's /proc/self/mem (peers reach the partial
   // pages of its MRs through it). False for a non-dumpable process
   // (PR_SET_DUMPABLE 0), which cannot open it: only whole pages register.

@@ -7,8 +7,11 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "test_env.h"
@@ -158,6 +161,99 @@ TEST_F(ImportTest, DeviceMemoryImportSeesTheSameBytes) {
   EXPECT_EQ(ibv_close_device(imported), 0);
 }
 
+// Another process imports this context (its cmd_fd passed over a socket,
+// as SCM_RIGHTS users do): it joins the connection's group, uses our PD and
+// MR by handle and key - reads our memory, writes it, sends from it by our
+// MR's lkey - and its own MR on our PD. When it exits its objects stay with
+// the group (the kernel's ufile lives while we hold it): our PD is busy.
+TEST_F(ImportTest, AnotherProcessJoinsTheConnection) {
+  std::vector<uint8_t> buf(8192);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 7 + 3);
+  const std::vector<uint8_t> original = buf;
+  ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), kAccess);
+  ASSERT_NE(mr, nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq_;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {8, 8, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(pd_, &init);
+  ASSERT_NE(qp, nullptr);
+  std::vector<uint8_t> inbox(64, 0);
+  ibv_mr* inbox_mr = ibv_reg_mr(pd_, inbox.data(), inbox.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(inbox_mr, nullptr);
+
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pair[0]);
+    const int keep = dup(pair[1]);  // without CLOEXEC, for the peer
+    const std::string arg = std::to_string(keep);
+    execl(IMPORT_PEER, IMPORT_PEER, arg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(pair[1]);
+  struct {
+    uint32_t pd_handle, mr_handle, rkey, qpn;
+    uint64_t addr, length;
+  } ex{pd_->handle, mr->handle, mr->rkey, qp->qp_num, reinterpret_cast<uint64_t>(buf.data()),
+       buf.size()};
+  const int cmd_fd = ctx_->cmd_fd;
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&ex, sizeof(ex)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &cmd_fd, sizeof(int));
+  ASSERT_EQ(sendmsg(pair[0], &msg, 0), static_cast<ssize_t>(sizeof(ex)));
+  uint32_t peer_qpn = 0;
+  ASSERT_EQ(read(pair[0], &peer_qpn, sizeof(peer_qpn)), static_cast<ssize_t>(sizeof(peer_qpn)))
+      << "the peer did not import (its stderr says why)";
+  ASSERT_TRUE(ConnectRc(ctx_, qp, peer_qpn));
+  ibv_sge rsge{reinterpret_cast<uint64_t>(inbox.data()), 64, inbox_mr->lkey};
+  ibv_recv_wr rwr{};
+  ibv_recv_wr* rbad = nullptr;
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
+  const char go = 1;
+  ASSERT_EQ(write(pair[0], &go, 1), 1);
+  char done = 0;
+  EXPECT_EQ(read(pair[0], &done, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  close(pair[0]);
+
+  const size_t half = buf.size() / 2;
+  EXPECT_TRUE(std::equal(buf.begin(), buf.begin() + half, original.begin()));
+  for (size_t i = 0; i < half; ++i) {
+    ASSERT_EQ(buf[half + i], static_cast<uint8_t>(0xff - i)) << "written by the peer at " << i;
+  }
+  ibv_wc wc{};
+  ASSERT_EQ(PollOne(cq_, &wc), 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc.byte_len, 64u);
+  EXPECT_TRUE(std::equal(inbox.begin(), inbox.end(), original.begin()))
+      << "sent from our memory by our lkey";
+
+  // The peer's QP and MR on our PD outlive it, with the group.
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_dereg_mr(inbox_mr), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd_), EBUSY) << "the departed peer's objects still use it";
+  ibv_unimport_pd(pd_);  // the group releases it with the connection
+  pd_ = nullptr;
+}
+
 TEST_F(ImportTest, BadImportsAreRefused) {
   errno = 0;
   EXPECT_EQ(ibv_import_device(-1), nullptr);
@@ -169,13 +265,13 @@ TEST_F(ImportTest, BadImportsAreRefused) {
   EXPECT_EQ(errno, EINVAL) << "not a context's cmd_fd";
   close(pipe_fds[0]);
   close(pipe_fds[1]);
-  // A socket that is no open context's connection (as another process's
-  // context would be): not supported, and the fd stays the caller's.
+  // A socket that is no context's connection: the device refuses it, and
+  // the fd stays the caller's.
   int pair[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
   errno = 0;
   EXPECT_EQ(ibv_import_device(pair[0]), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(close(pair[0]), 0) << "a failed import leaves the fd open";
   close(pair[1]);
 
