@@ -19,6 +19,8 @@ packages=(
   # fi_info, Open MPI's openib BTL (mpirun, mpicc for the MPI_Init probe),
   # UCX's ucx_perftest / ucx_info (ucx-utils, above)
   libfabric-bin openmpi-bin libopenmpi-dev
+  # librpma (a remote write and flush over rdma_cm: tests/integration/rdmacm)
+  librpma-dev
   # RoCE v2 tests: two hosts as network namespaces (ip netns, veth), captures
   # decoded by an independent dissector and ICRC checker
   iproute2 tshark python3-scapy

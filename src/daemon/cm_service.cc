@@ -144,6 +144,7 @@ Verdict CmService::Handle(ClientId c, Op op, const CmRequest& req, CmReply* out)
                                         " is not a channel of this process");
         } else {
           id->channel = req.channel;
+          id->holding = true;  // until kCmMigrateDone brings what the old channel held
         }
         break;
       }
@@ -525,9 +526,44 @@ CmEventRecord CmService::EventFor(const Id& id, uint32_t event, int32_t status) 
 }
 
 void CmService::PushEvent(const Id& id, CmEventRecord rec) {
+  // A connect request is its listener's event.
+  const uint32_t whose = rec.event == RDMA_CM_EVENT_CONNECT_REQUEST ? rec.listen_id : id.handle;
+  if (auto it = ids_.find(whose); it != ids_.end() && it->second.holding) {
+    it->second.held.push_back(rec);
+    return;
+  }
   auto ch = channels_.find(id.channel);
   if (ch == channels_.end() || !event_sink_) return;  // the channel was closed: nobody to tell
   event_sink_(ch->second.fd, rec);
+}
+
+Verdict CmService::MigrateDone(ClientId c, const protocol::CmMigrateDone& done,
+                               const CmEventRecord* records) {
+  Id* id = Find(done.id);
+  if (!id || id->owner != c) {
+    return Verdict::Fail(EINVAL, IdName(done.id) + " is not an id of this process");
+  }
+  auto deliver = [&](uint32_t channel, const CmEventRecord& rec) {
+    auto ch = channels_.find(channel);
+    if (ch != channels_.end() && ch->second.owner == c && event_sink_) {
+      event_sink_(ch->second.fd, rec);
+    }
+  };
+  auto whose = [](const CmEventRecord& rec) {
+    return rec.event == RDMA_CM_EVENT_CONNECT_REQUEST ? rec.listen_id : rec.id;
+  };
+  // The id's events in their order: those the old channel held, then those
+  // that came since the migration began.
+  for (uint32_t i = 0; i < done.count; ++i) {
+    if (whose(records[i]) == done.id) deliver(id->channel, records[i]);
+  }
+  for (const CmEventRecord& rec : id->held) deliver(id->channel, rec);
+  id->held.clear();
+  id->holding = false;
+  for (uint32_t i = 0; i < done.count; ++i) {
+    if (whose(records[i]) != done.id) deliver(done.old_channel, records[i]);
+  }
+  return Verdict::Ok();
 }
 
 int CmService::MsUntilNextTimer() const {

@@ -122,6 +122,10 @@ class CmService {
   Verdict Handle(ClientId c, protocol::Op op, const protocol::CmRequest& req,
                  protocol::CmReply* out);
 
+  // rdma_migrate_id's second step (protocol/cm_messages.h CmMigrateDone).
+  Verdict MigrateDone(ClientId c, const protocol::CmMigrateDone& done,
+                      const protocol::CmEventRecord* records);
+
   // The ids as a JSON array, for `softverbs status` (cm_status.cc).
   std::string StatusJson() const;
 
@@ -160,6 +164,10 @@ class CmService {
     std::optional<CmMessage> unanswered;
     int req_retries = 0;
     std::vector<CmAddr> groups;  // joined multicast groups
+    // rdma_migrate_id in progress (kCmMigrateId .. kCmMigrateDone): the id's
+    // new events wait here, behind those the old channel already held.
+    bool holding = false;
+    std::vector<protocol::CmEventRecord> held;
   };
   struct Channel {
     ClientId owner;

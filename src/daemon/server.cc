@@ -533,6 +533,17 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
   }
   const ClientId c = conn.client;
   if (DispatchDatapath(conn, hdr, body, len, fds)) return;
+  if (op == Op::kCmMigrateDone) {
+    protocol::CmMigrateDone done;
+    if (len < sizeof(done)) return bad_size();
+    memcpy(&done, body, sizeof(done));
+    if (len != sizeof(done) + static_cast<size_t>(done.count) * sizeof(protocol::CmEventRecord)) {
+      return bad_size();
+    }
+    std::vector<protocol::CmEventRecord> records(done.count);
+    if (done.count) memcpy(records.data(), body + sizeof(done), len - sizeof(done));
+    return reply_empty(cm_.MigrateDone(c, done, records.data()));
+  }
   if (op >= Op::kCmCreateId && op <= Op::kCmLeaveMcast) {
     SV_BODY(protocol::CmRequest, req);
     protocol::CmReply out{};

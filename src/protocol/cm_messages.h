@@ -96,4 +96,19 @@ struct CmEventRecord {
 };
 static_assert(sizeof(CmEventRecord) == 24 + sizeof(CmRoute) + sizeof(CmConnParam) + 24);
 
+// rdma_migrate_id moves the id's pending events to the new channel, as the
+// kernel's ucma does. kCmMigrateId points the id at the new channel and holds
+// its new events; the library then reads what the old channel's socket
+// already held and sends it back with kCmMigrateDone: `count` records, the
+// id's first delivered to its new channel (then the held ones, in order),
+// the others' returned to `old_channel`.
+struct CmMigrateDone {
+  uint32_t id;
+  uint32_t old_channel;
+  uint32_t count;
+  uint32_t reserved;
+  // CmEventRecord records[count];
+};
+static_assert(sizeof(CmMigrateDone) == 16);
+
 }  // namespace softverbs::protocol

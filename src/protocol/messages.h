@@ -90,6 +90,7 @@ enum class Op : uint16_t {
   kQueryPd,  // object import (ibv_import_pd/mr/dm): bodies at the end of this file
   kQueryMr,
   kQueryDm,
+  kCmMigrateDone,  // rdma_migrate_id's second step: body CmMigrateDone (protocol/cm_messages.h)
   kCount
 };
 

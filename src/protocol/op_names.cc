@@ -71,7 +71,8 @@ const char* OpName(Op op) {
                                            "invalidate_mw",
                                            "query_pd",
                                            "query_mr",
-                                           "query_dm"};
+                                           "query_dm",
+                                           "cm_migrate_done"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -12,6 +12,7 @@
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
+#include "common/raw_enum.h"
 #include "datapath/tag_matching.h"
 
 namespace softverbs::provider {
@@ -46,13 +47,13 @@ int PostSrqOpsOp(ibv_srq* ibsrq, ibv_ops_wr* wr, ibv_ops_wr** bad_op) {
       *bad_op = wr;
       return Reject(EINVAL, "ibv_post_srq_ops: flags 0x%x have unknown bits", wr->flags);
     }
-    if (wr->opcode != IBV_WR_TAG_ADD && wr->opcode != IBV_WR_TAG_DEL &&
-        wr->opcode != IBV_WR_TAG_SYNC) {
+    // The caller's enum, read as the integer it holds (common/raw_enum.h).
+    const uint32_t opcode = RawEnum(wr->opcode);
+    if (opcode != IBV_WR_TAG_ADD && opcode != IBV_WR_TAG_DEL && opcode != IBV_WR_TAG_SYNC) {
       *bad_op = wr;
-      return Reject(EINVAL, "ibv_post_srq_ops: opcode %d is not a tag list operation",
-                    static_cast<int>(wr->opcode));
+      return Reject(EINVAL, "ibv_post_srq_ops: opcode %u is not a tag list operation", opcode);
     }
-    if (wr->opcode == IBV_WR_TAG_ADD &&
+    if (opcode == IBV_WR_TAG_ADD &&
         (wr->tm.add.num_sge < 0 || static_cast<uint32_t>(wr->tm.add.num_sge) > dp::kTmMaxSge ||
          (wr->tm.add.num_sge && !wr->tm.add.sg_list))) {
       *bad_op = wr;
@@ -61,7 +62,7 @@ int PostSrqOpsOp(ibv_srq* ibsrq, ibv_ops_wr* wr, ibv_ops_wr** bad_op) {
     }
     if (wr->flags & IBV_OPS_TM_SYNC) list.Sync(wr->tm.unexpected_cnt);
     const bool signaled = wr->flags & IBV_OPS_SIGNALED;
-    switch (wr->opcode) {
+    switch (opcode) {
       case IBV_WR_TAG_ADD: {
         const auto* sge = reinterpret_cast<const dp::RecvSge*>(wr->tm.add.sg_list);
         uint32_t handle = 0;

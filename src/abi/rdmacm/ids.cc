@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "abi/rdmacm/cm_internal.h"
 
@@ -76,6 +77,35 @@ SV_EXPORT int rdma_destroy_id(rdma_cm_id* id) {
   return 0;
 }
 
+namespace {
+
+// rdma_migrate_id's second step: reads every event the old channel's socket
+// holds and gives them back to the device (kCmMigrateDone), which delivers
+// the migrating id's on its new channel - before the ones held since the
+// first step - and returns the others to the old channel.
+void MovePendingEvents(uint32_t id_handle, rdma_event_channel* old_channel) {
+  using softverbs::protocol::CmEventRecord;
+  using softverbs::protocol::CmMigrateDone;
+  constexpr size_t kMaxRecords =
+      (softverbs::protocol::kMaxMessageSize - 64 - sizeof(CmMigrateDone)) / sizeof(CmEventRecord);
+  std::vector<uint8_t> body(sizeof(CmMigrateDone));
+  uint32_t count = 0;
+  CmEventRecord rec;
+  while (count < kMaxRecords) {
+    const ssize_t n = recv(old_channel->fd, &rec, sizeof(rec), MSG_DONTWAIT);
+    if (n != static_cast<ssize_t>(sizeof(rec))) break;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&rec);
+    body.insert(body.end(), bytes, bytes + sizeof(rec));
+    ++count;
+  }
+  CmMigrateDone done{id_handle, ChannelOf(old_channel)->number, count, 0};
+  memcpy(body.data(), &done, sizeof(done));
+  softverbs_call(TheDevice().verbs, static_cast<uint16_t>(Op::kCmMigrateDone), body.data(),
+                 body.size(), nullptr, 0, nullptr, nullptr, 0);
+}
+
+}  // namespace
+
 SV_EXPORT int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
   if (!id) return RejectMinusOne(EINVAL, "rdma_migrate_id: id is NULL");
   Id* priv = IdOf(id);
@@ -95,6 +125,9 @@ SV_EXPORT int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
     errno = err;
     return -1;
   }
+  // The id's events the old channel already holds move with it, as the
+  // kernel's ucma moves them (its new events wait in the device meanwhile).
+  MovePendingEvents(priv->handle, id->channel);
   if (priv->sync) {
     if (id->event) {
       rdma_ack_cm_event(id->event);

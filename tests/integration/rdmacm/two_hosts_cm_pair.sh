@@ -8,6 +8,8 @@
 #
 # usage: two_hosts_cm_pair.sh SOFTVERBS_CLI EXPECT_REGEX -- SERVER ARGS... -- CLIENT ARGS...
 # CM_RACE_RETRIES=N: as in run_cm_pair.sh (perftest -R's second listen).
+# SERVER_RUNS_ON=1: as in run_cm_pair.sh (the server is stopped after the client).
+# READY_TCP_PORT=N: as in run_cm_pair.sh (the server's TCP control port).
 set -u
 source "$(dirname "$0")/../../common/two_hosts.sh"
 cli=$1 expect=$2
@@ -21,6 +23,11 @@ for arg in "$@"; do client_cmd+=("${arg//@A@/$TH_ADDR_A}"); done
 th_setup "$cli"
 
 listening() {
+  if [ -n "${READY_TCP_PORT:-}" ]; then  # as in run_cm_pair.sh, inside host A
+    th_exec a cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+      grep -qE "^ *[0-9]+: [0-9A-F]+:$(printf '%04X' "$READY_TCP_PORT") [0-9A-F]+:0000 0A"
+    return
+  fi
   th_exec a "$cli" status --json 2>/dev/null | python3 -c '
 import json, sys
 ids = json.load(sys.stdin).get("cm_ids", [])
@@ -52,8 +59,16 @@ while [ $client_rc -ne 0 ] && [ "$retries" -gt 0 ] &&
   retries=$((retries - 1))
   run_pair
 done
-wait $server
-server_rc=$?
+if [ -n "${SERVER_RUNS_ON:-}" ]; then
+  # A server that does not exit by itself (cmtime): stopped once the client
+  # is done; only the client's status counts.
+  kill $server 2>/dev/null
+  wait $server 2>/dev/null
+  server_rc=0
+else
+  wait $server
+  server_rc=$?
+fi
 echo "--- server on host a (rc=$server_rc): ${server_cmd[*]}"; cat "$TH_DIR/server.log"
 echo "--- client on host b (rc=$client_rc): ${client_cmd[*]}"; cat "$TH_DIR/client.log"
 for h in a b; do

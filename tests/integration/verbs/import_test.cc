@@ -127,9 +127,10 @@ TEST_F(ImportTest, ConnectionOutlivesTheFirstContext) {
   // dst_mr's and original_pd's structs belonged to the closed context
   // (freed as an unimport frees them); the MR object is deregistered through
   // an import of it.
+  const uint32_t dst_handle = dst_mr->handle;
   ibv_unimport_mr(dst_mr);
   ibv_unimport_pd(original_pd);
-  ibv_mr* dst_again = ibv_import_mr(pd, dst_mr->handle);
+  ibv_mr* dst_again = ibv_import_mr(pd, dst_handle);
   ASSERT_NE(dst_again, nullptr);
   EXPECT_EQ(ibv_dereg_mr(dst_again), 0);
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
@@ -154,9 +155,10 @@ TEST_F(ImportTest, DeviceMemoryImportSeesTheSameBytes) {
   EXPECT_EQ(memcmp(in, out, sizeof(in)), 0);
   EXPECT_EQ(ibv_memcpy_to_dm(idm, 256, in, 4), EFAULT) << "the import keeps the length's rule";
   ibv_unimport_dm(idm);
+  const uint32_t dm_handle = dm->handle;
   EXPECT_EQ(ibv_free_dm(dm), 0);
   errno = 0;
-  EXPECT_EQ(ibv_import_dm(imported, dm->handle), nullptr);
+  EXPECT_EQ(ibv_import_dm(imported, dm_handle), nullptr);
   EXPECT_EQ(errno, EINVAL) << "freed device memory cannot be imported";
   EXPECT_EQ(ibv_close_device(imported), 0);
 }

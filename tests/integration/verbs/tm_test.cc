@@ -120,12 +120,13 @@ class TmTest : public ContextTest {
     if (handle) *handle = op.tm.handle;
     return err;
   }
-  int ListOp(ibv_ops_wr_opcode opcode, uint64_t wr_id, uint32_t handle, uint32_t unexpected,
-             int flags) {
+  // opcode is an integer: a bad one is stored as the bytes an application
+  // would put there (loading it as the enum would be undefined).
+  int ListOp(uint32_t opcode, uint64_t wr_id, uint32_t handle, uint32_t unexpected, int flags) {
     ibv_ops_wr op{};
     ibv_ops_wr* bad = nullptr;
     op.wr_id = wr_id;
-    op.opcode = opcode;
+    memcpy(&op.opcode, &opcode, sizeof(opcode));
     op.flags = flags;
     op.tm.handle = handle;
     op.tm.unexpected_cnt = unexpected;
@@ -265,7 +266,7 @@ TEST_F(TmTest, TagListOperations) {
   EXPECT_EQ(s.opcode, IBV_WC_TM_SYNC);
   EXPECT_EQ(s.wr_id, 500u);
   // Bad operations stop at the bad WR.
-  EXPECT_EQ(ListOp(static_cast<ibv_ops_wr_opcode>(7), 600, 0, 0, 0), EINVAL);
+  EXPECT_EQ(ListOp(7, 600, 0, 0, 0), EINVAL);
   EXPECT_EQ(ListOp(IBV_WR_TAG_SYNC, 601, 0, 0, 1 << 5), EINVAL) << "unknown flag";
   ibv_sge two[2] = {};
   ibv_ops_wr op{};
