@@ -166,8 +166,8 @@ int Device::MakeRecvQueueFile(uint32_t max_wr, uint32_t max_sge, uint32_t room_w
     auto* h = static_cast<dp::RecvQueueHeader*>(base);
     h->tm_tags = tm_tags;
     h->tm_offset = static_cast<uint32_t>(queue_bytes);
-    auto* list = reinterpret_cast<dp::TmListHeader*>(static_cast<uint8_t*>(base) + queue_bytes);
-    list->num_tags = tm_tags;
+    dp::InitTagList(reinterpret_cast<dp::TmListHeader*>(static_cast<uint8_t*>(base) + queue_bytes),
+                    tm_tags);
   });
   return fd;
 }

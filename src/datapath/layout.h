@@ -14,6 +14,8 @@
 //     owner's library at ibv_reg_mr, see docs/datapath.md).
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -25,7 +27,7 @@ namespace softverbs::datapath {
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn).
-inline constexpr uint32_t kLayoutVersion = 7;
+inline constexpr uint32_t kLayoutVersion = 8;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -259,16 +261,21 @@ static_assert(sizeof(RecvQueueHeader) % 64 == 0);
 // the posted tags (datapath/tag_matching.h). Both take `lock` for the
 // whole of an operation: a tag is matched once, or removed, never both.
 struct TmListHeader {
-  std::atomic<uint32_t> lock;  // 0 free, 1 held (a spin lock; held for tens of ns)
-  uint32_t num_tags;           // TmTag slots (the SRQ's max_num_tags)
+  // PTHREAD_PROCESS_SHARED and PTHREAD_MUTEX_ROBUST, initialised by the
+  // device: a process that dies holding it does not leave it held (the next
+  // taker gets EOWNERDEAD and goes on; every operation writes a tag's state
+  // last, so a half-done one leaves no half-posted tag).
+  pthread_mutex_t lock;
+  uint32_t num_tags;  // TmTag slots (the SRQ's max_num_tags)
   // Phase synchronisation: unexpected messages the device delivered, and
   // the count the owner last reported (IBV_OPS_TM_SYNC). Tags match only
   // while the two are equal; otherwise every tagged message is unexpected.
   uint32_t hw_unexpected;
   uint32_t sw_unexpected;
+  uint32_t reserved;
   uint64_t next_seq;  // posting order of the next tag added
-  uint8_t reserved[40];
 };
+static_assert(sizeof(pthread_mutex_t) == 40);
 static_assert(sizeof(TmListHeader) == 64);
 
 inline constexpr uint32_t kTmTagFree = 0;

@@ -2,7 +2,7 @@
 
 #include <endian.h>
 #include <errno.h>
-#include <sched.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <atomic>
@@ -39,21 +39,27 @@ Rvh DecodeRvh(const uint8_t bytes[kRvhBytes]) {
   return {be64toh(va), be32toh(rkey), be32toh(len)};
 }
 
-// The list's spin lock: every holder does a few loads and stores.
+// The list's lock, robust: a holder that died leaves it to the next taker.
 class TagList::Lock {
  public:
-  explicit Lock(TmListHeader* h) : word_(h->lock) {
-    uint32_t free = 0;
-    while (!word_.compare_exchange_weak(free, 1, std::memory_order_acquire)) {
-      free = 0;
-      sched_yield();
-    }
+  explicit Lock(TmListHeader* h) : mutex_(&h->lock) {
+    if (pthread_mutex_lock(mutex_) == EOWNERDEAD) pthread_mutex_consistent(mutex_);
   }
-  ~Lock() { word_.store(0, std::memory_order_release); }
+  ~Lock() { pthread_mutex_unlock(mutex_); }
 
  private:
-  std::atomic<uint32_t>& word_;
+  pthread_mutex_t* mutex_;
 };
+
+void InitTagList(TmListHeader* list, uint32_t num_tags) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&list->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+  list->num_tags = num_tags;
+}
 
 TagList::TagList(RecvQueueHeader* rq) {
   if (!rq || rq->tm_tags == 0) return;

@@ -29,6 +29,10 @@ inline uint64_t TmListBytes(uint32_t num_tags) {
   return sizeof(TmListHeader) + static_cast<uint64_t>(num_tags) * sizeof(TmTag);
 }
 
+// The device (daemon) writes a new tag list: its robust process-shared
+// lock and its size.
+void InitTagList(TmListHeader* list, uint32_t num_tags);
+
 // A message's tag-matching header, decoded (wire order is big-endian).
 struct Tmh {
   uint8_t opcode = 0;  // IBV_TMH_NO_TAG, _RNDV, _FIN, _EAGER
