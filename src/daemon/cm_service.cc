@@ -360,14 +360,12 @@ Verdict CmService::Connect(Id& id, const CmConnParam& conn) {
   msg.conn = conn;
   msg.conn.private_data_len = limit;
   id.state = ud ? CmState::kSidrReqSent : CmState::kReqSent;
+  // MADs may be lost: a REQ to another host goes again until it is answered.
   if (GoesToAnotherHost(msg.dgid)) {
-    // MADs may be lost: the REQ goes again until it is answered.
-    id.unanswered = msg;
-    id.req_retries = 0;
-    id.timer = true;
-    id.deadline = Clock::now() + kCmResponseTime;
+    SendUntilAnswered(id, msg, kCmResponseTime, kCmReqRetries);
+  } else {
+    Send(msg);
   }
-  Send(msg);
   return Verdict::Ok();
 }
 
@@ -405,7 +403,13 @@ Verdict CmService::Accept(Id& id, const CmConnParam& conn) {
   msg.conn.private_data_len = rep_bytes;
   id.state = CmState::kRepSent;
   ReleaseRequest(id);
-  Send(msg);
+  // A REP to another host goes again until the RTU comes, as often and as
+  // long as the REQ asked (its local CM response timeout, max CM retries).
+  if (GoesToAnotherHost(msg.dgid)) {
+    SendUntilAnswered(id, msg, id.peer_response_time, id.peer_max_retries);
+  } else {
+    Send(msg);
+  }
   return Verdict::Ok();
 }
 
@@ -447,9 +451,15 @@ Verdict CmService::Disconnect(Id& id) {
     case CmState::kRepSent:
     case CmState::kRepRcvd:
       id.state = CmState::kDreqSent;
-      id.timer = true;
-      id.deadline = Clock::now() + kDreqTimeout;
-      Send(MessageFrom(id, CmMsgKind::kDreq));
+      Answered(id);  // a REP still waiting for its RTU is answered by the DREQ
+      if (GoesToAnotherHost(id.route.dgid)) {
+        // Sent again until the DREP comes; DISCONNECTED after the last try.
+        SendUntilAnswered(id, MessageFrom(id, CmMsgKind::kDreq), kCmResponseTime, kCmReqRetries);
+      } else {
+        id.timer = true;
+        id.deadline = Clock::now() + kDreqTimeout;
+        Send(MessageFrom(id, CmMsgKind::kDreq));
+      }
       return Verdict::Ok();
     case CmState::kDreqRcvd:
       id.state = CmState::kDisconnected;
@@ -474,6 +484,7 @@ Verdict CmService::Disconnect(Id& id) {
 
 Verdict CmService::Notify(Id& id, uint32_t event) {
   if (event == IBV_EVENT_COMM_EST && id.state == CmState::kRepSent) {
+    Answered(id);  // the RTU may still come, or was lost: the REP is not sent again
     id.state = CmState::kEstablished;
     PushEvent(id, EventFor(id, RDMA_CM_EVENT_ESTABLISHED, 0));
   }
@@ -591,23 +602,19 @@ void CmService::RunTimers() {
     if (id.state == CmState::kAddrQuery) {
       id.state = CmState::kAddrBound;
       PushEvent(id, EventFor(id, RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT));
+    } else if (id.unanswered) {
+      if (id.resends < id.resend_limit) {
+        id.resends++;
+        counters_.resent++;
+        id.timer = true;
+        id.deadline = now + id.resend_interval;
+        Send(*id.unanswered);
+      } else {
+        ResendsExhausted(id);
+      }
     } else if (id.state == CmState::kDreqSent) {
       id.state = CmState::kDisconnected;
       PushEvent(id, EventFor(id, RDMA_CM_EVENT_DISCONNECTED, 0));
-    } else if ((id.state == CmState::kReqSent || id.state == CmState::kSidrReqSent) &&
-               id.unanswered) {
-      if (id.req_retries < kCmReqRetries) {
-        id.req_retries++;
-        id.timer = true;
-        id.deadline = now + kCmResponseTime;
-        Send(*id.unanswered);
-      } else {
-        // No answer from the other host's CM (IB_CM_REQ_ERROR / SIDR
-        // timeout in the kernel's rdma_cm).
-        id.unanswered.reset();
-        id.state = CmState::kRejected;
-        PushEvent(id, EventFor(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
-      }
     }
   }
   RetryParkedRequests();

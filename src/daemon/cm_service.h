@@ -30,8 +30,9 @@
 
 namespace softverbs::daemon {
 
-// IBTA 12.6 message kinds (the MADs' attribute ids on the wire).
-enum class CmMsgKind : uint8_t { kReq, kRep, kRtu, kRej, kDreq, kDrep, kSidrReq, kSidrRep };
+// IBTA 12.6 message kinds (the MADs' attribute ids on the wire). MRA only
+// travels between hosts: on one host nothing is lost, nothing is resent.
+enum class CmMsgKind : uint8_t { kReq, kRep, kRtu, kRej, kDreq, kDrep, kSidrReq, kSidrRep, kMra };
 
 // The bytes of private data a message of this kind carries for the
 // application: its MAD's (IBA tables 106-119, roce/cm_mad.h) less rdma_cm's
@@ -54,6 +55,14 @@ struct CmMessage {
   bool from_wire;           // arrived as a MAD (its comm ids are another host's)
   uint32_t starting_psn;    // REQ, REP
   uint32_t status;          // REJ reason, SIDR REP status
+  uint8_t rejected;         // REJ: the message it answers (0 REQ, 1 REP)
+  uint8_t mraed;            // MRA: the message it acknowledges (0 REQ, 1 REP)
+  uint8_t service_timeout;  // MRA: the sender answers within 4.096 us * 2^this
+  // REQ (IBA 12.6.5): how long the active side takes to answer a REP (the
+  // passive side's REP resend interval, 4.096 us * 2^code) and how often
+  // the connection's messages are sent again.
+  uint8_t local_cm_response_timeout;
+  uint8_t max_cm_retries;
   protocol::CmConnParam conn;
 };
 
@@ -88,6 +97,11 @@ const char* CmStateName(CmState s);
 inline constexpr uint8_t kCmResponseTimeoutCode = 18;
 inline constexpr int kCmReqRetries = 3;
 inline constexpr std::chrono::nanoseconds kCmResponseTime{4096ull << kCmResponseTimeoutCode};
+// What an MRA says this CM needs to answer (the kernel's rdma_cm: 24, 68.7 s):
+// the application has not accepted yet, or not yet moved its QP after a REP.
+inline constexpr uint8_t kCmMraServiceTimeoutCode = 24;
+// 4.096 us * 2^code (IBA 12.6.5's time codes), code capped at 31.
+std::chrono::nanoseconds CmTimeOfCode(uint8_t code);
 
 // A random starting PSN (24 bits) for a connection's send queue.
 uint32_t RandomPsn();
@@ -128,6 +142,8 @@ class CmService {
 
   // The ids as a JSON array, for `softverbs status` (cm_status.cc).
   std::string StatusJson() const;
+  // What the CM did to cross lossy links (a JSON object, cm_status.cc).
+  std::string CountersJson() const;
 
   // Timers: resolution timeouts, DREQ timeouts. Milliseconds until the next
   // one (-1: none), and run those that are due.
@@ -159,10 +175,18 @@ class CmService {
     uint8_t remote_gid[16] = {};
     bool timer = false;
     Clock::time_point deadline{};
-    // A REQ or SIDR REQ sent to another host: sent again each CM response
-    // timeout until answered, kCmReqRetries times, then UNREACHABLE.
+    // A message to another host that is sent again until it is answered
+    // (IBA 12.6: REQ and SIDR REQ until REP / REJ / SIDR REP, REP until RTU,
+    // DREQ until DREP): every resend_interval, resend_limit times, then the
+    // state's timeout (RunTimers). An MRA for it pushes the next resend out.
     std::optional<CmMessage> unanswered;
-    int req_retries = 0;
+    int resends = 0;
+    int resend_limit = 0;
+    std::chrono::nanoseconds resend_interval{};
+    // A request from another host: how long its CM takes to answer our REP
+    // and how often it wants messages sent again (its REQ's fields).
+    std::chrono::nanoseconds peer_response_time{};
+    int peer_max_retries = 0;
     std::vector<CmAddr> groups;  // joined multicast groups
     // rdma_migrate_id in progress (kCmMigrateId .. kCmMigrateDone): the id's
     // new events wait here, behind those the old channel already held.
@@ -211,6 +235,17 @@ class CmService {
   void OnDreq(Id& id, const CmMessage& msg);
   void OnDrep(Id& id);
   void OnSidrRep(Id& id, const CmMessage& msg);
+  void OnMra(Id& id, const CmMessage& msg);
+  // A REQ another host sent again: the id it made, or a parked REQ. True
+  // when msg is such a duplicate (and has been answered as IBA 12.9.8.1 says).
+  bool OnDuplicateReq(const CmMessage& msg);
+  // Sends msg (to another host) and keeps it to send again until answered.
+  void SendUntilAnswered(Id& id, const CmMessage& msg, std::chrono::nanoseconds interval,
+                         int limit);
+  void Answered(Id& id);
+  // The timeout of an unanswered message after its last resend.
+  void ResendsExhausted(Id& id);
+  void SendMra(const Id& id, uint8_t mraed);
   CmMessage MessageFrom(const Id& id, CmMsgKind kind) const;
   void SendRejectTo(const CmMessage& req, uint32_t reason);
   // REQs that found no listener wait for one a moment (kListenGrace) before
@@ -235,6 +270,13 @@ class CmService {
   std::vector<std::pair<Clock::time_point, CmMessage>> parked_reqs_;
   std::map<uint32_t, Channel> channels_;
   std::deque<CmMessage> in_flight_;  // the local carrier
+  struct Counters {
+    uint64_t resent = 0;      // REQ, SIDR REQ, REP, DREQ sent again after a timeout
+    uint64_t duplicates = 0;  // REQs and REPs that came again
+    uint64_t mras_sent = 0;
+    uint64_t mras_received = 0;
+    uint64_t rtus_resent = 0;  // for a REP that came again
+  } counters_;
 };
 
 }  // namespace softverbs::daemon

@@ -23,6 +23,10 @@ constexpr uint32_t kSidrUnsupported = 1;
 
 }  // namespace
 
+std::chrono::nanoseconds CmTimeOfCode(uint8_t code) {
+  return std::chrono::nanoseconds(4096ull << std::min<uint8_t>(code, 31));
+}
+
 CmMessage CmService::MessageFrom(const Id& id, CmMsgKind kind) const {
   CmMessage msg{};
   msg.kind = kind;
@@ -70,6 +74,7 @@ void CmService::Pump() {
 }
 
 void CmService::Deliver(const CmMessage& msg) {
+  if (msg.kind == CmMsgKind::kReq && msg.from_wire && OnDuplicateReq(msg)) return;
   if (msg.kind == CmMsgKind::kReq) return OnReq(msg);
   if (msg.kind == CmMsgKind::kSidrReq) return OnSidrReq(msg);
   Id* id = Find(msg.remote_comm_id);
@@ -90,6 +95,8 @@ void CmService::Deliver(const CmMessage& msg) {
       return OnDrep(*id);
     case CmMsgKind::kSidrRep:
       return OnSidrRep(*id, msg);
+    case CmMsgKind::kMra:
+      return OnMra(*id, msg);
     default:
       return;
   }
@@ -142,6 +149,8 @@ void CmService::OnReq(const CmMessage& msg) {
   child.peer = msg.local_comm_id;
   child.remote = msg.conn;
   child.remote_psn = msg.starting_psn;
+  child.peer_response_time = CmTimeOfCode(msg.local_cm_response_timeout);
+  child.peer_max_retries = msg.max_cm_retries;
   child.local_psn = RandomPsn();  // before the accept: the QP reaches RTS first
   // What the REQ offers seen from this side: its initiator depth is what
   // this QP must answer, its responder resources what this QP may issue.
@@ -178,6 +187,15 @@ void CmService::RetryParkedRequests() {
 }
 
 void CmService::OnSidrReq(const CmMessage& msg) {
+  // A SIDR REQ sent again while the first waits for the application: the
+  // same request (ib_cm drops it too).
+  for (const auto& [h, id] : ids_) {
+    if (msg.from_wire && id.state == CmState::kSidrReqRcvd && id.peer == msg.local_comm_id &&
+        memcmp(id.route.dgid, msg.sgid, 16) == 0) {
+      counters_.duplicates++;
+      return;
+    }
+  }
   Id* listener = FindListener(msg.port_space, msg.dst);
   if (!listener || listener->qp_type != IBV_QPT_UD) return SendRejectTo(msg, 0);
   if (listener->pending >= listener->backlog) return SendRejectTo(msg, 0);
@@ -208,9 +226,20 @@ void CmService::OnSidrReq(const CmMessage& msg) {
 }
 
 void CmService::OnRep(Id& id, const CmMessage& msg) {
+  // A REP the other host sent again (IBA 12.9.8.2, ib_cm's
+  // cm_dup_rep_handler): the application has not moved its QP yet - tell
+  // the passive side to wait (MRA); already established - our RTU was lost.
+  if (msg.from_wire && id.active && id.state == CmState::kRepRcvd) {
+    counters_.duplicates++;
+    return SendMra(id, /*mraed=*/1);
+  }
+  if (msg.from_wire && id.active && id.state == CmState::kEstablished) {
+    counters_.duplicates++;
+    counters_.rtus_resent++;
+    return Send(MessageFrom(id, CmMsgKind::kRtu));
+  }
   if (id.state != CmState::kReqSent) return;
-  id.unanswered.reset();
-  id.timer = false;
+  Answered(id);
   id.peer = msg.local_comm_id;
   id.remote = msg.conn;
   id.remote_psn = msg.starting_psn;
@@ -226,6 +255,7 @@ void CmService::OnRep(Id& id, const CmMessage& msg) {
 
 void CmService::OnRtu(Id& id) {
   if (id.state != CmState::kRepSent) return;
+  Answered(id);
   id.state = CmState::kEstablished;
   PushEvent(id, EventFor(id, RDMA_CM_EVENT_ESTABLISHED, 0));
 }
@@ -241,8 +271,7 @@ void CmService::OnRej(Id& id, const CmMessage& msg) {
       return;
   }
   ReleaseRequest(id);
-  id.unanswered.reset();
-  id.timer = false;
+  Answered(id);
   id.state = CmState::kRejected;
   CmEventRecord rec = EventFor(id, RDMA_CM_EVENT_REJECTED, static_cast<int32_t>(msg.status));
   rec.conn = msg.conn;
@@ -272,15 +301,14 @@ void CmService::OnDreq(Id& id, const CmMessage& msg) {
 
 void CmService::OnDrep(Id& id) {
   if (id.state != CmState::kDreqSent) return;
-  id.timer = false;
+  Answered(id);
   id.state = CmState::kDisconnected;
   PushEvent(id, EventFor(id, RDMA_CM_EVENT_DISCONNECTED, 0));
 }
 
 void CmService::OnSidrRep(Id& id, const CmMessage& msg) {
   if (id.state != CmState::kSidrReqSent) return;
-  id.unanswered.reset();
-  id.timer = false;
+  Answered(id);
   if (msg.status != 0) {
     id.state = CmState::kRejected;
     CmEventRecord rec = EventFor(id, RDMA_CM_EVENT_UNREACHABLE, static_cast<int32_t>(msg.status));
@@ -297,6 +325,106 @@ void CmService::OnSidrRep(Id& id, const CmMessage& msg) {
   memcpy(rec.ah_dgid, msg.sgid, 16);
   rec.ah_sgid_index = id.route.sgid_index;
   PushEvent(id, rec);
+}
+
+// IBA 12.6.6: the receiver of an MRA waits the service timeout it names
+// (plus a response time) before it sends its message again.
+void CmService::OnMra(Id& id, const CmMessage& msg) {
+  counters_.mras_received++;
+  const bool for_req = msg.mraed == 0 && id.state == CmState::kReqSent;
+  const bool for_rep = msg.mraed == 1 && id.state == CmState::kRepSent;
+  if ((!for_req && !for_rep) || !id.unanswered) return;
+  id.timer = true;
+  id.deadline = Clock::now() + CmTimeOfCode(msg.service_timeout) + id.resend_interval;
+}
+
+bool CmService::OnDuplicateReq(const CmMessage& msg) {
+  for (auto& [h, id] : ids_) {
+    if (id.active || id.peer != msg.local_comm_id || memcmp(id.remote_gid, msg.sgid, 16) != 0)
+      continue;
+    switch (id.state) {
+      case CmState::kReqRcvd:
+        // The application has not accepted yet: the other side is to wait
+        // (as ib_cm's prepared MRA, sent for a duplicate REQ).
+        counters_.duplicates++;
+        SendMra(id, /*mraed=*/0);
+        return true;
+      case CmState::kRepSent:
+      case CmState::kEstablished:
+      case CmState::kDreqSent:
+      case CmState::kDreqRcvd:
+        // The REP goes again on its own timer; later, the REQ is stale.
+        counters_.duplicates++;
+        return true;
+      default:
+        continue;  // an old connection's id: this is a new request
+    }
+  }
+  for (const auto& [deadline, parked] : parked_reqs_) {
+    if (parked.from_wire && parked.local_comm_id == msg.local_comm_id &&
+        memcmp(parked.sgid, msg.sgid, 16) == 0) {
+      counters_.duplicates++;
+      return true;
+    }
+  }
+  return false;
+}
+
+void CmService::SendMra(const Id& id, uint8_t mraed) {
+  CmMessage mra = MessageFrom(id, CmMsgKind::kMra);
+  mra.mraed = mraed;
+  mra.service_timeout = kCmMraServiceTimeoutCode;
+  counters_.mras_sent++;
+  Send(mra);
+}
+
+void CmService::SendUntilAnswered(Id& id, const CmMessage& msg, std::chrono::nanoseconds interval,
+                                  int limit) {
+  id.unanswered = msg;
+  id.resends = 0;
+  id.resend_limit = limit;
+  id.resend_interval = interval;
+  id.timer = true;
+  id.deadline = Clock::now() + interval;
+  Send(msg);
+}
+
+void CmService::Answered(Id& id) {
+  id.unanswered.reset();
+  id.resends = 0;
+  id.timer = false;
+}
+
+// The last try of a message went unanswered (the kernel's ib_cm reports
+// REQ_ERROR, REP_ERROR, DREQ_ERROR; rdma_cm turns them into these events).
+void CmService::ResendsExhausted(Id& id) {
+  const CmState state = id.state;
+  Answered(id);
+  switch (state) {
+    case CmState::kReqSent:
+    case CmState::kSidrReqSent:
+      id.state = CmState::kRejected;
+      PushEvent(id, EventFor(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
+      return;
+    case CmState::kRepSent: {
+      // No RTU: the connection is refused with reason Timeout, so that an
+      // active side whose RTUs were lost learns it too.
+      CmMessage rej = MessageFrom(id, CmMsgKind::kRej);
+      rej.status = kRejTimeout;
+      rej.rejected = 1;  // the REP
+      rej.conn.private_data_len = CmUserPrivateData(CmMsgKind::kRej);
+      Send(rej);
+      id.state = CmState::kRejected;
+      PushEvent(id, EventFor(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
+      return;
+    }
+    case CmState::kDreqSent:
+      id.state = CmState::kDisconnected;
+      PushEvent(id, EventFor(id, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT));
+      return;
+    default:
+      return;
+  }
 }
 
 // A request leaves its listener's backlog (accepted, rejected or gone).

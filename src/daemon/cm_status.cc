@@ -24,4 +24,13 @@ std::string CmService::StatusJson() const {
   return ids.dump();
 }
 
+std::string CmService::CountersJson() const {
+  return nlohmann::json{{"resent", counters_.resent},
+                        {"duplicates", counters_.duplicates},
+                        {"mras_sent", counters_.mras_sent},
+                        {"mras_received", counters_.mras_received},
+                        {"rtus_resent", counters_.rtus_resent}}
+      .dump();
+}
+
 }  // namespace softverbs::daemon

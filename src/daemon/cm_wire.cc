@@ -7,7 +7,9 @@
 #include <array>
 #include <cstring>
 
+#include "common/log.h"
 #include "daemon/wire_service.h"
+#include "roce/fault_config.h"
 
 namespace softverbs::daemon {
 
@@ -37,6 +39,8 @@ roce::CmAttr AttrOf(CmMsgKind kind) {
       return roce::CmAttr::kSidrReq;
     case CmMsgKind::kSidrRep:
       return roce::CmAttr::kSidrRep;
+    case CmMsgKind::kMra:
+      return roce::CmAttr::kMra;
   }
   return roce::CmAttr::kMra;
 }
@@ -66,6 +70,9 @@ bool KindOf(roce::CmAttr attr, CmMsgKind* kind) {
       return true;
     case roce::CmAttr::kSidrRep:
       *kind = CmMsgKind::kSidrRep;
+      return true;
+    case roce::CmAttr::kMra:
+      *kind = CmMsgKind::kMra;
       return true;
     default:
       return false;
@@ -173,9 +180,11 @@ roce::CmMad MadOf(const CmMessage& msg, ibv_mtu path_mtu, uint64_t ca_guid) {
   if (attr == roce::CmAttr::kRep) m.target_ack_delay = kTargetAckDelay;
   if (attr == roce::CmAttr::kRej) {
     m.reason = static_cast<uint16_t>(msg.status);
-    // What is rejected: a REQ (no remote id yet, or a passive side's
-    // reject) - the REJs softverbs sends all answer a REQ.
-    m.message_rejected = 0;
+    m.message_rejected = msg.rejected;  // 0 a REQ, 1 a REP that got no RTU
+  }
+  if (attr == roce::CmAttr::kMra) {
+    m.message_mraed = msg.mraed;
+    m.service_timeout = msg.service_timeout;
   }
   if (attr == roce::CmAttr::kSidrRep) {
     m.status = static_cast<uint8_t>(msg.status);
@@ -221,7 +230,18 @@ bool MessageOf(const roce::CmMad& mad, const uint8_t sgid[16], const uint8_t dgi
                                                                        : IBV_QPT_RC;
   }
   if (mad.attr == roce::CmAttr::kSidrReq) msg->remote_comm_id = 0;
-  if (mad.attr == roce::CmAttr::kRej) msg->status = mad.reason;
+  if (mad.attr == roce::CmAttr::kRej) {
+    msg->status = mad.reason;
+    msg->rejected = mad.message_rejected;
+  }
+  if (mad.attr == roce::CmAttr::kMra) {
+    msg->mraed = mad.message_mraed;
+    msg->service_timeout = mad.service_timeout;
+  }
+  if (mad.attr == roce::CmAttr::kReq) {
+    msg->local_cm_response_timeout = mad.local_cm_response_timeout;
+    msg->max_cm_retries = mad.max_cm_retries;
+  }
   if (mad.attr == roce::CmAttr::kSidrRep) msg->status = mad.status;
   const size_t user = std::min<size_t>(UserPrivateBytes(mad.attr), sizeof(msg->conn.private_data));
   memcpy(msg->conn.private_data, user_data, user);
@@ -230,11 +250,23 @@ bool MessageOf(const roce::CmMad& mad, const uint8_t sgid[16], const uint8_t dgi
 }
 
 void ConnectCmToWire(CmService& cm, WireService& wire, ibv_mtu path_mtu, uint64_t ca_guid) {
-  cm.set_wire_sink([&wire, path_mtu, ca_guid](const CmMessage& msg) {
-    std::array<uint8_t, roce::kMadBytes> mad{};
-    if (roce::EncodeCmMad(MadOf(msg, path_mtu, ca_guid), mad))
-      wire.SendGsi(msg.sgid, msg.dgid, mad);
-  });
+  // SOFTVERBS_ROCE_FAULTS' cm_drop: CM MADs this device does not send (the
+  // carrier has already refused a malformed setting: none then).
+  roce::FaultConfig faults;
+  std::string error;
+  if (!roce::FaultConfigFromEnvironment(&faults, &error)) faults = roce::FaultConfig{};
+  cm.set_wire_sink(
+      [&wire, path_mtu, ca_guid, drops = faults.cm_drop](const CmMessage& msg) mutable {
+        const roce::CmMad m = MadOf(msg, path_mtu, ca_guid);
+        const size_t kind = static_cast<uint16_t>(m.attr) - roce::FaultConfig::kFirstCmAttr;
+        if (kind < drops.size() && drops[kind] > 0) {
+          drops[kind]--;
+          Log("fault injection (cm_drop): CM MAD 0x%x not sent", static_cast<unsigned>(m.attr));
+          return;
+        }
+        std::array<uint8_t, roce::kMadBytes> mad{};
+        if (roce::EncodeCmMad(m, mad)) wire.SendGsi(msg.sgid, msg.dgid, mad);
+      });
   cm.set_listen_hook([&wire] { wire.OpenCarriers(); });
   wire.set_gsi_sink(
       [&cm](const uint8_t sgid[16], const uint8_t dgid[16], std::span<const uint8_t> bytes) {

@@ -518,7 +518,8 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       // The connection manager's ids join the device's report.
       if (json.size() > 1 && json.back() == '}') {
         json.pop_back();
-        json += ",\"cm_ids\":" + cm_.StatusJson() + ",\"roce\":" + wire_.StatusJson() + "}";
+        json += ",\"cm_ids\":" + cm_.StatusJson() + ",\"cm\":" + cm_.CountersJson() +
+                ",\"roce\":" + wire_.StatusJson() + "}";
       }
       return Reply(conn, hdr.seq, Verdict::Ok(), json.data(), json.size());
     }

@@ -42,6 +42,8 @@ enum class F : uint8_t {
   kMessageRejected,
   kReason,
   kStatus,
+  kMessageMraed,
+  kServiceTimeout,
 };
 
 struct Row {
@@ -50,7 +52,7 @@ struct Row {
   CmFieldLoc loc;
 };
 
-// IBA tables 106, 108, 110-113, 118, 119 (the fields rdma_cm sets).
+// IBA tables 106-108, 110-113, 118, 119 (the fields rdma_cm sets).
 constexpr Row kRows[] = {
     // REQ (table 106)
     {CmAttr::kReq, F::kLocalCommId, {0, 0, 32}},
@@ -81,6 +83,11 @@ constexpr Row kRows[] = {
     {CmAttr::kReq, F::kHopLimit, {93, 0, 8}},
     {CmAttr::kReq, F::kSl, {94, 0, 4}},
     {CmAttr::kReq, F::kLocalAckTimeout, {95, 0, 5}},
+    // MRA (table 107)
+    {CmAttr::kMra, F::kLocalCommId, {0, 0, 32}},
+    {CmAttr::kMra, F::kRemoteCommId, {4, 0, 32}},
+    {CmAttr::kMra, F::kMessageMraed, {8, 0, 2}},
+    {CmAttr::kMra, F::kServiceTimeout, {9, 0, 5}},
     // REJ (table 108)
     {CmAttr::kRej, F::kLocalCommId, {0, 0, 32}},
     {CmAttr::kRej, F::kRemoteCommId, {4, 0, 32}},
@@ -125,9 +132,9 @@ struct PrivateData {
   uint16_t bytes;
 };
 constexpr PrivateData kPrivateData[] = {
-    {CmAttr::kReq, 140, 92},     {CmAttr::kRej, 84, 148},     {CmAttr::kRep, 36, 196},
-    {CmAttr::kRtu, 8, 224},      {CmAttr::kDreq, 12, 220},    {CmAttr::kDrep, 8, 224},
-    {CmAttr::kSidrReq, 16, 216}, {CmAttr::kSidrRep, 96, 136},
+    {CmAttr::kReq, 140, 92}, {CmAttr::kMra, 10, 222},     {CmAttr::kRej, 84, 148},
+    {CmAttr::kRep, 36, 196}, {CmAttr::kRtu, 8, 224},      {CmAttr::kDreq, 12, 220},
+    {CmAttr::kDrep, 8, 224}, {CmAttr::kSidrReq, 16, 216}, {CmAttr::kSidrRep, 96, 136},
 };
 static_assert(std::all_of(std::begin(kPrivateData), std::end(kPrivateData),
                           [](const PrivateData& p) { return p.offset + p.bytes == kCmDataBytes; }));
@@ -209,6 +216,10 @@ uint64_t Get(const CmMad& m, F f) {
       return m.reason;
     case F::kStatus:
       return m.status;
+    case F::kMessageMraed:
+      return m.message_mraed;
+    case F::kServiceTimeout:
+      return m.service_timeout;
   }
   return 0;
 }
@@ -284,6 +295,10 @@ void Set(CmMad* m, F f, uint64_t v) {
       return Put(&m->reason, v);
     case F::kStatus:
       return Put(&m->status, v);
+    case F::kMessageMraed:
+      return Put(&m->message_mraed, v);
+    case F::kServiceTimeout:
+      return Put(&m->service_timeout, v);
   }
 }
 

@@ -88,7 +88,9 @@ struct CmMad {
   uint8_t message_rejected = 0;  // REJ: 0 REQ, 1 REP, 2 other
   uint16_t reason = 0;           // REJ
   uint8_t status = 0;            // SIDR REP
-  // The message's private data (REQ 92, REP 196, RTU 224, REJ 148, DREQ
+  uint8_t message_mraed = 0;     // MRA: 0 REQ, 1 REP, 2 LAP (IBA 12.6.6)
+  uint8_t service_timeout = 0;   // MRA: the sender answers within 4.096 us * 2^this
+  // The message's private data (REQ 92, MRA 222, REP 196, RTU 224, REJ 148, DREQ
   // 220, DREP 224, SIDR REQ 216, SIDR REP 136 bytes).
   uint8_t private_data[224] = {};
 };
@@ -97,7 +99,7 @@ struct CmMad {
 size_t CmPrivateDataBytes(CmAttr attr);
 
 // Writes the 256-byte MAD of m to out. False for an attribute this codec
-// does not know (MRA, LAP, APR are never sent).
+// does not know (LAP and APR are never sent).
 bool EncodeCmMad(const CmMad& m, std::span<uint8_t, kMadBytes> out);
 
 // Reads a MAD; false unless it is a CM Send of a known attribute, class

@@ -1,8 +1,11 @@
 #include "roce/fault_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <iterator>
 #include <set>
+#include <tuple>
 
 namespace softverbs::roce {
 namespace {
@@ -28,6 +31,32 @@ bool ParseInteger(std::string_view key, std::string_view value, T* out, std::str
     return false;
   }
   *out = v;
+  return true;
+}
+
+// The CM MAD kinds cm_drop names, in attribute id order from 0x10.
+constexpr std::string_view kCmKinds[] = {"req",  "mra",  "rej",      "rep",     "rtu",
+                                         "dreq", "drep", "sidr_req", "sidr_rep"};
+static_assert(std::size(kCmKinds) == std::tuple_size_v<decltype(FaultConfig::cm_drop)>);
+
+bool ParseCmDrop(std::string_view value, FaultConfig* out, std::string* error) {
+  while (!value.empty()) {
+    const size_t plus = value.find('+');
+    std::string_view item = value.substr(0, plus);
+    value = plus == std::string_view::npos ? std::string_view() : value.substr(plus + 1);
+    uint32_t count = 1;
+    if (const size_t colon = item.find(':'); colon != std::string_view::npos) {
+      if (!ParseInteger("cm_drop", item.substr(colon + 1), &count, error)) return false;
+      item = item.substr(0, colon);
+    }
+    const auto* kind = std::find(std::begin(kCmKinds), std::end(kCmKinds), item);
+    if (kind == std::end(kCmKinds)) {
+      *error = "cm_drop: unknown CM message '" + std::string(item) +
+               "' (req, mra, rej, rep, rtu, dreq, drep, sidr_req, sidr_rep)";
+      return false;
+    }
+    out->cm_drop[kind - std::begin(kCmKinds)] = count;
+  }
   return true;
 }
 
@@ -66,9 +95,11 @@ bool ParseFaultConfig(std::string_view text, FaultConfig* out, std::string* erro
       ok = ParseInteger(key, value, &out->delay_us, error);
     } else if (key == "seed") {
       ok = ParseInteger(key, value, &out->seed, error);
+    } else if (key == "cm_drop") {
+      ok = ParseCmDrop(value, out, error);
     } else {
-      *error =
-          std::string(key) + ": unknown key (drop, dup, reorder, delay, corrupt, delay_us, seed)";
+      *error = std::string(key) +
+               ": unknown key (drop, dup, reorder, delay, corrupt, delay_us, seed, cm_drop)";
       return false;
     }
     if (!ok) return false;

@@ -11,10 +11,16 @@
 //   delay_us=N  how long delay holds a packet (default 1000 microseconds)
 //   seed=N      the seed (default 1): the same seed gives the same faults on
 //               the same sequence of packets, whatever the timing
+//   cm_drop=K[:N][+K[:N]...]
+//               the connection manager does not send the first N (default 1)
+//               CM MADs of kind K (req, mra, rej, rep, rtu, dreq, drep,
+//               sidr_req, sidr_rep): a lost REP, RTU or DREQ on demand, to
+//               show the CM's retransmissions (docs/rdmacm.md)
 // Each packet suffers at most one fault: F are fractions in [0, 1] whose sum
 // is at most 1. Unset or empty: no faults.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -31,6 +37,10 @@ struct FaultConfig {
   double corrupt = 0;
   uint32_t delay_us = 1000;
   uint64_t seed = 1;
+  // cm_drop: how many of the first CM MADs of each attribute (IBA table 105,
+  // 0x10 REQ .. 0x18 SIDR REP, indexed from 0x10) are not sent.
+  static constexpr uint16_t kFirstCmAttr = 0x10;
+  std::array<uint32_t, 9> cm_drop{};
 
   bool Any() const { return drop + dup + reorder + delay + corrupt > 0; }
 };

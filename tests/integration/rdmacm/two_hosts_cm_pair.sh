@@ -10,6 +10,10 @@
 # CM_RACE_RETRIES=N: as in run_cm_pair.sh (perftest -R's second listen).
 # SERVER_RUNS_ON=1: as in run_cm_pair.sh (the server is stopped after the client).
 # READY_TCP_PORT=N: as in run_cm_pair.sh (the server's TCP control port).
+# TH_DAEMON_ENV_A / _B: the daemons' environment (tests/common/two_hosts.sh),
+#   e.g. SOFTVERBS_ROCE_FAULTS=cm_drop=rep to lose a CM message.
+# CHECK_CM="a.resent b.mras_received ...": each of these counters of that
+#   host's connection manager (softverbs status: "cm") must be above 0.
 set -u
 source "$(dirname "$0")/../../common/two_hosts.sh"
 cli=$1 expect=$2
@@ -78,6 +82,14 @@ r = json.load(sys.stdin)["roce"]
 print("host %s: CM MADs sent %d, received %d" % (sys.argv[1], r["cm_mads_sent"], r["cm_mads_received"]))
 sys.exit(0 if r["cm_mads_sent"] > 0 and r["cm_mads_received"] > 0 else 1)' $h ||
     { echo "FAIL: host $h did not both send and receive CM MADs"; exit 1; }
+done
+for check in ${CHECK_CM:-}; do
+  th_exec "${check%%.*}" "$cli" status --json | python3 -c '
+import json, sys
+host, name = sys.argv[1].split(".")
+value = json.load(sys.stdin)["cm"][name]
+print("host %s: cm.%s = %d" % (host, name, value))
+sys.exit(0 if value > 0 else 1)' "$check" || { echo "FAIL: host ${check%%.*}'s CM did not count ${check#*.}"; exit 1; }
 done
 [ $server_rc -eq 0 ] && [ $client_rc -eq 0 ] || { echo "FAIL: a side failed"; exit 1; }
 grep -qE "$expect" "$TH_DIR/client.log" || { echo "FAIL: client output lacks /$expect/"; exit 1; }

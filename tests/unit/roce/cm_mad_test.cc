@@ -96,8 +96,8 @@ TEST(RoceCmMad, ReqFieldsAreWhereTable106PutsThem) {
 }
 
 TEST(RoceCmMad, EveryKindRoundTrips) {
-  for (CmAttr attr : {CmAttr::kRep, CmAttr::kRtu, CmAttr::kRej, CmAttr::kDreq, CmAttr::kDrep,
-                      CmAttr::kSidrReq, CmAttr::kSidrRep}) {
+  for (CmAttr attr : {CmAttr::kMra, CmAttr::kRep, CmAttr::kRtu, CmAttr::kRej, CmAttr::kDreq,
+                      CmAttr::kDrep, CmAttr::kSidrReq, CmAttr::kSidrRep}) {
     CmMad m;
     m.attr = attr;
     m.local_comm_id = 0x01020304;
@@ -106,6 +106,8 @@ TEST(RoceCmMad, EveryKindRoundTrips) {
     m.qkey = 0x01234567;
     m.reason = 28;
     m.status = 2;
+    m.message_mraed = 1;
+    m.service_timeout = 24;
     m.service_id = 0x1110000 | 99;
     const size_t priv = CmPrivateDataBytes(attr);
     ASSERT_GT(priv, 0u);
@@ -121,6 +123,13 @@ TEST(RoceCmMad, EveryKindRoundTrips) {
       EXPECT_EQ(back.qpn, 0xabcu);
       EXPECT_EQ(back.qkey, 0x01234567u);
       EXPECT_EQ(mad[24 + 12 + 2], 0xbc);  // table 110: local QPN at byte 12
+    }
+    if (attr == CmAttr::kMra) {
+      EXPECT_EQ(back.remote_comm_id, 0x05060708u);
+      EXPECT_EQ(back.message_mraed, 1);
+      EXPECT_EQ(mad[24 + 8], 0x40);  // table 107: message MRAed, bits 0-1 of byte 8
+      EXPECT_EQ(back.service_timeout, 24);
+      EXPECT_EQ(mad[24 + 9], 24 << 3);  // service timeout, bits 0-4 of byte 9
     }
     if (attr == CmAttr::kRej) {
       EXPECT_EQ(back.reason, 28);
@@ -147,7 +156,7 @@ TEST(RoceCmMad, RefusesWhatIsNotACmSend) {
   bad = mad;
   bad[17] = 0x19;  // LAP: not spoken
   EXPECT_FALSE(DecodeCmMad(bad, &back));
-  m.attr = CmAttr::kMra;
+  m.attr = static_cast<CmAttr>(0x19);  // LAP
   EXPECT_FALSE(EncodeCmMad(m, mad));
 }
 

@@ -61,9 +61,23 @@ TEST(RoceFaultConfig, ErrorsNameTheProblem) {
   EXPECT_EQ(ErrorOf("delay_us=99999999999"), "delay_us=99999999999: not a non-negative integer");
   EXPECT_EQ(ErrorOf("drop"), "drop: expected key=value");
   EXPECT_EQ(ErrorOf("loss=0.1"),
-            "loss: unknown key (drop, dup, reorder, delay, corrupt, delay_us, seed)");
+            "loss: unknown key (drop, dup, reorder, delay, corrupt, delay_us, seed, cm_drop)");
+  EXPECT_EQ(ErrorOf("cm_drop=lap"),
+            "cm_drop: unknown CM message 'lap' (req, mra, rej, rep, rtu, dreq, drep, sidr_req, "
+            "sidr_rep)");
+  EXPECT_EQ(ErrorOf("cm_drop=rep:x"), "cm_drop=x: not a non-negative integer");
   EXPECT_EQ(ErrorOf("drop=0.1,drop=0.2"), "drop: given twice");
   EXPECT_NE(ErrorOf("drop=0.6,dup=0.5").find("add up to 1.1"), std::string::npos);
+}
+
+TEST(RoceFaultConfig, CmDropCountsTheFirstMadsOfEachKind) {
+  FaultConfig c;
+  std::string error;
+  ASSERT_TRUE(ParseFaultConfig("cm_drop=rep+rtu:3,drop=0.1", &c, &error)) << error;
+  EXPECT_EQ(c.cm_drop[0x13 - FaultConfig::kFirstCmAttr], 1u);  // REP
+  EXPECT_EQ(c.cm_drop[0x14 - FaultConfig::kFirstCmAttr], 3u);  // RTU
+  EXPECT_EQ(c.cm_drop[0x10 - FaultConfig::kFirstCmAttr], 0u);  // REQ
+  EXPECT_DOUBLE_EQ(c.drop, 0.1);
 }
 
 TEST(RoceFaultConfig, FromTheEnvironment) {
