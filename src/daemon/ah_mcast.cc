@@ -50,15 +50,6 @@ Verdict Device::DestroyAh(ClientId c, Handle h) {
   return Verdict::Ok();
 }
 
-namespace {
-bool IsMulticastGid(const uint8_t gid[16]) {
-  // IPv6 multicast (ff00::/8) or IPv4-mapped 224.0.0.0/4.
-  if (gid[0] == 0xff) return true;
-  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return memcmp(gid, kMapped, 12) == 0 && (gid[12] & 0xf0) == 0xe0;
-}
-}  // namespace
-
 Verdict Device::AttachMcast(ClientId c, const protocol::McastRequest& req) {
   QpHandle* qh = FindOwned(qp_handles_, c, req.qp);
   if (!qh) return Verdict::Fail(EINVAL, "attach_mcast: no such QP in this context");
@@ -76,6 +67,7 @@ Verdict Device::AttachMcast(ClientId c, const protocol::McastRequest& req) {
     return Verdict::Fail(ENOMEM, "device limit max_mcast_qp_attach reached for this group");
   }
   qp.mcast_groups.insert(gid);
+  if (qp_changed_) qp_changed_(qp.qpn);  // the network transport joins the group
   return Verdict::Ok();
 }
 
@@ -87,6 +79,7 @@ Verdict Device::DetachMcast(ClientId c, const protocol::McastRequest& req) {
   if (!qp.mcast_groups.erase(gid)) {
     return Verdict::Fail(EINVAL, "detach_mcast: QP is not attached to that group");
   }
+  if (qp_changed_) qp_changed_(qp.qpn);
   return Verdict::Ok();
 }
 

@@ -189,8 +189,8 @@ void MulticastGid(const CmAddr& group, uint8_t mgid[16]) {
     memcpy(mgid, &group.sin6_addr, 16);
     return;
   }
-  mgid[0] = 0xff;
-  mgid[1] = 0x0e;
+  // RoCE v2: the group's address mapped, as the kernel's cma_iboe_set_mgid
+  // gives it for a RoCE v2 GID (ff0e::ffff:a.b.c.d is RoCE v1's).
   mgid[10] = mgid[11] = 0xff;
   memcpy(mgid + 12, &V4(group), 4);
 }

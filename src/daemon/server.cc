@@ -504,6 +504,7 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     out.active_mtu = device_.active_mtu();
     out.gids = device_.gids();
     out.group_id = device_.GroupOf(conn.client);
+    out.multicast_gids = wire_.MulticastGids();
     std::vector<int> out_fds;
     if (conn.role == protocol::Role::kContext) {
       // The data path: the device table out (the client's files came in above).

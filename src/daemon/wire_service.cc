@@ -1,12 +1,16 @@
 #include "daemon/wire_service.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/gid_table.h"
 #include "daemon/device.h"
@@ -54,7 +58,16 @@ nlohmann::json CountersJson(const dp::WireCounters& k) {
 }  // namespace
 
 WireService::WireService(Device& device, WatchFd watch)
-    : device_(device), watch_(std::move(watch)), memory_(device) {}
+    : device_(device), watch_(std::move(watch)), memory_(device) {
+  if (const char* mode = getenv("SOFTVERBS_ROCE_MCAST"); mode && *mode) {
+    if (strcmp(mode, "host") == 0) {
+      multicast_on_link_ = false;
+    } else if (strcmp(mode, "link") != 0) {
+      fprintf(stderr, "softverbsd: SOFTVERBS_ROCE_MCAST=%s: expected link or host; using link\n",
+              mode);
+    }
+  }
+}
 
 WireService::~WireService() {
   for (auto& [fd, client] : doorbells_) close(fd);
@@ -69,6 +82,9 @@ bool WireService::Owns(int fd) const {
   for (const auto& c : carriers_) {
     if (c->udp.fd() == fd) return true;
   }
+  for (const auto& [mgid, c] : groups_) {
+    if (c->udp.fd() == fd) return true;
+  }
   return false;
 }
 
@@ -78,6 +94,9 @@ void WireService::OnReadable(int fd) {
     return;
   }
   for (auto& c : carriers_) {
+    if (c->udp.fd() == fd) ReadCarrier(*c);
+  }
+  for (auto& [mgid, c] : groups_) {
     if (c->udp.fd() == fd) ReadCarrier(*c);
   }
 }
@@ -130,21 +149,121 @@ void WireService::ReadCarrier(Carrier& c) {
       ReceiveGsi(c, packet);
       continue;
     }
-    auto it = qps_.find(packet.fields.dest_qp);
-    if (it == qps_.end()) {
-      unroutable_++;
-      continue;
-    }
     dp::WirePacket p;
     p.fields = packet.fields;
     p.payload = packet.payload;
     p.ends = &packet.ends;
     p.roce_bytes = packet.bytes.size();
+    if (packet.fields.dest_qp == roce::kMulticastQpn) {
+      DeliverToGroup(p, &touched);
+      continue;
+    }
+    auto it = qps_.find(packet.fields.dest_qp);
+    if (it == qps_.end()) {
+      unroutable_++;
+      continue;
+    }
     dp::WireQp* wire = it->second.wire.get();
     wire->Receive(p);
     if (std::find(touched.begin(), touched.end(), wire) == touched.end()) touched.push_back(wire);
   }
   for (dp::WireQp* wire : touched) wire->FlushAck();
+}
+
+// A multicast packet goes to each served QP attached to its destination
+// group (the IP address it was sent to).
+void WireService::DeliverToGroup(const dp::WirePacket& p, std::vector<dp::WireQp*>* touched) {
+  uint8_t mgid[16];
+  roce::GidOfAddress(*p.ends, /*source=*/false, mgid);
+  const std::vector<uint8_t> key(mgid, mgid + 16);
+  bool delivered = false;
+  multicast_received_++;
+  for (auto& [qpn, n] : qps_) {
+    const Qp* qp = device_.FindQpObject(qpn);
+    if (!qp || qp->type != IBV_QPT_UD || !qp->mcast_groups.count(key)) continue;
+    n.wire->Receive(p);
+    delivered = true;
+    if (std::find(touched->begin(), touched->end(), n.wire.get()) == touched->end())
+      touched->push_back(n.wire.get());
+  }
+  if (!delivered) unroutable_++;
+}
+
+uint32_t WireService::MulticastGids() {
+  if (!multicast_on_link_) return 0;
+  OpenCarriers();
+  const GidTable& gids = device_.gids();
+  uint32_t mask = 0;
+  for (int i = 0; i < gids.count && i < 32; ++i) {
+    if (gids.gids[i].type == GidType::kRoceV2 && CarrierFor(gids.gids[i].raw)) mask |= 1u << i;
+  }
+  return mask;
+}
+
+void WireService::SyncGroups() {
+  std::set<std::array<uint8_t, 16>> wanted;
+  if (multicast_on_link_ && !carriers_.empty()) {
+    for (const auto& [qpn, n] : qps_) {
+      const Qp* qp = device_.FindQpObject(qpn);
+      if (!qp) continue;
+      for (const auto& g : qp->mcast_groups) {
+        std::array<uint8_t, 16> mgid{};
+        std::copy(g.begin(), g.begin() + std::min<size_t>(g.size(), 16), mgid.begin());
+        wanted.insert(mgid);
+      }
+    }
+  }
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    if (wanted.count(it->first)) {
+      ++it;
+      continue;
+    }
+    watch_(it->second->udp.fd(), false);
+    it = groups_.erase(it);  // closing the socket leaves the group
+  }
+  for (const auto& mgid : wanted) {
+    if (groups_.count(mgid)) continue;
+    auto c = std::make_unique<Carrier>();
+    c->gid = mgid;
+    if (!JoinGroup(mgid, c.get())) {
+      group_errors_++;
+      continue;
+    }
+    watch_(c->udp.fd(), true);
+    groups_[mgid] = std::move(c);
+  }
+}
+
+// A receive socket bound to the group's address (UDP 4791), a member of
+// the group on the port's interface (the IGMP / MLD report the kernel sends
+// is the join a RoCE NIC's driver makes for rdma_cm's multicast joins).
+bool WireService::JoinGroup(const std::array<uint8_t, 16>& mgid, Carrier* c) {
+  const uint32_t ifindex = device_.gids().ifindex;
+  std::string error;
+  if (!c->udp.Open(mgid.data(), ifindex, &error)) {
+    fprintf(stderr, "softverbsd: multicast group %s: %s\n", FormatGid(mgid.data()).c_str(),
+            error.c_str());
+    return false;
+  }
+  int rc;
+  if (roce::GidIsIpv4(mgid.data())) {
+    ip_mreqn m{};
+    memcpy(&m.imr_multiaddr, mgid.data() + 12, 4);
+    m.imr_ifindex = static_cast<int>(ifindex);
+    rc = setsockopt(c->udp.fd(), IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m));
+  } else {
+    ipv6_mreq m{};
+    memcpy(&m.ipv6mr_multiaddr, mgid.data(), 16);
+    m.ipv6mr_interface = ifindex;
+    rc = setsockopt(c->udp.fd(), IPPROTO_IPV6, IPV6_JOIN_GROUP, &m, sizeof(m));
+  }
+  if (rc != 0) {
+    fprintf(stderr, "softverbsd: multicast group %s: join: %s\n", FormatGid(mgid.data()).c_str(),
+            strerror(errno));
+    return false;
+  }
+  GrowSocketBuffers(c->udp.fd());
+  return true;
 }
 
 void WireService::ReceiveGsi(Carrier& c, const roce::ReceivedPacket& packet) {
@@ -293,11 +412,13 @@ void WireService::EraseQp(std::map<uint32_t, NetworkQp>::iterator it) {
 }
 
 void WireService::ApplyChanges() {
+  if (changed_.empty()) return CheckDrains();
   while (!changed_.empty()) {
     const uint32_t qpn = *changed_.begin();
     changed_.erase(changed_.begin());
     ApplyChange(qpn);
   }
+  SyncGroups();
   CheckDrains();
 }
 
@@ -432,7 +553,7 @@ bool WireService::InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) {
 
 void WireService::McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) {
   (void)gid;
-  qpns->clear();  // multicast stays on the host (docs/roce.md)
+  qpns->clear();  // the device's sends to a group go on the link (DeliverToGroup)
 }
 
 std::string WireService::StatusJson() const {
@@ -477,6 +598,12 @@ std::string WireService::StatusJson() const {
   j["qps"] = qps;
   j["totals"] = CountersJson(all);
   j["unroutable"] = unroutable_;
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& [mgid, c] : groups_) groups.push_back(FormatGid(mgid.data()));
+  j["multicast"] = {{"on_link", multicast_on_link_},
+                    {"groups", groups},
+                    {"received", multicast_received_},
+                    {"join_errors", group_errors_}};
   j["cm_mads_sent"] = mads_sent_;
   j["cm_mads_received"] = mads_received_;
   j["send_failures"] = send_failures_;

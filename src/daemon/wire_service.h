@@ -45,6 +45,15 @@ class WireService : public datapath::WireHost {
   WireService(const WireService&) = delete;
   WireService& operator=(const WireService&) = delete;
 
+  // Whether multicast groups span hosts: SOFTVERBS_ROCE_MCAST=link (the
+  // default) or host (groups stay on this host: for machines whose
+  // interfaces lead to networks that must not see test traffic).
+  // The GIDs (bit i: index i) from which a multicast send goes on the link:
+  // those with a carrier when groups span hosts (told at hello). A device
+  // without carriers (another device holds UDP 4791 on its addresses) keeps
+  // its groups on the host.
+  uint32_t MulticastGids();
+
   // A readable descriptor of the service (a carrier or a doorbell).
   bool Owns(int fd) const;
   void OnReadable(int fd);
@@ -125,12 +134,22 @@ class WireService : public datapath::WireHost {
   bool ServedHere(const Qp& qp) const;
   datapath::WireQpConfig ConfigOf(const Qp& qp) const;
   Carrier* CarrierFor(const uint8_t gid[16]);
+  // Multicast (docs/roce.md, "Multicast"): a socket on UDP 4791 of each
+  // group a served UD QP is attached to, joined on the port's interface;
+  // what it receives goes to every attached QP.
+  void SyncGroups();
+  bool JoinGroup(const std::array<uint8_t, 16>& mgid, Carrier* c);
+  void DeliverToGroup(const datapath::WirePacket& p, std::vector<datapath::WireQp*>* touched);
 
   Device& device_;
   WatchFd watch_;
   WireMemory memory_;
   bool carriers_opened_ = false;
   std::vector<std::unique_ptr<Carrier>> carriers_;
+  std::map<std::array<uint8_t, 16>, std::unique_ptr<Carrier>> groups_;  // by MGID
+  bool multicast_on_link_ = true;
+  uint64_t group_errors_ = 0;                // groups that could not be joined
+  uint64_t multicast_received_ = 0;          // packets that came to a group's socket
   std::vector<std::string> carrier_errors_;  // addresses that could not be bound, and why
   std::map<int, ClientId> doorbells_;        // fd -> client
   std::map<uint32_t, NetworkQp> qps_;        // by QP number

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 10;
+inline constexpr uint32_t kProtocolVersion = 11;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -148,7 +148,10 @@ struct HelloReply {
   uint32_t active_mtu;     // enum ibv_mtu of port 1
   GidTable gids;           // port 1's GID table
   uint32_t group_id;       // the group its objects and keys belong to (client_id unless joined)
-  uint32_t reserved;
+  // Bit i: a send to a multicast group from GID i goes on the link (groups
+  // span hosts, SOFTVERBS_ROCE_MCAST=link, and the device has a carrier on
+  // that address); 0 keeps every group on the host.
+  uint32_t multicast_gids;
 };
 
 struct HandleRequest {

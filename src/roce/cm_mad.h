@@ -18,6 +18,8 @@
 namespace softverbs::roce {
 
 inline constexpr uint32_t kGsiQpn = 1;
+// The destination QP of a packet to a multicast group (IBA 10.5.2.2).
+inline constexpr uint32_t kMulticastQpn = 0xffffff;
 inline constexpr uint32_t kGsiQkey = 0x80010000u;
 inline constexpr size_t kMadBytes = 256;
 inline constexpr size_t kMadHeaderBytes = 24;

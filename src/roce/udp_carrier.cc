@@ -124,12 +124,19 @@ int UdpCarrier::SendSocket(uint16_t src_port, uint16_t* bound, std::string* erro
   }
   // DF on every packet and no fragmentation: the IPv4 ID is then 0 on an
   // unconnected socket, which the ICRC covers.
+  // Packets to a multicast group leave through this address's interface
+  // (the kernel loops them back to this host's members' sockets too).
   if (!local_.ipv6) {
     const int pmtu = IP_PMTUDISC_DO;
     setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+    in_addr self;
+    std::memcpy(&self, local_.src + 12, 4);
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &self, sizeof(self));
   } else {
     const int pmtu = IPV6_PMTUDISC_DO;
     setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+    const unsigned ifindex = scope_id_;
+    if (ifindex) setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, &ifindex, sizeof(ifindex));
   }
   sockaddr_storage sa;
   socklen_t len = SockaddrOf(local_, /*source=*/true, src_port, scope_id_, &sa);

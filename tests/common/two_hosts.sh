@@ -117,7 +117,8 @@ th_setup() {
   for h in a b; do
     if [ $h = a ]; then extra=${TH_DAEMON_ENV_A:-}; else extra=${TH_DAEMON_ENV_B:-}; fi
     # shellcheck disable=SC2086
-    th_exec $h env $extra "$TH_CLI" daemon start >/dev/null ||
+    # Multicast groups span the two hosts (the veth pair is theirs alone).
+    th_exec $h env SOFTVERBS_ROCE_MCAST=link $extra "$TH_CLI" daemon start >/dev/null ||
       { echo "two_hosts: daemon of host $h did not start" >&2; exit 1; }
   done
 }

@@ -405,6 +405,9 @@ def main():
         env['SOFTVERBS_RUNTIME_DIR'] = os.path.join(workdir, 'rt')
         os.mkdir(env['SOFTVERBS_RUNTIME_DIR'], 0o700)
     env.setdefault('SOFTVERBS_IDLE_TIMEOUT', '5')
+    # test_rdmacm's multicast uses the address of this machine's interface:
+    # its groups stay on this host (docs/roce.md, "Multicast").
+    env.setdefault('SOFTVERBS_ROCE_MCAST', 'host')
     env['PYTHONDONTWRITEBYTECODE'] = '1'
     if args.personality:
         env['SOFTVERBS_PERSONALITY'] = args.personality

@@ -26,7 +26,9 @@ SV_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   auto* ah = new Ah{};
   ah->handle = rep.handle;
   ah->attr = *attr;
-  ah->leaves_host = PathLeavesHost(Context::From(pd->context)->gids, *attr);
+  const Context* ctx = Context::From(pd->context);
+  ah->leaves_host = PathLeavesHost(ctx->gids, *attr) ||
+                    MulticastGoesOnLink(ctx->gids, *attr, ctx->multicast_gids);
   ah->ibv.context = pd->context;
   ah->ibv.pd = pd;
   ah->ibv.handle = rep.handle;

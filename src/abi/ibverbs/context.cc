@@ -216,6 +216,7 @@ Context* OpenContext(const char* verb, const char* device_name, int join_fd) {
     ctx->token = reply.context_token;
     ctx->active_mtu = static_cast<ibv_mtu>(reply.active_mtu);
     ctx->gids = reply.gids;
+    ctx->multicast_gids = reply.multicast_gids;
     err = OpenEventConnection(ctx, reply.context_token);
   }
   if (!err) err = StartDeviceWatch(ctx);
@@ -272,6 +273,7 @@ SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
       ctx->token = from->token;
       ctx->active_mtu = from->active_mtu;
       ctx->gids = from->gids;
+      ctx->multicast_gids = from->multicast_gids;
       ctx->has_mem_fd = from->has_mem_fd;
       ctx->record_fd = from->record_fd >= 0 ? fcntl(from->record_fd, F_DUPFD_CLOEXEC, 0) : -1;
       ctx->table_fd = fcntl(from->table_fd, F_DUPFD_CLOEXEC, 0);

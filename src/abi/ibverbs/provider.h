@@ -65,7 +65,8 @@ struct Context {
   int record_fd = -1;  // the record's memfd (a context imported from this one maps it too)
   ibv_mtu active_mtu = IBV_MTU_1024;
   GidTable gids{};
-  std::mutex objects_mutex;                   // guards objects (async events look objects up)
+  uint32_t multicast_gids = 0;  // HelloReply::multicast_gids (MulticastGoesOnLink)
+  std::mutex objects_mutex;        // guards objects (async events look objects up)
   std::unordered_map<Handle, void*> objects;  // daemon handle -> ibv_cq/qp/srq
   // Held by whoever reads the event connection (event_lifetime.h), so that
   // dropping the records of destroyed objects never races with a reader.
@@ -230,7 +231,10 @@ struct Ah {
   ibv_ah ibv;  // first
   Handle handle;
   ibv_ah_attr attr;
-  bool leaves_host = false;  // its GID is not this host's (common/gid_table.h PathLeavesHost)
+  // Its sends go to the device's network transport: its GID is another
+  // host's, or a multicast group's on the link (common/gid_table.h
+  // PathLeavesHost, MulticastGoesOnLink).
+  bool leaves_host = false;
 };
 
 struct Xrcd {

@@ -2,7 +2,8 @@
 # An rdma_cm program pair across two hosts (the network namespaces of
 # tests/common/two_hosts.sh, each with its own daemon): the server on host A,
 # the client on host B, connecting through CM MADs over RoCE v2 (docs/rdmacm.md,
-# "Across hosts"). @A@ in the commands stands for host A's address. Passes
+# "Across hosts"). @A@ and @B@ in the commands stand for the hosts' addresses
+# (the client starts once an id of host A listens or has joined a group). Passes
 # when both exit 0, the client's output matches EXPECT_REGEX and both
 # devices sent and received CM MADs (the connection went over the wire).
 #
@@ -12,6 +13,9 @@
 # READY_TCP_PORT=N: as in run_cm_pair.sh (the server's TCP control port).
 # TH_DAEMON_ENV_A / _B: the daemons' environment (tests/common/two_hosts.sh),
 #   e.g. SOFTVERBS_ROCE_FAULTS=cm_drop=rep to lose a CM message.
+# MULTICAST=1: the pair talks through a multicast group, not a connection:
+#   host A's device must have received packets to the group (instead of the
+#   CM MADs both devices must otherwise have sent and received).
 # CHECK_CM="a.resent b.mras_received ...": each of these counters of that
 #   host's connection manager (softverbs status: "cm") must be above 0.
 set -u
@@ -20,10 +24,17 @@ cli=$1 expect=$2
 shift 2
 [ "$1" = "--" ] && shift
 server_cmd=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do server_cmd+=("${1//@A@/$TH_ADDR_A}"); shift; done
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  arg=${1//@A@/$TH_ADDR_A}
+  server_cmd+=("${arg//@B@/$TH_ADDR_B}")
+  shift
+done
 shift
 client_cmd=()
-for arg in "$@"; do client_cmd+=("${arg//@A@/$TH_ADDR_A}"); done
+for arg in "$@"; do
+  arg=${arg//@A@/$TH_ADDR_A}
+  client_cmd+=("${arg//@B@/$TH_ADDR_B}")
+done
 th_setup "$cli"
 
 listening() {
@@ -35,7 +46,7 @@ listening() {
   th_exec a "$cli" status --json 2>/dev/null | python3 -c '
 import json, sys
 ids = json.load(sys.stdin).get("cm_ids", [])
-sys.exit(0 if any(i["state"] == "LISTEN" for i in ids) else 1)'
+sys.exit(0 if any(i["state"] == "LISTEN" or i["groups"] > 0 for i in ids) else 1)'
 }
 
 run_pair() {
@@ -75,7 +86,15 @@ else
 fi
 echo "--- server on host a (rc=$server_rc): ${server_cmd[*]}"; cat "$TH_DIR/server.log"
 echo "--- client on host b (rc=$client_rc): ${client_cmd[*]}"; cat "$TH_DIR/client.log"
+if [ -n "${MULTICAST:-}" ]; then
+  th_exec a "$cli" status --json | python3 -c '
+import json, sys
+m = json.load(sys.stdin)["roce"]["multicast"]
+print("host a: multicast packets received %d" % m["received"])
+sys.exit(0 if m["received"] > 0 else 1)' || { echo "FAIL: host a received nothing through its group socket"; exit 1; }
+fi
 for h in a b; do
+  [ -n "${MULTICAST:-}" ] && break
   th_exec $h "$cli" status --json | python3 -c '
 import json, sys
 r = json.load(sys.stdin)["roce"]
