@@ -8,7 +8,7 @@
 // |-------------------------|-------------------------------------|-----------------------|
 // | listening               | POLLIN: a connection request waits  | its event channel     |
 // | connecting              | the connect ended (POLLOUT; POLLERR if it failed) | its event channel |
-// | connected               | POLLIN: data or end of stream; POLLOUT: may send; POLLHUP: disconnected; POLLERR: QP error | completion channel + event channel |
+// | connected               | POLLIN: data or end of stream; POLLOUT: may send; POLLHUP: disconnected, nothing left to read; POLLERR: QP error | completion channel + event channel |
 // | never connected         | POLLOUT | POLLHUP (as a fresh TCP socket) | -               |
 #include <errno.h>
 #include <poll.h>
@@ -60,7 +60,9 @@ short SocketEvents(Rsocket& rs, short events) {
   ProgressOnce(rs);
   if ((events & POLLIN) && (HaveData(rs) || !Readable(rs))) revents |= POLLIN;
   if ((events & POLLOUT) && (CanSend(rs) || !Writable(rs))) revents |= POLLOUT;
-  if (rs.phase == Phase::kDisconnected) revents |= POLLHUP;
+  // POLLHUP once the peer's data is all read (unread data first, as a TCP
+  // socket gives POLLIN, not POLLHUP, while the peer's last bytes wait).
+  if (rs.phase == Phase::kDisconnected && !HaveData(rs)) revents |= POLLHUP;
   if (rs.phase == Phase::kError) revents |= POLLERR;
   return revents;
 }
