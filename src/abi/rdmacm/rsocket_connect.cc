@@ -171,8 +171,8 @@ int CreateEndpoint(Rsocket& rs) {
   if (!rs.target_mr) return -1;
   rs.target_sgl = static_cast<volatile RsSge*>(rs.target_area);
   if (rs.target_iomap_size) {
-    rs.target_iomap = reinterpret_cast<volatile RsIomap*>(
-        static_cast<uint8_t*>(rs.target_area) + sizeof(RsSge) * kTargetSglEntries);
+    rs.target_iomap = reinterpret_cast<volatile RsIomap*>(static_cast<uint8_t*>(rs.target_area) +
+                                                          sizeof(RsSge) * kTargetSglEntries);
   }
 
   rs.rbuf = static_cast<uint8_t*>(AllocArea(rs.rbuf_size));

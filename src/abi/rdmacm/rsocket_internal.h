@@ -33,10 +33,10 @@ inline constexpr uint16_t kDefaultQueueSize = 384;       // send and receive que
 inline constexpr uint16_t kDefaultInline = 64;
 inline constexpr uint16_t kMinQueueSize = 16;
 inline constexpr uint16_t kMaxQueueSize = 0xFFFE;
-inline constexpr uint32_t kSendLowWater = 2048;  // send only with this much send buffer free
-inline constexpr uint32_t kFirstTransfer = 2048;  // a send's first WRITE; doubles up to ...
-inline constexpr uint32_t kMaxTransfer = 65536;   // ... this
-inline constexpr uint32_t kControlSlots = 4;  // SGL and CTRL messages in flight (power of 2)
+inline constexpr uint32_t kSendLowWater = 2048;    // send only with this much send buffer free
+inline constexpr uint32_t kFirstTransfer = 2048;   // a send's first WRITE; doubles up to ...
+inline constexpr uint32_t kMaxTransfer = 65536;    // ... this
+inline constexpr uint32_t kControlSlots = 4;       // SGL and CTRL messages in flight (power of 2)
 inline constexpr uint64_t kRecvWrId = 1ull << 63;  // receives; sends carry their immediate
 
 enum class Phase : uint8_t {
@@ -60,8 +60,8 @@ inline bool IsOpening(Phase p) {
 struct IomapBuffer {
   ibv_mr* mr = nullptr;
   uint64_t offset = 0;
-  int index = -1;      // its entry in the peer's target iomap; -1: PROT_NONE, not announced
-  bool sent = false;   // announced to the peer (IOMAP_SGL written)
+  int index = -1;     // its entry in the peer's target iomap; -1: PROT_NONE, not announced
+  bool sent = false;  // announced to the peer (IOMAP_SGL written)
 };
 
 struct Rsocket {
@@ -71,10 +71,10 @@ struct Rsocket {
   std::mutex mu;  // everything below; released while a caller sleeps in poll(2)
 
   Phase phase = Phase::kFresh;
-  bool readable = false;  // while connected: no SHUT_RD here, no SHUTDOWN from the peer
-  bool writable = false;  // while connected: no SHUT_WR here
+  bool readable = false;      // while connected: no SHUT_RD here, no SHUTDOWN from the peer
+  bool writable = false;      // while connected: no SHUT_WR here
   bool shut_wr_here = false;  // rshutdown(SHUT_WR or SHUT_RDWR) was called
-  bool nonblocking = false;  // O_NONBLOCK (rfcntl)
+  bool nonblocking = false;   // O_NONBLOCK (rfcntl)
   int error = 0;              // SO_ERROR
   sockaddr_storage peer{};    // rconnect's destination
 
@@ -100,19 +100,19 @@ struct Rsocket {
   // its target SGL entry names; the send buffer is a ring of staged data.
   uint8_t* sbuf = nullptr;  // sbuf_size bytes, then kControlSlots RsSge for SGL messages
   ibv_mr* smr = nullptr;
-  uint32_t sbuf_head = 0;   // where the next staged byte goes
-  uint32_t sbuf_avail = 0;  // bytes not in flight
-  int sqe_avail = 0;        // send WRs for data (the control slots apart)
-  uint16_t sseq_no = 0;     // DATA and IOMAP_SGL messages sent
-  uint16_t sseq_comp = 0;   // ... allowed up to here by the peer's credits
+  uint32_t sbuf_head = 0;       // where the next staged byte goes
+  uint32_t sbuf_avail = 0;      // bytes not in flight
+  int sqe_avail = 0;            // send WRs for data (the control slots apart)
+  uint16_t sseq_no = 0;         // DATA and IOMAP_SGL messages sent
+  uint16_t sseq_comp = 0;       // ... allowed up to here by the peer's credits
   uint32_t ctrl_seqno = 0;      // SGL and CTRL messages posted
   uint32_t ctrl_max_seqno = 0;  // ... may be posted up to here (completed + kControlSlots)
   // Our target area: written by the peer.
   void* target_area = nullptr;
   ibv_mr* target_mr = nullptr;
-  volatile RsSge* target_sgl = nullptr;  // kTargetSglEntries
+  volatile RsSge* target_sgl = nullptr;      // kTargetSglEntries
   volatile RsIomap* target_iomap = nullptr;  // target_iomap_size
-  uint32_t target_sge = 0;  // the entry being filled
+  uint32_t target_sge = 0;                   // the entry being filled
   // The peer's target area, where our SGL and IOMAP_SGL messages write.
   RsSge remote_sgl{};
   uint32_t remote_sge = 0;

@@ -55,7 +55,8 @@ ssize_t TotalLength(const char* verb, const iovec* iov, int iovcnt) {
   }
   size_t total = 0;
   for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
-  if (total > SSIZE_MAX) return RejectMinusOne(EINVAL, "%s: the buffers add up above SSIZE_MAX", verb);
+  if (total > SSIZE_MAX)
+    return RejectMinusOne(EINVAL, "%s: the buffers add up above SSIZE_MAX", verb);
   return static_cast<ssize_t>(total);
 }
 
@@ -120,7 +121,8 @@ ssize_t SendVector(const char* verb, int socket, const iovec* iov, int iovcnt, i
     } else {
       len = static_cast<uint32_t>(left);
     }
-    len = std::min({len, rs->sbuf_avail, static_cast<uint32_t>(rs->target_sgl[rs->target_sge].length)});
+    len = std::min(
+        {len, rs->sbuf_avail, static_cast<uint32_t>(rs->target_sgl[rs->target_sge].length)});
     ret = WriteData(*rs, from, len);
     if (ret) {
       rs->phase = Phase::kError;
@@ -242,7 +244,8 @@ SV_EXPORT ssize_t rrecvfrom(int socket, void* buf, size_t len, int flags, sockad
 
 SV_EXPORT ssize_t rrecvmsg(int socket, msghdr* msg, int flags) {
   if (!msg) return RejectMinusOne(EFAULT, "rrecvmsg: msg is NULL");
-  ssize_t n = RecvVector("rrecvmsg", socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+  ssize_t n =
+      RecvVector("rrecvmsg", socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
   if (n >= 0) {
     msg->msg_controllen = 0;
     msg->msg_flags = 0;

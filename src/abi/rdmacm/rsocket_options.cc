@@ -76,8 +76,8 @@ int SetSocketLevel(Rsocket& rs, int optname, const void* optval, socklen_t optle
     case SO_SNDBUF:
       if (IntArg("rsetsockopt SO_RCVBUF/SO_SNDBUF", optval, optlen, &v)) return -1;
       if (!HasEndpoint(rs)) {  // as setsockopt(2): the kernel doubles the value
-        uint32_t size = std::max<uint32_t>(static_cast<uint32_t>(std::max(v, 0)) << 1,
-                                           kSendLowWater << 1);
+        uint32_t size =
+            std::max<uint32_t>(static_cast<uint32_t>(std::max(v, 0)) << 1, kSendLowWater << 1);
         (optname == SO_RCVBUF ? rs.rbuf_size : rs.sbuf_size) = size;
       }
       return 0;

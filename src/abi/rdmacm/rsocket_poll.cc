@@ -4,12 +4,17 @@
 // and waits in one poll(2) on the sockets' completion channels and event
 // channels, together with the ordinary descriptors the caller mixed in:
 //
-// | socket                  | ready when                          | sleeps on             |
-// |-------------------------|-------------------------------------|-----------------------|
-// | listening               | POLLIN: a connection request waits  | its event channel     |
-// | connecting              | the connect ended (POLLOUT; POLLERR if it failed) | its event channel |
-// | connected               | POLLIN: data or end of stream; POLLOUT: may send; POLLHUP: disconnected, nothing left to read; POLLERR: QP error | completion channel + event channel |
-// | never connected         | POLLOUT | POLLHUP (as a fresh TCP socket) | -               |
+// clang-format off
+// | socket          | ready when                                        | sleeps on           |
+// |-----------------|---------------------------------------------------|---------------------|
+// | listening       | POLLIN: a connection request waits                | its event channel   |
+// | connecting      | POLLOUT: the connect ended; + POLLERR if it failed | its event channel  |
+// | connected       | POLLIN: data, or the end of the stream            | its completion      |
+// |                 | POLLOUT: credits, a target buffer, send buffer    | channel and its     |
+// |                 | POLLHUP: disconnected and nothing left to read    | event channel       |
+// |                 | POLLERR: a work request failed (QP in error)      |                     |
+// | never connected | POLLOUT | POLLHUP, as a fresh TCP socket          | -                   |
+// clang-format on
 #include <errno.h>
 #include <poll.h>
 #include <rdma/rsocket.h>

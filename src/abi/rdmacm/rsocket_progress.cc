@@ -15,9 +15,9 @@ namespace softverbs::rdmacm::rs {
 namespace {
 
 constexpr int kPollBatch = 32;
-constexpr int64_t kSpinNs = 20'000;      // busy polling before a sleep, as rdma-core's polling_time
-constexpr int kSleepCapMs = 1000;        // a sleep re-checks at least this often
-constexpr unsigned kAckEventsEvery = 64; // completion events acknowledged in batches
+constexpr int64_t kSpinNs = 20'000;  // busy polling before a sleep, as rdma-core's polling_time
+constexpr int kSleepCapMs = 1000;    // a sleep re-checks at least this often
+constexpr unsigned kAckEventsEvery = 64;  // completion events acknowledged in batches
 
 int64_t NowNs() {
   timespec ts;
@@ -36,7 +36,8 @@ uint32_t Swap32(uint32_t v, bool swap) {
 // or it has used half its message credits; and a control slot is free.
 bool ShouldGiveCredits(const Rsocket& rs) {
   return rs.phase == Phase::kConnected && ControlSlotFree(rs) &&
-         (rs.rbuf_avail >= rs.rbuf_size / 2 || static_cast<int16_t>(rs.rseq_no - rs.rseq_comp) >= 0);
+         (rs.rbuf_avail >= rs.rbuf_size / 2 ||
+          static_cast<int16_t>(rs.rseq_no - rs.rseq_comp) >= 0);
 }
 
 // An SGL message: the peer may send until its count reaches rseq_no +

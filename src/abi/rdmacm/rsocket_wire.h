@@ -23,16 +23,19 @@ namespace softverbs::rdmacm::rs {
 // The immediate data of every message: bits 31..29 the operation, 28..0 its
 // argument.
 //
-// | op  | name       | argument (bits 28..0)                     | written bytes            |
-// |-----|------------|-------------------------------------------|--------------------------|
-// | 0   | DATA       | bytes of application data written         | the data, into the peer's receive buffer |
-// | 1   | (reserved) | -                                         |                          |
-// | 2   | WRITE      | never sent: marks riowrite's plain RDMA WRITEs in our own wr_id | |
-// | 3   | (reserved) | -                                         |                          |
-// | 4   | SGL        | the peer may send until its data message count reaches this (16 bits used) | 0, or one RsSge into the peer's target SGL |
-// | 5   | (reserved) | -                                         |                          |
-// | 6   | IOMAP_SGL  | index of the peer's target iomap entry written | one RsIomap            |
-// | 7   | CTRL       | a ControlMessage                          | 0                        |
+// clang-format off
+// | op | name      | argument (bits 28..0)                 | bytes written to the peer          |
+// |----|-----------|---------------------------------------|------------------------------------|
+// | 0  | DATA      | bytes of application data             | the data, into its receive buffer  |
+// | 1  | reserved  |                                       |                                    |
+// | 2  | WRITE     | never sent: tags riowrite's plain RDMA WRITEs in our own wr_id             |
+// | 3  | reserved  |                                       |                                    |
+// | 4  | SGL       | credits: it may send until its DATA + | none, or one RsSge into its target |
+// |    |           | IOMAP_SGL count (16 bits) reaches this| SGL (a free half of our buffer)    |
+// | 5  | reserved  |                                       |                                    |
+// | 6  | IOMAP_SGL | the index of the target iomap entry   | one RsIomap into its target iomap  |
+// | 7  | CTRL      | a ControlMessage                      | none                               |
+// clang-format on
 // ---------------------------------------------------------------------------
 enum class ImmOp : uint32_t {
   kData = 0,

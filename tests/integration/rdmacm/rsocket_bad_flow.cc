@@ -33,15 +33,15 @@ int g_failures = 0;
       ++g_failures;                                                            \
     }                                                                          \
   } while (0)
-#define CHECK_ERR(call, err)                                                                   \
-  do {                                                                                         \
-    errno = 0;                                                                                 \
-    long r_ = static_cast<long>(call);                                                         \
-    if (r_ != -1 || errno != (err)) {                                                          \
-      fprintf(stderr, "%s:%d: %s returned %ld errno %d (%s), expected -1 errno %d (%s)\n",     \
-              __FILE__, __LINE__, #call, r_, errno, strerror(errno), err, strerror(err));      \
-      ++g_failures;                                                                            \
-    }                                                                                          \
+#define CHECK_ERR(call, err)                                                               \
+  do {                                                                                     \
+    errno = 0;                                                                             \
+    long r_ = static_cast<long>(call);                                                     \
+    if (r_ != -1 || errno != (err)) {                                                      \
+      fprintf(stderr, "%s:%d: %s returned %ld errno %d (%s), expected -1 errno %d (%s)\n", \
+              __FILE__, __LINE__, #call, r_, errno, strerror(errno), err, strerror(err));  \
+      ++g_failures;                                                                        \
+    }                                                                                      \
   } while (0)
 
 [[noreturn]] void Die(const char* what) {
