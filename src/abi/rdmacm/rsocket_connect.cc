@@ -299,6 +299,9 @@ int DriveConnect(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocki
     if (errno != EAGAIN) {
       rs.phase = Phase::kConnectFailed;
       rs.error = errno;
+      softverbs::abi::Reject(rs.error, "rconnect: rsocket %d did not connect: %s", rs.fd,
+                             strerror(rs.error));
+      errno = rs.error;
       return -1;
     }
     if (nonblocking) {

@@ -1,18 +1,21 @@
-// rsockets' bad flows (and a few good ones) on one host, as real processes:
-// bad descriptors (EBADF), unsupported types, calls on unconnected sockets
-// (ENOTCONN), a connect nobody listens to (ECONNREFUSED, blocking and
-// non-blocking with rpoll and SO_ERROR), a peer that closes (rrecv 0, rsend
-// EPIPE/ECONNRESET, POLLHUP), non-blocking calls that would block (EAGAIN),
-// options, riowrite without a mapping; and data through rsendmsg/rreadv,
-// MSG_PEEK and rselect. Each case that needs a peer forks it before
-// touching librdmacm. A failed check is printed and counted; the last line
-// says "rsocket bad flows: N failures". Run under `softverbs run`.
+// rsockets' bad flows (and a few good ones) on one host, as real
+// processes: bad descriptors (EBADF), unsupported types, calls on
+// unconnected sockets (ENOTCONN), a connect nobody listens to (ECONNREFUSED,
+// blocking and non-blocking with rpoll and SO_ERROR), a peer that closes
+// (rrecv 0, rsend EPIPE/ECONNRESET, POLLHUP) or is killed, non-blocking calls
+// that would block (EAGAIN), options, riowrite without a mapping; and data
+// through rsendmsg/rreadv, MSG_PEEK, rselect and rpoll with an ordinary
+// descriptor mixed in. Each case runs in a process of its own, which forks
+// its peer before touching librdmacm. A failed check is printed and counted;
+// the last line says "rsocket bad flows: N failures". Run under
+// `softverbs run`.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <rdma/rsocket.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +260,15 @@ void DataAndPeerClose() {
         FD_SET(fd, &r);
         timeval tv{10, 0};
         CHECK(rselect(fd + 1, &r, nullptr, nullptr, &tv) == 1 && FD_ISSET(fd, &r));
+        // An ordinary descriptor mixed in: both are ready.
+        int pfd[2];
+        CHECK(pipe(pfd) == 0);
+        CHECK(write(pfd[1], "p", 1) == 1);
+        pollfd mixed[2] = {{fd, POLLIN, 0}, {pfd[0], POLLIN, 0}};
+        CHECK(rpoll(mixed, 2, 1000) == 2 && (mixed[0].revents & POLLIN) &&
+              (mixed[1].revents & POLLIN));
+        close(pfd[0]);
+        close(pfd[1]);
         char peek[5] = {};
         CHECK(rrecv(fd, peek, 5, MSG_PEEK | MSG_WAITALL) >= 1 && peek[0] == 'w');
         char x[3] = {}, y[2] = {};
@@ -365,6 +377,42 @@ void Iomap() {
       });
 }
 
+// A peer killed while connected: the blocked rrecv ends (0) in bounded
+// time, rsend then fails, rpoll says POLLHUP.
+void PeerKilled() {
+  int ready[2];
+  if (pipe(ready)) Die("pipe");
+  pid_t pid = fork();
+  if (pid < 0) Die("fork");
+  if (pid == 0) {
+    close(ready[0]);
+    int lfd = Listen(7396);
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    int fd = raccept(lfd, nullptr, nullptr);
+    if (fd < 0 || rsend(fd, "live", 4, 0) != 4) _exit(2);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char c;
+  if (read(ready[0], &c, 1) != 1) Die("the server did not start");
+  int fd = Connect(7396);
+  char buf[4];
+  CHECK(ReadAll(fd, buf, 4) && memcmp(buf, "live", 4) == 0);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  double t0 = Now();
+  ssize_t n = rrecv(fd, buf, 4, 0);
+  CHECK(n == 0 || (n == -1 && errno == ECONNRESET));
+  CHECK(Now() - t0 < 10);
+  pollfd p{fd, POLLIN | POLLOUT, 0};
+  CHECK(rpoll(&p, 1, 1000) == 1 && (p.revents & (POLLHUP | POLLERR)));
+  errno = 0;
+  CHECK(rsend(fd, "x", 1, 0) == -1 && (errno == EPIPE || errno == ECONNRESET));
+  CHECK(rclose(fd) == 0);
+}
+
 // Each case in a process of its own: a process's device context (and so its
 // memory keys) must not be shared with the peer it forks.
 void InOwnProcess(const char* name, void (*run)()) {
@@ -392,6 +440,7 @@ int main() {
   InOwnProcess("data and peer close", DataAndPeerClose);
   InOwnProcess("non-blocking", NonBlocking);
   InOwnProcess("iomap", Iomap);
+  InOwnProcess("peer killed", PeerKilled);
   printf("rsocket bad flows: %d failures\n", g_failures);
   return g_failures ? 1 : 0;
 }
