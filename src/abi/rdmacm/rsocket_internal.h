@@ -161,8 +161,9 @@ void ProgressOnce(Rsocket& rs);
 void ArmForSleep(Rsocket& rs);
 // After a sleep: takes the completion events the channel holds.
 void TakeCqEvent(Rsocket& rs);
-// After a sleep: takes the id's CM event, if any (DISCONNECTED ends the connection).
-void TakeCmEventIfAny(Rsocket& rs);
+// Takes the id's pending CM event, if any: DISCONNECTED (the peer closed or
+// died without a DISCONNECT message) ends the connection.
+void TakeCmEvent(Rsocket& rs);
 bool CanSend(const Rsocket& rs);
 bool HaveData(const Rsocket& rs);
 bool AllSendsDone(const Rsocket& rs);

@@ -144,7 +144,7 @@ SV_EXPORT int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
     for (Rsocket* rs : sockets) {
       if (!rs) continue;
       std::lock_guard lock(rs->mu);
-      if (rs->phase == Phase::kConnected && FdReadable(rs->id->channel->fd)) TakeCmEventIfAny(*rs);
+      if (rs->phase == Phase::kConnected && FdReadable(rs->id->channel->fd)) TakeCmEvent(*rs);
     }
   }
 }

@@ -164,8 +164,8 @@ void PollCompletions(Rsocket& rs) {
   }
 }
 
-// The id's pending CM event, if any: DISCONNECTED (the peer closed or died)
-// ends the connection.
+}  // namespace
+
 void TakeCmEvent(Rsocket& rs) {
   rdma_cm_event* e = nullptr;
   if (rdma_get_cm_event(rs.id->channel, &e)) return;
@@ -175,8 +175,6 @@ void TakeCmEvent(Rsocket& rs) {
     if (rs.phase == Phase::kConnected) rs.phase = Phase::kDisconnected;
   }
 }
-
-}  // namespace
 
 bool CanSend(const Rsocket& rs) {
   return rs.sqe_avail > 0 && rs.sbuf_avail >= kSendLowWater && rs.sseq_no != rs.sseq_comp &&
@@ -329,10 +327,6 @@ int Progress(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking, 
     if (p[1].revents) TakeCmEvent(rs);
     spin_until = 0;
   }
-}
-
-void TakeCmEventIfAny(Rsocket& rs) {
-  TakeCmEvent(rs);
 }
 
 }  // namespace softverbs::rdmacm::rs

@@ -56,6 +56,10 @@ constexpr uint32_t ImmArgOf(uint32_t imm) {
   return imm & kImmArgMask;
 }
 
+static_assert(MakeImm(ImmOp::kSgl, 768) == 0x80000300);
+static_assert(ImmOpOf(0xE0000002) == ImmOp::kCtrl && ImmArgOf(0xE0000002) == 2);
+static_assert(ImmArgOf(MakeImm(ImmOp::kData, 0x3FFFFFFF)) == kImmArgMask);
+
 // The argument of a CTRL message.
 enum class ControlMessage : uint32_t {
   kDisconnect = 0,  // the sender will neither send nor receive any more
