@@ -142,13 +142,25 @@ void RemoveSocket(Rsocket* rs);
 Rsocket* LookupSocket(int fd, const char* verb);
 Rsocket* FindSocket(int fd);  // quiet: nullptr when fd is no rsocket
 
+// The endpoint (rsocket_endpoint.cc).
+int SetNonblocking(int fd);
+// QP, CQ, completion channel, registered areas, rq_size receives.
+int CreateEndpoint(Rsocket& rs);
+// Our RsConnData (needs the endpoint).
+void FormatConnData(const Rsocket& rs, RsConnData* c);
+// The peer's RsConnData: where our SGL and IOMAP_SGL messages go, its first
+// receive buffer half, its credits.
+void SaveConnData(Rsocket& rs, const RsConnData& c);
+void MarkConnected(Rsocket& rs);
+// Out of the table, everything released, the id destroyed.
+void FreeSocket(Rsocket* rs);
+
 // Connection (rsocket_connect.cc).
 // Advances an opening socket: 0 once connected; -1 with errno EINPROGRESS
 // while it waits (nonblocking), or the failure (phase kConnectFailed).
 int DriveConnect(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking);
 // Sleeps until the id's event channel has an event (or timeout_ms).
 void WaitForCm(Rsocket& rs, std::unique_lock<std::mutex>& lock, int timeout_ms);
-void FreeSocket(Rsocket* rs);
 
 // Progress (rsocket_progress.cc).
 using Ready = bool (*)(const Rsocket&);
