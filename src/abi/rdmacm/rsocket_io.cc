@@ -173,6 +173,7 @@ ssize_t RecvVector(const char* verb, int socket, const iovec* iov, int iovcnt, i
   std::unique_lock lock(rs->mu);
   const bool nonblocking = rs->nonblocking || (flags & MSG_DONTWAIT);
   if (PrepareTransfer(verb, *rs, lock, nonblocking)) return -1;
+  if (total == 0) return 0;  // as recv(2): nothing asked, nothing waited for
   IovCursor to{iov, iovcnt};
   size_t got = 0;
   int ret = 0;
@@ -185,7 +186,7 @@ ssize_t RecvVector(const char* verb, int socket, const iovec* iov, int iovcnt, i
     if (flags & MSG_PEEK) break;
   } while (got < static_cast<size_t>(total) && (flags & MSG_WAITALL) && Readable(*rs));
   ProgressOnce(*rs);  // what was read may be offered to the peer again
-  if (got || !total) return static_cast<ssize_t>(got);
+  if (got) return static_cast<ssize_t>(got);
   if (ret) return -1;
   if (rs->phase == Phase::kError) {  // the connection broke, no orderly end
     errno = ECONNRESET;
