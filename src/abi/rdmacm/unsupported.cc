@@ -176,7 +176,8 @@ SOFTVERBS_WEAK_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
 }
 
 // ---------------------------------------------------------------------------
-// rsockets: socket-like API (-1 + errno on failure, like the BSD calls).
+// rsockets: socket-like API (-1 + errno on failure, like the BSD calls);
+// every one of them is implemented in rsocket_*.cc (SOCK_STREAM).
 // ---------------------------------------------------------------------------
 SOFTVERBS_WEAK_EXPORT int rsocket(int, int, int) {
   return MinusOneNotSupported();
