@@ -204,6 +204,13 @@ void Device::PublishQpAttributes(const Qp& qp) {
   e->dest_qpn.store(qp.attr.dest_qp_num);
   e->min_rnr_timer.store(qp.attr.min_rnr_timer);
   e->sl.store(qp.attr.ah_attr.sl);
+  dp::RequesterAttributes r;
+  r.timeout = qp.attr.timeout;
+  r.retry_cnt = qp.attr.retry_cnt;
+  r.rnr_retry = qp.attr.rnr_retry;
+  r.path_mtu = static_cast<uint8_t>(qp.attr.path_mtu);
+  r.path_leaves_host = (qp.attr_set_mask & IBV_QP_AV) && PathLeavesHost(gids_, qp.attr.ah_attr);
+  e->requester.store(dp::PackRequester(r));
   // COMM_EST is raised once per arrival in RTR; a QP back before RTR may
   // raise it again.
   if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT) e->comm_est.store(0);

@@ -27,7 +27,7 @@ namespace softverbs::datapath {
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn).
-inline constexpr uint32_t kLayoutVersion = 8;
+inline constexpr uint32_t kLayoutVersion = 9;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -108,9 +108,41 @@ struct QpEntry {
   std::atomic<uint32_t> sl;             // service level from the QP's address vector
   std::atomic<uint32_t> xrcd;           // XRC_RECV: its XRC domain (daemon id); else 0
   std::atomic<uint32_t> comm_est;       // RC/UC/XRC_RECV: 1 once COMM_EST was raised in RTR
-  uint32_t reserved[2];
+  std::atomic<uint32_t> requester;      // RequesterAttributes, packed (PackRequester)
+  uint32_t reserved;
 };
 static_assert(sizeof(QpEntry) == 64);
+
+// What a QP's requester needs of its attributes, as the device last
+// published them: ibv_modify_qp's mask is applied once, by the device, and
+// the posting side reads the result (QpEntry::requester).
+struct RequesterAttributes {
+  uint8_t timeout = 0;            // local ACK timeout code (IBTA 9.7.6.1.3)
+  uint8_t retry_cnt = 0;          // 0..7
+  uint8_t rnr_retry = 0;          // 0..7, 7 = forever
+  uint8_t path_mtu = 0;           // enum ibv_mtu (0 before RTR)
+  bool path_leaves_host = false;  // its RTR path leads to another host (common/gid_table.h)
+};
+
+// The packed word: | bits | field |
+//                  | 0-4  | timeout |
+//                  | 8-10 | retry_cnt |
+//                  | 12-14| rnr_retry |
+//                  | 16-18| path_mtu |
+//                  | 24   | path_leaves_host |
+inline uint32_t PackRequester(const RequesterAttributes& a) {
+  return (a.timeout & 0x1fu) | (a.retry_cnt & 0x7u) << 8 | (a.rnr_retry & 0x7u) << 12 |
+         (a.path_mtu & 0x7u) << 16 | uint32_t{a.path_leaves_host} << 24;
+}
+inline RequesterAttributes UnpackRequester(uint32_t w) {
+  RequesterAttributes a;
+  a.timeout = w & 0x1f;
+  a.retry_cnt = (w >> 8) & 0x7;
+  a.rnr_retry = (w >> 12) & 0x7;
+  a.path_mtu = (w >> 16) & 0x7;
+  a.path_leaves_host = (w >> 24) & 1;
+  return a;
+}
 
 // The device table file: header, then kMrSlots MrEntry, then kQpSlots QpEntry.
 struct DeviceTableHeader {

@@ -189,10 +189,11 @@ bool RunPending(Context* ctx, DevxQp& qp) {
                           4096,
                           static_cast<uint8_t>(qp.entry->sl.load(std::memory_order_relaxed)),
                           &qp.peer_cache};
-  if (qp.verbs_qp != nullptr) {  // a verbs QP: its own attributes, as last modified
-    qp.timeout = qp.verbs_qp->timeout;
-    qp.retry_cnt = qp.verbs_qp->retry_cnt;
-    qp.rnr_retry = qp.verbs_qp->rnr_retry;
+  if (qp.verbs_qp != nullptr) {  // a verbs QP: its own attributes, as the device published them
+    const dp::RequesterAttributes r = RequesterOf(qp.verbs_qp);
+    qp.timeout = r.timeout;
+    qp.retry_cnt = r.retry_cnt;
+    qp.rnr_retry = r.rnr_retry;
   }
   dp::Outcome out = dp::Execute(*ctx->peers, local, wr);
   dp::Completion& c = out.completion;

@@ -65,8 +65,8 @@ struct Context {
   int record_fd = -1;  // the record's memfd (a context imported from this one maps it too)
   ibv_mtu active_mtu = IBV_MTU_1024;
   GidTable gids{};
-  uint32_t multicast_gids = 0;  // HelloReply::multicast_gids (MulticastGoesOnLink)
-  std::mutex objects_mutex;        // guards objects (async events look objects up)
+  uint32_t multicast_gids = 0;                // HelloReply::multicast_gids (MulticastGoesOnLink)
+  std::mutex objects_mutex;                   // guards objects (async events look objects up)
   std::unordered_map<Handle, void*> objects;  // daemon handle -> ibv_cq/qp/srq
   // Held by whoever reads the event connection (event_lifetime.h), so that
   // dropping the records of destroyed objects never races with a reader.
@@ -201,16 +201,8 @@ struct Qp {
   datapath::SharedMapping rq_mapping;
   datapath::RecvQueue rq;  // own receive queue (invalid with an SRQ)
   std::mutex rq_mutex;     // one producer
-  // Attributes the requester needs, as last set by ibv_modify_qp.
-  uint32_t dest_qpn = 0;
-  bool path_leaves_host =
-      false;  // the RTR path's GID is not this host's (common/gid_table.h PathLeavesHost)
-  uint32_t qkey = 0;
-  uint8_t timeout = 0;
-  uint8_t retry_cnt = 0;
-  uint8_t rnr_retry = 0;
-  uint8_t sl = 0;
-  ibv_mtu path_mtu = IBV_MTU_1024;
+  // The attributes the requester needs are the device's (entry: dest_qpn,
+  // qkey, sl, requester - RequesterOf below), as ibv_modify_qp left them.
   // The send queue: WRs that could not complete yet (RNR, no response) and
   // WRs posted in SQD (SendWr::held, always behind the others), in order; a
   // new WR waits behind them.
@@ -226,6 +218,13 @@ struct Qp {
   std::vector<datapath::SendWr> batch;
   int batch_error = 0;
 };
+
+// The requester attributes the device published for qp (the defaults when
+// the QP has no device-table entry).
+inline datapath::RequesterAttributes RequesterOf(const Qp* qp) {
+  return qp->entry ? datapath::UnpackRequester(qp->entry->requester.load(std::memory_order_acquire))
+                   : datapath::RequesterAttributes{};
+}
 
 struct Ah {
   ibv_ah ibv;  // first

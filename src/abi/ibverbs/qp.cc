@@ -255,12 +255,11 @@ SV_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   }
   // As libibverbs: the cached state follows a successful modify only.
   if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
-  RememberRequesterAttributes(q, *attr, attr_mask);
   if (attr_mask & IBV_QP_STATE) {
     OnQpStateChanged(q, qp->state);
     const bool notify = qp->state == IBV_QPS_SQD && before == IBV_QPS_RTS &&
                         (attr_mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify;
-    if (notify && q->path_leaves_host) {
+    if (notify && RequesterOf(q).path_leaves_host) {
       // Its send queue is the device's network transport, which raises
       // IBV_EVENT_SQ_DRAINED itself (docs/roce.md).
     } else if (notify) {

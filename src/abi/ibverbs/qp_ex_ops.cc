@@ -231,25 +231,6 @@ void InstallQpExOps(ibv_qp_ex* q) {
   q->wr_set_sge_list = WrSetSgeList;
 }
 
-void RememberRequesterAttributes(Qp* qp, const ibv_qp_attr& attr, int mask) {
-  if ((mask & IBV_QP_STATE) && attr.qp_state == IBV_QPS_RESET) {
-    qp->dest_qpn = qp->qkey = 0;
-    qp->path_leaves_host = false;
-    qp->timeout = qp->retry_cnt = qp->rnr_retry = qp->sl = 0;
-  }
-  if (mask & IBV_QP_DEST_QPN) qp->dest_qpn = attr.dest_qp_num;
-  if (mask & IBV_QP_QKEY) qp->qkey = attr.qkey;
-  if (mask & IBV_QP_TIMEOUT) qp->timeout = attr.timeout;
-  if (mask & IBV_QP_RETRY_CNT) qp->retry_cnt = attr.retry_cnt;
-  if (mask & IBV_QP_RNR_RETRY) qp->rnr_retry = attr.rnr_retry;
-  if (mask & IBV_QP_PATH_MTU) qp->path_mtu = attr.path_mtu;
-  if (mask & IBV_QP_AV) {
-    qp->sl = attr.ah_attr.sl;
-    qp->path_leaves_host =
-        PathLeavesHost(Context::From(qp->ibv.qp_base.context)->gids, attr.ah_attr);
-  }
-}
-
 void OnQpStateChanged(Qp* qp, ibv_qp_state state) {
   if (state == IBV_QPS_ERR) FlushQp(qp);
   if (state == IBV_QPS_RESET) EmptyQp(qp);

@@ -16,10 +16,6 @@ uint64_t SupportedSendOpsFlags(ibv_qp_type type);
 // Fills every wr_* pointer of a new QP.
 void InstallQpExOps(ibv_qp_ex* qp);
 
-// Keeps the attributes the requester needs (timeouts, retry counts,
-// destination, Q_Key, path MTU) after a successful modify.
-void RememberRequesterAttributes(Qp* qp, const ibv_qp_attr& attr, int attr_mask);
-
 // Called after a successful modify that set the QP's state: ERR flushes
 // outstanding work, RESET empties the queues.
 void OnQpStateChanged(Qp* qp, ibv_qp_state state);

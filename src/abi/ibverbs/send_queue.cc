@@ -22,10 +22,20 @@ uint32_t MtuBytes(ibv_mtu mtu) {
 
 dp::LocalQp LocalView(Context* ctx, Qp* qp) {
   const ibv_qp& q = qp->ibv.qp_base;
-  return {q.qp_num, static_cast<uint32_t>(DatapathQpType(q.qp_type)),
-          qp->pdn,  qp->dest_qpn,
-          qp->qkey, MtuBytes(q.qp_type == IBV_QPT_UD ? ctx->active_mtu : qp->path_mtu),
-          qp->sl,   &qp->peer_cache};
+  const dp::QpEntry* e = qp->entry;
+  const auto load = [](const std::atomic<uint32_t>& v) {
+    return v.load(std::memory_order_relaxed);
+  };
+  const ibv_mtu mtu =
+      q.qp_type == IBV_QPT_UD ? ctx->active_mtu : static_cast<ibv_mtu>(RequesterOf(qp).path_mtu);
+  return {q.qp_num,
+          static_cast<uint32_t>(DatapathQpType(q.qp_type)),
+          qp->pdn,
+          e ? load(e->dest_qpn) : 0,
+          e ? load(e->qkey) : 0,
+          MtuBytes(mtu),
+          static_cast<uint8_t>(e ? load(e->sl) : 0),
+          &qp->peer_cache};
 }
 
 uint32_t SharedState(Qp* qp) {
@@ -96,7 +106,8 @@ Step RunOne(Context* ctx, Qp* qp, dp::SendWr& wr) {
   switch (out.result) {
     case dp::ExecResult::kRnr: {
       const uint64_t now = dp::NowNs();
-      if (qp->rnr_retry != 7 && wr.rnr_retries >= qp->rnr_retry) {
+      const dp::RequesterAttributes r = RequesterOf(qp);
+      if (r.rnr_retry != 7 && wr.rnr_retries >= r.rnr_retry) {
         c.status = IBV_WC_RNR_RETRY_EXC_ERR;
         c.vendor_err = dp::kVendorRnrExceeded;
         break;
@@ -109,8 +120,9 @@ Step RunOne(Context* ctx, Qp* qp, dp::SendWr& wr) {
     case dp::ExecResult::kNoResponse: {
       const uint64_t now = dp::NowNs();
       if (wr.first_attempt_ns == 0) wr.first_attempt_ns = now;
-      const uint64_t timeout = dp::AckTimeoutNs(qp->timeout);
-      const uint64_t budget = timeout == UINT64_MAX ? UINT64_MAX : timeout * (qp->retry_cnt + 1ull);
+      const dp::RequesterAttributes r = RequesterOf(qp);
+      const uint64_t timeout = dp::AckTimeoutNs(r.timeout);
+      const uint64_t budget = timeout == UINT64_MAX ? UINT64_MAX : timeout * (r.retry_cnt + 1ull);
       if (budget != UINT64_MAX && now - wr.first_attempt_ns >= budget) {
         c.status = IBV_WC_RETRY_EXC_ERR;
         c.vendor_err = dp::kVendorNoResponse;
