@@ -23,7 +23,12 @@ inline constexpr int kMaxQpWr = 16384;
 inline constexpr int kMaxSge = 32;
 inline constexpr int kMaxSgeRd = 32;
 inline constexpr int kMaxCq = 16384;
-inline constexpr int kMaxCqe = 65535;
+// 2^20 - 1, as RoCE NICs report (irdma; ConnectX: 2^22 - 1): libfabric's
+// ofi_rxm sizes one CQ for all its connections, (rx 128 + tx 128) x
+// FI_UNIVERSE_SIZE 1024 = 262144 by default, without asking max_cqe. Costs
+// address space only: a CQ file is sized for this (64 bytes a slot, twice
+// the entries: 128 MiB), and only the pages of the slots in use are touched.
+inline constexpr int kMaxCqe = (1 << 20) - 1;
 inline constexpr int kMaxMr = 65536;
 // Memory windows take their keys from the MRs' space (a device-table slot
 // each): MRs and windows together stay within kMaxMr.

@@ -45,6 +45,10 @@ bool IsLoopback(const CmAddr& a) {
   return false;
 }
 
+bool IsAnyAddress(const CmAddr& a) {
+  return IsWildcard(a) || IsLoopback(a);
+}
+
 bool SameIp(const CmAddr& a, const CmAddr& b) {
   if (a.sin6_family != b.sin6_family) return false;
   if (a.sin6_family == AF_INET) return V4(a).s_addr == V4(b).s_addr;

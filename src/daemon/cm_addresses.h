@@ -25,6 +25,11 @@ void SetPort(CmAddr* a, uint16_t port);
 bool IsWildcard(const CmAddr& a);
 bool IsMulticast(const CmAddr& a);
 bool IsLoopback(const CmAddr& a);
+// An address the kernel's rdma_cm binds to no device (cma_any_addr): the
+// wildcard and loopback. An id bound to one has no device until a connection
+// or a resolved address gives it one, listens on every device (it hears other
+// hosts too) and holds its port against every address of its family.
+bool IsAnyAddress(const CmAddr& a);
 // Same family and IP (ports ignored).
 bool SameIp(const CmAddr& a, const CmAddr& b);
 // An address of this host: loopback or assigned to one of its interfaces.

@@ -15,10 +15,11 @@ namespace {
 constexpr uint16_t kEphemeralFirst = 32768;
 constexpr uint16_t kEphemeralLast = 60999;
 
-// Whether a bound address covers b's: the same IP, or a wildcard of the same
-// family, or an IPv6 wildcard without AFONLY (it takes IPv4 too).
+// Whether a bound address covers b's: the same IP, or a wildcard or loopback
+// address of the same family (IsAnyAddress), or an IPv6 one without AFONLY
+// (it takes IPv4 too).
 bool Covers(const CmAddr& a, uint32_t a_flags, const CmAddr& b) {
-  if (IsWildcard(a)) {
+  if (IsAnyAddress(a)) {
     if (FamilyOf(a) == FamilyOf(b)) return true;
     return FamilyOf(a) == AF_INET6 && !(a_flags & protocol::kCmAfOnly);
   }
@@ -82,7 +83,7 @@ CmService::Id* CmService::FindListener(uint32_t port_space, const CmAddr& dst) {
         PortOf(id.route.src) != PortOf(dst) || !Covers(id.route.src, id.flags, dst)) {
       continue;
     }
-    if (!IsWildcard(id.route.src)) return &id;  // the most specific listener wins
+    if (!IsAnyAddress(id.route.src)) return &id;  // the most specific listener wins
     if (!wildcard) wildcard = &id;
   }
   return wildcard;

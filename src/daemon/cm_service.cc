@@ -230,7 +230,9 @@ Verdict CmService::BindAddr(Id& id, const CmAddr& addr, uint32_t flags) {
   if (Verdict v = ReservePort(id, addr, flags); !v.ok()) return v;
   id.flags = flags;
   id.state = CmState::kAddrBound;
-  if (!IsWildcard(addr)) SetRouteFromAddrs(id);
+  // As the kernel's rdma_bind_addr: loopback, like the wildcard, takes no
+  // device (id->verbs stays NULL); a resolve or a connection gives one.
+  if (!IsAnyAddress(addr)) SetRouteFromAddrs(id);
   return Verdict::Ok();
 }
 
@@ -331,8 +333,9 @@ Verdict CmService::Listen(Id& id, int backlog) {
   }
   id.backlog = effective;
   id.state = CmState::kListen;
-  // A listener that is not on loopback may hear from other hosts.
-  if (listen_hook_ && !IsLoopback(id.route.src)) listen_hook_();
+  // Every listener may hear from other hosts: one bound to loopback listens
+  // on every device, as the kernel's rdma_cm does (cma_listen_on_all).
+  if (listen_hook_) listen_hook_();
   RetryParkedRequests();
   Pump();
   return Verdict::Ok();

@@ -6,6 +6,9 @@
 # and the client's output matches EXPECT_REGEX.
 #
 # usage: run_cm_pair.sh SOFTVERBS_CLI EXPECT_REGEX -- SERVER ARGS... -- CLIENT ARGS...
+# @HOST@ in the commands stands for this machine's first global IPv4 address
+# (programs that, as on the kernel's rdma_cm, find no device for loopback:
+# docs/rdmacm.md, "Addresses"); without one the test is skipped (77).
 # Optional environment:
 #   READY_TCP_PORT=N  the server is ready when a TCP socket listens on N (qperf's
 #                     control port) rather than when an rdma_cm id listens
@@ -24,10 +27,16 @@ set -u
 cli=$1 expect=$2
 shift 2
 [ "$1" = "--" ] && shift
+host_addr=
+if [[ "$*" == *@HOST@* ]]; then
+  host_addr=$(ip -o -4 addr show scope global 2>/dev/null | awk '{ sub("/.*", "", $4); print $4; exit }')
+  [ -n "$host_addr" ] || { echo "SKIP: this machine has no global IPv4 address for @HOST@"; exit 77; }
+fi
 server_cmd=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do server_cmd+=("$1"); shift; done
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do server_cmd+=("${1//@HOST@/$host_addr}"); shift; done
 shift
-client_cmd=("$@")
+client_cmd=()
+for arg in "$@"; do client_cmd+=("${arg//@HOST@/$host_addr}"); done
 
 runtime=$(mktemp -d /tmp/softverbs-cm-XXXXXX)
 trap 'kill $server 2>/dev/null; "$cli" daemon stop >/dev/null 2>&1; rm -rf "$runtime"' EXIT
