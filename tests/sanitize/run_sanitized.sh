@@ -7,11 +7,16 @@
 # among them (they load our sanitized libraries). Any ASan report or UBSan
 # finding aborts the process that hit it, so its test fails.
 #
+# The rdma_cm label runs too (rping, ucmatose, udaddy, mckey, cmtime, qperf,
+# rsockets' rstream/riostream/rcopy and bad flows, the CM's lost-message and
+# multicast tests, on one host and across two namespace hosts).
+#
 # Not run under it: third-party stacks whose own start-up does not survive a
 # sanitized libibverbs loaded into an unsanitized program (libfabric's
-# fi_info, UCX, Open MPI: thirdparty.*, kernel_view.*), the rdma_cm label
-# (perftest's rdma_cm client retries through a destroyed id when the slowed
-# server is late) and the Python conformance suites.
+# fi_info and fi_pingpong, UCX, Open MPI: thirdparty.*, kernel_view.*,
+# rdmacm.*fi_pingpong*), perftest's rdma_cm pairs (rdmacm.*ib_*: its client
+# retries through a destroyed id when the slowed server is late) and the
+# Python conformance suites.
 #
 #   run_sanitized.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -29,4 +34,5 @@ export ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd "$build"
 exec ctest --output-on-failure -j"$(nproc)" --timeout 300 \
-  -L "unit|integration|devx|datapath|reliability|xrc" -E "^(thirdparty|kernel_view)\."
+  -L "unit|integration|devx|datapath|reliability|xrc|rdmacm" \
+  -E "^(thirdparty|kernel_view)\.|^rdmacm\.(hosts_)?(fi_pingpong|ib_)"

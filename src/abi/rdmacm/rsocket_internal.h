@@ -193,6 +193,15 @@ int PostSend(Rsocket& rs, ibv_wr_opcode opcode, ibv_sge* sgl, int nsge, uint32_t
 // Posts a CTRL message (it takes a control slot: ControlSlotFree first).
 int PostControl(Rsocket& rs, ControlMessage what);
 
+// The length of a send's next RDMA WRITE: kFirstTransfer, doubling up to
+// kMaxTransfer while more than that is left (rdma-core's ramp), or what is left.
+inline uint32_t NextTransfer(uint32_t* burst, size_t left) {
+  if (*burst >= left) return static_cast<uint32_t>(left);
+  const uint32_t len = *burst;
+  if (*burst < kMaxTransfer) *burst <<= 1;
+  return len;
+}
+
 // A position in an iovec array.
 struct IovCursor {
   const iovec* iov;

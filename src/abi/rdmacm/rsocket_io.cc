@@ -114,13 +114,7 @@ ssize_t SendVector(const char* verb, int socket, const iovec* iov, int iovcnt, i
         break;
       }
     }
-    uint32_t len;
-    if (burst < left) {
-      len = burst;
-      if (burst < kMaxTransfer) burst <<= 1;
-    } else {
-      len = static_cast<uint32_t>(left);
-    }
+    uint32_t len = NextTransfer(&burst, left);
     len = std::min(
         {len, rs->sbuf_avail, static_cast<uint32_t>(rs->target_sgl[rs->target_sge].length)});
     ret = WriteData(*rs, from, len);

@@ -190,13 +190,7 @@ SV_EXPORT size_t riowrite(int socket, const void* buf, size_t count, off_t offse
         break;
       }
     }
-    uint32_t len;
-    if (burst < left) {
-      len = burst;
-      if (burst < kMaxTransfer) burst <<= 1;
-    } else {
-      len = static_cast<uint32_t>(std::min<size_t>(left, UINT32_MAX));
-    }
+    uint32_t len = NextTransfer(&burst, left);
     len = std::min({len, rs->sbuf_avail, static_cast<uint32_t>(map.offset + map.sge.length - at)});
     uint8_t scratch[kInlineScratch];
     ibv_sge sge[2];
