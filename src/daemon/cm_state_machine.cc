@@ -177,7 +177,7 @@ void CmService::RetryParkedRequests() {
     // The connecting id is gone (a local one; another host's is not known).
     if (!msg.from_wire && !Find(msg.local_comm_id)) continue;
     if (FindListener(msg.port_space, msg.dst)) {
-      OnReq(msg);
+      msg.kind == CmMsgKind::kSidrReq ? OnSidrReq(msg) : OnReq(msg);
     } else if (deadline <= now) {
       SendRejectTo(msg, kRejInvalidServiceId);
     } else {
@@ -197,7 +197,14 @@ void CmService::OnSidrReq(const CmMessage& msg) {
     }
   }
   Id* listener = FindListener(msg.port_space, msg.dst);
-  if (!listener || listener->qp_type != IBV_QPT_UD) return SendRejectTo(msg, 0);
+  // As a REQ: one that finds no listener waits for one a moment (perftest
+  // -R -c UD's client resolves its second connection while its server
+  // listens again).
+  if (!listener) {
+    parked_reqs_.push_back({Clock::now() + kListenGrace, msg});
+    return;
+  }
+  if (listener->qp_type != IBV_QPT_UD) return SendRejectTo(msg, 0);
   if (listener->pending >= listener->backlog) return SendRejectTo(msg, 0);
   Id child;
   child.handle = next_handle_++;
