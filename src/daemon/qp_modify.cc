@@ -86,7 +86,8 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
   // IBV_EVENT_SQ_DRAINED (RTS->SQD with en_sqd_async_notify) is not raised
   // here: it is due when the send queue is empty, and the send queue (WRs
   // waiting for an RNR or a retry) lives in the library that owns the QP,
-  // which raises it through the qp_event op (src/abi/ibverbs/send_queue.cc);
+  // which raises it through the qp_event op (datapath/shm_send_queue.cc, through
+  // the library's QpPort);
   // for a QP the network transport serves, the transport raises it
   // (WireService::CheckDrains).
   return Verdict::Ok();

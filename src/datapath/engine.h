@@ -1,10 +1,22 @@
-// The work-request execution engine: what a NIC's requester and responder
-// do for one send work request, done by the process that posted it. It
-// validates local keys, finds the target QP in the device table, checks its
-// state, access flags and Q_Key, validates the remote key, claims the
-// target's receive WQE, moves the bytes (copy or CPU atomics on shared
-// memory) and writes the target's completion. The caller (the provider's send
-// queue) turns the outcome into the local completion and retries.
+// The shared-memory transport engine: what a NIC's requester, responder and
+// completer do for one send work request, run by the process that posted
+// it (docs/datapath.md, "The engine"). Shared memory is its carrier: the
+// requester reaches the target's rings and memory directly, so a "packet"
+// and its response are one call.
+//
+//   requester  (shm_requester.cc)  a WR -> local key checks, the bytes it
+//              carries (inline or gathered), the target it goes to;
+//   responder  (shm_responder.cc)  the target's checks and work: its state,
+//              Q_Key, access flags, rkey and bounds, a receive WQE (RNR),
+//              placing the bytes, atomics, the receive completion; it
+//              answers as a responder on the wire would (Response);
+//   completer  (shm_completer.h)   the response -> the local completion,
+//              RNR and no-answer retries within the QP's budget, errors;
+//   send queue (shm_send_queue.h)  the WRs that wait (RNR, no answer, held
+//              in SQD), in order, and the requester's named states.
+//
+// The network transport (wire_qp.h) has the same three parts over packets
+// and asks the same opcode table (opcodes.h) and keyed access.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -18,6 +30,7 @@
 #include "datapath/memory.h"
 #include "datapath/opcodes.h"
 #include "datapath/recv_queue.h"
+#include "datapath/timers.h"
 
 namespace softverbs::datapath {
 
@@ -141,6 +154,8 @@ struct LocalQp;
 class Host {
  public:
   virtual ~Host() = default;
+  // Monotonic nanoseconds (timers.h NowNs); a fake host may step it.
+  virtual uint64_t Now() { return NowNs(); }
   // The client group whose keys this host uses (its own client id unless a
   // context was imported across processes: MrEntry::owner, QpEntry::owner).
   virtual uint32_t client_id() const = 0;
@@ -228,11 +243,17 @@ struct LocalQp {
   PeerQpCache* peer_cache = nullptr;
 };
 
-enum class ExecResult {
-  kDone,        // finished: `completion` holds the local result
-  kRnr,         // the responder had no receive WQE (RC): retry after rnr_timer_ns
-  kNoResponse,  // the target did not answer (gone, not ready): retry after timeout
+// How the responder answered a request, as a responder on the wire would
+// (IBA 9.7.5.2). The requester's completer acts on it (shm_completer.h).
+enum class Response : uint8_t {
+  kNone,      // no responder was asked: a local operation, or the requester's own error
+  kAck,       // executed (SEND, WRITE with immediate: a receive completion was written)
+  kRnrNak,    // RC: no receive WQE; retry after Outcome::rnr_timer_ns (the min_rnr_timer code)
+  kNoAnswer,  // RC: no such QP or not in a receive state; retry until the ACK timeout budget
+  kDropped,   // UC, UD: discarded by the responder (no QP, Q_Key, no WQE, an error there)
+  kNak,       // RC: an error NAK; the completion's status says which
 };
+const char* ResponseName(Response r);
 
 // A rendezvous message matched a tag (tag_matching.h) and its data was
 // read: what follows the sender's completion, as on a NIC whose FIN comes
@@ -249,20 +270,21 @@ struct RendezvousFinish {
 };
 
 struct Outcome {
-  ExecResult result = ExecResult::kDone;
-  Completion completion{};  // status / opcode / byte_len of the local completion
-  uint64_t rnr_timer_ns = 0;
+  Response response = Response::kNone;
+  Completion completion{};      // status / opcode / byte_len of the local completion
+  uint64_t rnr_timer_ns = 0;    // kRnrNak: the responder's min_rnr_timer code
   RendezvousFinish rendezvous;  // pending: call FinishRendezvous after `completion`
 };
 
-// Executes wr on behalf of qp.
+// The requester: executes wr on behalf of qp (shm_requester.cc).
 Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr);
 
 // The rest of a matched rendezvous (Outcome::rendezvous), after the
 // sender's completion was written.
 void FinishRendezvous(Host& host, const LocalQp& qp, const RendezvousFinish& f);
 
-// Writes a completion to a CQ ring and signals its channel if it was armed.
+// Writes a completion to a CQ ring and signals its channel if it was armed
+// (shm_completer.cc).
 void Complete(CqRing& cq, int event_fd, const Completion& c);
 
 // Claims every WQE left in rq and completes it with IBV_WC_WR_FLUSH_ERR on

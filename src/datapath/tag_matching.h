@@ -5,7 +5,7 @@
 // sides that use the list: the owner posts and removes tags, the deliverer
 // of a message matches it. What a delivered message becomes (eager data in
 // the tag's buffer, a rendezvous read, an unexpected message in an ordinary
-// SRQ receive) is the engine's (engine.cc DeliverTagged).
+// SRQ receive) is the responder's (shm_responder.cc DeliverTagged).
 #pragma once
 
 #include <infiniband/tm_types.h>

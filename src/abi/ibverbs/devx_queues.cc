@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "datapath/mlx5_wqe.h"
 #include "datapath/shm.h"
+#include "datapath/shm_completer.h"
 #include "datapath/timers.h"
 #include "protocol/devx_messages.h"
 
@@ -189,41 +190,21 @@ bool RunPending(Context* ctx, DevxQp& qp) {
                           4096,
                           static_cast<uint8_t>(qp.entry->sl.load(std::memory_order_relaxed)),
                           &qp.peer_cache};
-  if (qp.verbs_qp != nullptr) {  // a verbs QP: its own attributes, as the device published them
-    const dp::RequesterAttributes r = RequesterOf(qp.verbs_qp);
-    qp.timeout = r.timeout;
-    qp.retry_cnt = r.retry_cnt;
-    qp.rnr_retry = r.rnr_retry;
-  }
   dp::Outcome out = dp::Execute(*ctx->peers, local, wr);
-  dp::Completion& c = out.completion;
-  const uint64_t now = dp::NowNs();
-  switch (out.result) {
-    case dp::ExecResult::kRnr:
-      if (qp.rnr_retry != 7 && wr.rnr_retries >= qp.rnr_retry) {
-        c.status = IBV_WC_RNR_RETRY_EXC_ERR;
-        c.vendor_err = dp::kVendorRnrExceeded;
-        break;
-      }
-      wr.rnr_retries++;
-      wr.first_attempt_ns = 0;
-      wr.next_attempt_ns = now + dp::RnrTimerNs(static_cast<uint32_t>(out.rnr_timer_ns));
-      return false;
-    case dp::ExecResult::kNoResponse: {
-      if (wr.first_attempt_ns == 0) wr.first_attempt_ns = now;
-      const uint64_t timeout = dp::AckTimeoutNs(qp.timeout);
-      const uint64_t budget = timeout == UINT64_MAX ? UINT64_MAX : timeout * (qp.retry_cnt + 1ull);
-      if (budget != UINT64_MAX && now - wr.first_attempt_ns >= budget) {
-        c.status = IBV_WC_RETRY_EXC_ERR;
-        c.vendor_err = dp::kVendorNoResponse;
-        break;
-      }
-      wr.next_attempt_ns = now + std::min<uint64_t>(timeout, 200000);
-      return false;
-    }
-    case dp::ExecResult::kDone:
-      break;
+  const auto attributes = [&qp] {
+    // A verbs QP driven through DEVX: its own attributes, as the device
+    // published them.
+    if (qp.verbs_qp != nullptr) return RequesterOf(qp.verbs_qp);
+    dp::RequesterAttributes r;
+    r.timeout = qp.timeout;
+    r.retry_cnt = qp.retry_cnt;
+    r.rnr_retry = qp.rnr_retry;
+    return r;
+  };
+  if (dp::Judge(*ctx->peers, attributes, &out, &wr) != dp::CompleterVerdict::kComplete) {
+    return false;
   }
+  dp::Completion& c = out.completion;
   if (c.status != IBV_WC_SUCCESS || (wr.send_flags & IBV_SEND_SIGNALED)) {
     CompleteSend(qp, wqe, c.status,
                  c.status == IBV_WC_SUCCESS ? c.opcode : SendCompletionOpcode(wr.opcode),

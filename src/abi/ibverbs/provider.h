@@ -25,6 +25,7 @@
 #include "datapath/engine.h"
 #include "datapath/recv_queue.h"
 #include "datapath/shm.h"
+#include "datapath/shm_send_queue.h"
 #include "protocol/messages.h"
 
 namespace softverbs::provider {
@@ -203,15 +204,10 @@ struct Qp {
   std::mutex rq_mutex;     // one producer
   // The attributes the requester needs are the device's (entry: dest_qpn,
   // qkey, sl, requester - RequesterOf below), as ibv_modify_qp left them.
-  // The send queue: WRs that could not complete yet (RNR, no response) and
-  // WRs posted in SQD (SendWr::held, always behind the others), in order; a
-  // new WR waits behind them.
+  // The send queue on the shared-memory engine (datapath/shm_send_queue.h):
+  // WRs that could not complete yet and WRs posted in SQD, in order.
   std::mutex sq_mutex;
-  std::deque<datapath::SendWr> waiting;
-  // RTS->SQD asked for IBV_EVENT_SQ_DRAINED and WRs started before SQD
-  // were still waiting: the last of them to complete raises the event
-  // (under sq_mutex).
-  bool sqd_notify_pending = false;
+  datapath::ShmSendQueue sq;  // under sq_mutex
   // The target last reached (datapath::LocalQp::peer_cache; under sq_mutex).
   datapath::PeerQpCache peer_cache;
   // ibv_wr_* batch being built between ibv_wr_start and ibv_wr_complete.

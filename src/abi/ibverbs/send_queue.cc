@@ -8,7 +8,7 @@
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/wire_post.h"
 #include "common/gid_table.h"
-#include "datapath/timers.h"
+#include "datapath/shm_send_queue.h"
 
 namespace softverbs::provider {
 
@@ -47,140 +47,69 @@ Cq* CqOf(ibv_cq* cq) {
   return cq ? FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq)) : nullptr;
 }
 
-bool Signaled(Qp* qp, const dp::SendWr& wr) {
-  return qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED);
-}
-
-void Flushed(Qp* qp, const dp::SendWr& wr) {
-  dp::Completion c{};
-  c.wr_id = wr.wr_id;
-  c.status = IBV_WC_WR_FLUSH_ERR;
-  c.opcode = dp::WrOpcode(wr.opcode).send_wc;
-  c.vendor_err = dp::kVendorFlushed;
-  c.qp_num = qp->ibv.qp_base.qp_num;
-  CompleteLocal(qp->ibv.qp_base.send_cq, c);
-}
-
 // Whether the send queue refuses to run WRs: ERR, or SQE (which only an
 // unreliable QP enters).
 bool SendQueueInError(uint32_t state) {
   return state == IBV_QPS_ERR || state == IBV_QPS_SQE;
 }
 
-void FlushWaiting(Context* ctx, Qp* qp) {
-  for (const dp::SendWr& wr : qp->waiting) Flushed(qp, wr);
-  ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
-  qp->waiting.clear();
-}
-
-// The requester saw an error. An unreliable QP (UD, UC) moves to SQE (IBA
-// 10.3.1): its send queue is flushed, its receive queue keeps working and
-// ibv_modify_qp SQE->RTS resumes sending. A reliable one moves to ERR and
-// both queues are flushed. Either state is published by the daemon.
-// Called with sq_mutex held.
-void EnterError(Context* ctx, Qp* qp) {
-  // A drain in progress ends here: the QP left SQD without draining.
-  qp->sqd_notify_pending = false;
-  const ibv_qp_type type = DatapathQpType(qp->ibv.qp_base.qp_type);
-  if (type == IBV_QPT_UD || type == IBV_QPT_UC) {
-    ctx->peers->SetSendQueueError(qp->ibv.qp_base.qp_num);
-    FlushWaiting(ctx, qp);
-    return;
+// The QP as its send queue (datapath/shm_send_queue.h) reaches it: the
+// device's tables through the context's peer cache, the QP's CQs, and the
+// daemon for state changes and events.
+class QpPort final : public dp::ShmQpPort {
+ public:
+  QpPort(Context* ctx, Qp* qp) : ctx_(ctx), qp_(qp) {}
+  dp::Host& host() override { return *ctx_->peers; }
+  uint32_t qpn() const override { return qp_->ibv.qp_base.qp_num; }
+  dp::LocalQp View() override { return LocalView(ctx_, qp_); }
+  dp::RequesterAttributes Requester() override { return RequesterOf(qp_); }
+  bool SignalsAll() const override { return qp_->sq_sig_all; }
+  void CompleteSend(const dp::Completion& c) override {
+    CompleteLocal(qp_->ibv.qp_base.send_cq, c);
   }
-  ctx->peers->SetQpError(qp->ibv.qp_base.qp_num);
-  FlushWaiting(ctx, qp);
-  if (qp->rq.valid()) {
-    Cq* rcq = CqOf(qp->ibv.qp_base.recv_cq);
-    if (rcq) dp::FlushRecvQueue(qp->rq, rcq->ring, rcq->event_fd, qp->ibv.qp_base.qp_num);
-  }
-}
-
-enum class Step { kFinished, kWait };
-
-// Runs one WR and handles its outcome. Called with sq_mutex held.
-Step RunOne(Context* ctx, Qp* qp, dp::SendWr& wr) {
-  dp::Outcome out = dp::Execute(*ctx->peers, LocalView(ctx, qp), wr);
-  dp::Completion& c = out.completion;
-  // The clock is read only on the slow paths: on the 8-byte write rate it
-  // was a tenth of the cost of a post.
-  switch (out.result) {
-    case dp::ExecResult::kRnr: {
-      const uint64_t now = dp::NowNs();
-      const dp::RequesterAttributes r = RequesterOf(qp);
-      if (r.rnr_retry != 7 && wr.rnr_retries >= r.rnr_retry) {
-        c.status = IBV_WC_RNR_RETRY_EXC_ERR;
-        c.vendor_err = dp::kVendorRnrExceeded;
-        break;
-      }
-      wr.rnr_retries++;
-      wr.first_attempt_ns = 0;  // the responder answered: the ACK timer restarts
-      wr.next_attempt_ns = now + dp::RnrTimerNs(static_cast<uint32_t>(out.rnr_timer_ns));
-      return Step::kWait;
+  void SetError() override {
+    if (Unreliable()) {
+      ctx_->peers->SetSendQueueError(qpn());
+    } else {
+      ctx_->peers->SetQpError(qpn());
     }
-    case dp::ExecResult::kNoResponse: {
-      const uint64_t now = dp::NowNs();
-      if (wr.first_attempt_ns == 0) wr.first_attempt_ns = now;
-      const dp::RequesterAttributes r = RequesterOf(qp);
-      const uint64_t timeout = dp::AckTimeoutNs(r.timeout);
-      const uint64_t budget = timeout == UINT64_MAX ? UINT64_MAX : timeout * (r.retry_cnt + 1ull);
-      if (budget != UINT64_MAX && now - wr.first_attempt_ns >= budget) {
-        c.status = IBV_WC_RETRY_EXC_ERR;
-        c.vendor_err = dp::kVendorNoResponse;
-        break;
-      }
-      // Look again soon: a target that becomes ready is served at once.
-      wr.next_attempt_ns = now + std::min<uint64_t>(timeout, 200000);
-      return Step::kWait;
-    }
-    case dp::ExecResult::kDone:
-      break;
   }
-  if (c.status != IBV_WC_SUCCESS || Signaled(qp, wr)) CompleteLocal(qp->ibv.qp_base.send_cq, c);
-  // A rendezvous to a tag-matching SRQ: its FIN comes after our completion.
-  if (out.rendezvous.pending) dp::FinishRendezvous(*ctx->peers, LocalView(ctx, qp), out.rendezvous);
-  if (c.status != IBV_WC_SUCCESS) EnterError(ctx, qp);
-  return Step::kFinished;
-}
+  void FlushReceivesAfterError() override {
+    if (Unreliable() || !qp_->rq.valid()) return;
+    Cq* rcq = CqOf(qp_->ibv.qp_base.recv_cq);
+    if (rcq) dp::FlushRecvQueue(qp_->rq, rcq->ring, rcq->event_fd, qpn());
+  }
+  void SendQueueDrained() override { ctx_->peers->RaiseQpEvent(qpn(), IBV_EVENT_SQ_DRAINED); }
 
-// Whether every WR started before SQD is done: what is left, if anything,
-// was posted in SQD and is held. Held WRs only ever sit behind the others
-// (they are queued at the back, and un-held all at once on SQD->RTS), so
-// the front says it. Called with sq_mutex held.
-bool Drained(const Qp* qp) {
-  return qp->waiting.empty() || qp->waiting.front().held;
-}
+ private:
+  // IBA 10.3.1: UD and UC QPs move to SQE on a requester error.
+  bool Unreliable() const {
+    const ibv_qp_type type = DatapathQpType(qp_->ibv.qp_base.qp_type);
+    return type == IBV_QPT_UD || type == IBV_QPT_UC;
+  }
+  Context* ctx_;
+  Qp* qp_;
+};
 
-// The send queue is drained: a drain that asked to be told about it is
-// over. Called with sq_mutex held.
-void NoteSendQueueDrained(Context* ctx, Qp* qp) {
-  if (!qp->sqd_notify_pending) return;
-  qp->sqd_notify_pending = false;
-  ctx->peers->RaiseQpEvent(qp->ibv.qp_base.qp_num, IBV_EVENT_SQ_DRAINED);
+// Runs f on qp's send queue (sq_mutex held) and keeps the context's count
+// of waiting WRs, which spares ibv_poll_cq a lock when nothing waits.
+template <typename F>
+void WithSendQueue(Context* ctx, Qp* qp, F f) {
+  const size_t before = qp->sq.size();
+  f();
+  const size_t after = qp->sq.size();
+  if (after > before) ctx->waiting_count.fetch_add(after - before, std::memory_order_relaxed);
+  if (after < before) ctx->waiting_count.fetch_sub(before - after, std::memory_order_relaxed);
 }
 
 void ProgressQp(Context* ctx, Qp* qp) {
   std::lock_guard lock(qp->sq_mutex);
-  if (SendQueueInError(SharedState(qp))) {
-    FlushWaiting(ctx, qp);
-    return;
-  }
-  const bool sqd = SharedState(qp) == IBV_QPS_SQD;
-  const uint64_t now = dp::NowNs();
-  while (!qp->waiting.empty()) {
-    dp::SendWr& wr = qp->waiting.front();
-    if (wr.held) {
-      // Posted in SQD: it starts once the QP is back in RTS (ResumeSends
-      // un-holds on the modify; this covers a state changed elsewhere).
-      if (sqd) return;
-      wr.held = false;
-    }
-    if (wr.next_attempt_ns > now) return;
-    if (RunOne(ctx, qp, wr) == Step::kWait) return;
-    if (qp->waiting.empty()) return;  // EnterError flushed them all
-    qp->waiting.pop_front();
-    ctx->waiting_count.fetch_sub(1, std::memory_order_relaxed);
-    if (Drained(qp)) NoteSendQueueDrained(ctx, qp);
-  }
+  QpPort port(ctx, qp);
+  WithSendQueue(ctx, qp, [&] {
+    const uint32_t state = SharedState(qp);
+    if (SendQueueInError(state)) return qp->sq.Flush(port);
+    qp->sq.Progress(port, state == IBV_QPS_SQD);
+  });
 }
 
 // Retries every waiting QP. Called with waiting_mutex held, which also keeps
@@ -189,7 +118,7 @@ void ProgressWaitingLocked(Context* ctx) {
   for (Qp* qp : ctx->waiting_qps) ProgressQp(ctx, qp);
   std::erase_if(ctx->waiting_qps, [](Qp* qp) {
     std::lock_guard sq(qp->sq_mutex);
-    return qp->waiting.empty();
+    return qp->sq.empty();
   });
 }
 
@@ -240,34 +169,23 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
     // IBA 10.3.1: a WR posted in ERR or SQE completes with WR_FLUSH_ERR.
     const uint32_t state = SharedState(qp);
     if (SendQueueInError(state)) {
-      Flushed(qp, wr);
+      CompleteLocal(qp->ibv.qp_base.send_cq, dp::FlushedCompletion(wr, qp->ibv.qp_base.qp_num));
       return 0;
     }
     // Over the network: the device's transport runs it (wire_post.h).
     if (GoesOverWire(qp, wr)) return PostToWire(ctx, qp, wr);
     // IBA 10.3.1: in SQD the post is accepted but the WR does not start
     // until SQD->RTS; it queues behind the WRs that are still draining.
-    const bool hold = state == IBV_QPS_SQD;
-    if (!qp->waiting.empty() || hold) {
-      if (qp->waiting.size() >= qp->cap.max_send_wr) {
-        return Reject(
-            ENOMEM, "ibv_post_send: WR 0x%llx: QP 0x%x's send queue is full (max_send_wr %u)",
-            static_cast<unsigned long long>(wr.wr_id), qp->ibv.qp_base.qp_num, qp->cap.max_send_wr);
-      }
-      qp->waiting.push_back(wr);
-      // On the queue's copy: the caller may reuse its SendWr.
-      qp->waiting.back().held = hold;
-      ctx->waiting_count.fetch_add(1, std::memory_order_relaxed);
-      wait = true;
-    } else {
-      // Run the caller's WR in place (it is ~1 KiB): RunOne only updates
-      // retry bookkeeping in it, and it is copied only if it must wait.
-      if (RunOne(ctx, qp, wr) == Step::kWait) {
-        qp->waiting.push_back(wr);
-        ctx->waiting_count.fetch_add(1, std::memory_order_relaxed);
-        wait = true;
-      }
+    QpPort port(ctx, qp);
+    int err = 0;
+    WithSendQueue(ctx, qp,
+                  [&] { err = qp->sq.Post(port, wr, state == IBV_QPS_SQD, qp->cap.max_send_wr); });
+    if (err) {
+      return Reject(err, "ibv_post_send: WR 0x%llx: QP 0x%x's send queue is full (max_send_wr %u)",
+                    static_cast<unsigned long long>(wr.wr_id), qp->ibv.qp_base.qp_num,
+                    qp->cap.max_send_wr);
     }
+    wait = !qp->sq.empty();
   }
   if (wait) NoteWaiting(ctx, qp);
   return 0;
@@ -288,7 +206,8 @@ void FlushQp(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
   {
     std::lock_guard lock(qp->sq_mutex);
-    FlushWaiting(ctx, qp);
+    QpPort port(ctx, qp);
+    WithSendQueue(ctx, qp, [&] { qp->sq.Flush(port); });
   }
   if (qp->rq.valid()) {
     Cq* rcq = CqOf(qp->ibv.qp_base.recv_cq);
@@ -300,8 +219,7 @@ void EmptyQp(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
   {
     std::lock_guard lock(qp->sq_mutex);
-    ctx->waiting_count.fetch_sub(qp->waiting.size(), std::memory_order_relaxed);
-    qp->waiting.clear();
+    WithSendQueue(ctx, qp, [&] { qp->sq.Clear(); });
   }
   dp::ClaimedRecv r;
   while (qp->rq.valid() && qp->rq.Claim(&r)) {
@@ -315,22 +233,18 @@ void EmptyQp(Qp* qp) {
 void StartDrainNotify(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
   std::lock_guard lock(qp->sq_mutex);
-  // The WRs still waiting (RNR, no response) keep running in SQD; the last
-  // of them to complete raises the event (ProgressQp). WRs that completed
-  // since the daemon published SQD are already gone from `waiting`.
-  // WRs posted since (held) do not count: they have not started.
-  qp->sqd_notify_pending = true;
-  if (Drained(qp)) NoteSendQueueDrained(ctx, qp);
+  // WRs that completed since the daemon published SQD are already gone
+  // from the queue.
+  QpPort port(ctx, qp);
+  qp->sq.StartDrainNotify(port);
 }
 
 void ResumeSends(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
   {
     std::lock_guard lock(qp->sq_mutex);
-    if (qp->waiting.empty()) return;
-    // All at once, so that a later RTS->SQD drains them like any WR
-    // started in RTS, even if progress has not reached them yet.
-    for (dp::SendWr& wr : qp->waiting) wr.held = false;
+    if (qp->sq.empty()) return;
+    qp->sq.Unhold();
   }
   // Start them now, in the caller's thread as a post would: the
   // application need not post or poll again before they are on the wire
@@ -339,14 +253,14 @@ void ResumeSends(Qp* qp) {
   bool waiting;
   {
     std::lock_guard lock(qp->sq_mutex);
-    waiting = !qp->waiting.empty();
+    waiting = !qp->sq.empty();
   }
   if (waiting) NoteWaiting(ctx, qp);
 }
 
 void CancelDrainNotify(Qp* qp) {
   std::lock_guard lock(qp->sq_mutex);
-  qp->sqd_notify_pending = false;
+  qp->sq.CancelDrainNotify();
 }
 
 void CleanQpCompletions(Qp* qp) {

@@ -229,7 +229,16 @@ void RecvTooSmall(ibv_context* ctx) {
 void RnrExceeded(ibv_context* ctx) {
   Pair p = Make(ctx, /*rnr_retry=*/2);
   EXPECT_EQ(Post(p.qp[0], IBV_WR_SEND, A(p, 0), 8, p.mr->lkey), 0);  // no receive posted
-  EXPECT_EQ(Poll(p.cq[0]).status, IBV_WC_RNR_RETRY_EXC_ERR);
+  EXPECT_EQ(Post(p.qp[0], IBV_WR_RDMA_WRITE, A(p, 0), 8, p.mr->lkey, A(p, 0), p.mr->rkey, 2), 0);
+  ibv_wc failed = Poll(p.cq[0]);
+  EXPECT_EQ(failed.status, IBV_WC_RNR_RETRY_EXC_ERR);
+  // One completion per WR: the WR behind it is flushed, the failed one is
+  // not completed a second time.
+  ibv_wc behind = Poll(p.cq[0]);
+  EXPECT_EQ(behind.status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(failed.wr_id, 1);
+  EXPECT_EQ(behind.wr_id, 2);
+  EXPECT_TRUE(NoCompletion(PollWithin(p.cq[0], 50)));
   EXPECT_EQ(State(p.qp[0]), IBV_QPS_ERR);
   EXPECT_EQ(State(p.qp[1]), IBV_QPS_RTS);
   Destroy(p);

@@ -15,9 +15,8 @@
 #include <memory>
 #include <vector>
 
-#include "datapath/device_table.h"
-#include "datapath/recv_queue.h"
 #include "datapath/timers.h"
+#include "fake_device.h"
 #include "roce/aeth.h"
 
 namespace softverbs::datapath {
@@ -28,23 +27,9 @@ constexpr uint32_t kPdn = 7;
 constexpr uint32_t kQpA = 0x11;  // requester side of most tests
 constexpr uint32_t kQpB = 0x12;
 
-struct Ring {
-  std::vector<uint8_t> mem;
-  CqRing cq;
-  explicit Ring(uint32_t cqe) : mem(CqFileSize(cqe)) {
-    InitCqFile(mem.data(), cqe, 1);
-    cq.Attach(mem.data());
-  }
-  std::vector<Completion> Drain() {
-    std::vector<Completion> out;
-    Completion c;
-    while (cq.Peek(&c)) {
-      cq.Pop();
-      out.push_back(c);
-    }
-    return out;
-  }
-};
+using testing::TestCq;
+using testing::TestDeviceTable;
+using testing::TestReceiveSide;
 
 struct Packet {
   roce::TransportFields fields;
@@ -53,34 +38,10 @@ struct Packet {
 
 class FakeWire : public WireHost {
  public:
-  FakeWire() {
-    table_mem_ = mmap(nullptr, kDeviceTableSize, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    DeviceTable::Init(table_mem_);
-    table_ = DeviceTable(table_mem_);
-  }
-  ~FakeWire() override { munmap(table_mem_, kDeviceTableSize); }
-
   // An RC QP in RTS connected to `dest`, with its own receive queue.
   WireQp& AddQp(uint32_t qpn, uint32_t dest, uint32_t sq_psn, uint32_t rq_psn) {
-    QpEntry* e = table_.QpSlot(qpn);
-    e->generation.store(1);
-    e->type.store(IBV_QPT_RC);
-    e->owner.store(kOwner);
-    e->pdn.store(kPdn);
-    e->access.store(IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-    e->dest_qpn.store(dest);
-    e->min_rnr_timer.store(1);
-    e->state.store(IBV_QPS_RTS);
-    e->qpn.store(qpn);
-    auto side = std::make_unique<Side>();
-    side->rq_mem.resize(RecvQueueFileSize(16, 4));
-    InitRecvQueueFile(side->rq_mem.data(), 16, 4);
-    side->peer.qpn = qpn;
-    side->peer.generation = 1;
-    side->peer.owner = kOwner;
-    side->peer.rq.Attach(side->rq_mem.data());
-    side->peer.recv_cq.Attach(side->recv.mem.data());
+    device_.AddQp(qpn, IBV_QPT_RC, dest, kOwner, kPdn);
+    auto side = std::make_unique<Side>(qpn);
     WireQpConfig c;
     c.qpn = qpn;
     c.type = IBV_QPT_RC;
@@ -102,24 +63,13 @@ class FakeWire : public WireHost {
     return w;
   }
   // Registers [p, p + len) under key (as lkey and rkey).
-  void AddMr(uint32_t key, void* p, uint64_t len) {
-    MrEntry* e = table_.MrSlot(key);
-    e->access.store(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                    IBV_ACCESS_REMOTE_ATOMIC);
-    e->owner.store(kOwner);
-    e->pdn.store(kPdn);
-    e->iova.store(reinterpret_cast<uint64_t>(p));
-    e->addr.store(reinterpret_cast<uint64_t>(p));
-    e->length.store(len);
-    e->rkey.store(key);
-    e->lkey.store(key);
-  }
+  void AddMr(uint32_t key, void* p, uint64_t len) { device_.AddMr(key, p, len, kOwner, kPdn); }
   void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len, uint32_t key) {
     RecvSge sge{reinterpret_cast<uint64_t>(p), len, key};
-    ASSERT_TRUE(sides_.at(qpn)->peer.rq.Post(wr_id, &sge, 1));
+    ASSERT_TRUE(sides_.at(qpn)->rx.peer.rq.Post(wr_id, &sge, 1));
   }
   std::vector<Completion> SendCompletions(uint32_t qpn) { return sides_.at(qpn)->send.Drain(); }
-  std::vector<Completion> RecvCompletions(uint32_t qpn) { return sides_.at(qpn)->recv.Drain(); }
+  std::vector<Completion> RecvCompletions(uint32_t qpn) { return sides_.at(qpn)->rx.recv.Drain(); }
   WireQp& Qp(uint32_t qpn) { return *sides_.at(qpn)->wire; }
 
   // Delivers the packets on the wire, in order, until none is left; `fate`
@@ -156,16 +106,16 @@ class FakeWire : public WireHost {
 
   // WireHost
   uint32_t client_id() const override { return 0; }
-  const DeviceTable& table() const override { return table_; }
+  const DeviceTable& table() const override { return device_.table(); }
   PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override {
     auto it = sides_.find(qpn);
-    return it == sides_.end() || generation != 1 ? nullptr : &it->second->peer;
+    return it == sides_.end() || generation != 1 ? nullptr : &it->second->rx.peer;
   }
   const MrMapping* FindMrMapping(uint32_t, const MrEntry&) override { return &local_; }
   PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
   void SetQpError(uint32_t qpn) override {
     errors.push_back(qpn);
-    table_.QpSlot(qpn)->state.store(IBV_QPS_ERR);
+    device_.table().QpSlot(qpn)->state.store(IBV_QPS_ERR);
   }
   void SetSendQueueError(uint32_t qpn) override { errors.push_back(qpn); }
   void SrqLimitReached(uint32_t) override {}
@@ -184,14 +134,12 @@ class FakeWire : public WireHost {
 
  private:
   struct Side {
-    std::vector<uint8_t> rq_mem;
-    Ring recv{64};
-    Ring send{64};
-    PeerQp peer;
+    explicit Side(uint32_t qpn) : rx(qpn, kOwner, kPdn) {}
+    TestReceiveSide rx;
+    TestCq send{64};
     std::unique_ptr<WireQp> wire;
   };
-  void* table_mem_ = nullptr;
-  DeviceTable table_;
+  TestDeviceTable device_;
   MrMapping local_{0, true, nullptr, 0, 0, -1};
   std::map<uint32_t, std::unique_ptr<Side>> sides_;
   std::deque<Packet> wire_;

@@ -1,4 +1,4 @@
-#include "datapath/engine.h"
+#include "datapath/shm_responder.h"
 
 #include <endian.h>
 #include <stdlib.h>
@@ -37,12 +37,6 @@ struct Target {
   uint32_t pdn = 0;
 };
 
-void Fail(Outcome* out, ibv_wc_status status, VendorError why) {
-  out->result = ExecResult::kDone;
-  out->completion.status = status;
-  out->completion.vendor_err = why;
-}
-
 // The responder detected an error on an RC/UC QP: it moves to the error
 // state; its own receive queue is flushed (an SRQ is not: other QPs use it).
 void FailTarget(Host& host, const Target& t) {
@@ -71,16 +65,6 @@ Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQ
     rc.wc_flags |= IBV_WC_WITH_INV;
   }
   return rc;
-}
-
-// Source pieces of a SEND or WRITE: inline bytes or the local SGEs.
-VendorError GatherSource(Host& host, MrGuards& guards, const LocalQp& qp, const SendWr& wr,
-                         PieceList* src) {
-  if (wr.send_flags & IBV_SEND_INLINE) {
-    src->Add({const_cast<uint8_t*>(wr.inline_data), -1, 0, wr.inline_len});
-    return kVendorNone;
-  }
-  return AddKeyedPieces(host, guards, wr.sge, wr.num_sge, false, qp.pdn, host.client_id(), 0, src);
 }
 
 bool IsReliable(uint32_t type) {
@@ -112,8 +96,9 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
   const bool reliable = IsReliable(qp.type);
   QpEntry* te = host.table().FindQp(target_qpn);
   if (!te || te->type.load() != TargetTypeOf(qp.type) || !IsReceiveState(te->state.load())) {
-    if (reliable) out->result = ExecResult::kNoResponse;
-    return false;  // UC/UD: the packet is silently dropped
+    // UC/UD: the packet is silently dropped
+    out->response = reliable ? Response::kNoAnswer : Response::kDropped;
+    return false;
   }
   *te_out = te;
   if (qp.type != IBV_QPT_XRC_SEND) {
@@ -125,7 +110,7 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
     if (!p || p->qpn != target_qpn || p->generation != generation) {
       p = host.FindPeerQp(target_qpn, generation);
       if (!p) {
-        if (reliable) out->result = ExecResult::kNoResponse;
+        out->response = reliable ? Response::kNoAnswer : Response::kDropped;
         return false;
       }
       if (qp.peer_cache) *qp.peer_cache = {p, epoch};
@@ -144,7 +129,7 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
     // with Remote Access Error.
     host.SetQpError(target_qpn);
     host.RaiseQpEvent(target_qpn, IBV_EVENT_QP_ACCESS_ERR);
-    Fail(out, IBV_WC_REM_ACCESS_ERR, kVendorXrcSrq);
+    Nak(out, IBV_WC_REM_ACCESS_ERR, kVendorXrcSrq);
     return false;
   }
   t->peer = srq;
@@ -195,7 +180,9 @@ void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const W
     recv.byte_len = needed;
     Complete(peer->recv_cq, peer->cq_event_fd, recv);
     FailTarget(host, target);
-    if (rc) Fail(out, why == kVendorRecvTooSmall ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR, why);
+    if (rc)
+      return Nak(out, why == kVendorRecvTooSmall ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR, why);
+    out->response = Response::kDropped;
     return;
   }
   if (ud) {
@@ -224,9 +211,10 @@ void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const W
     recv.vendor_err = kVendorRemoteInvalidate;
     Complete(peer->recv_cq, peer->cq_event_fd, recv);
     FailTarget(host, target);
-    return Fail(out, IBV_WC_REM_INV_REQ_ERR, kVendorRemoteInvalidate);
+    return Nak(out, IBV_WC_REM_INV_REQ_ERR, kVendorRemoteInvalidate);
   }
   Complete(peer->recv_cq, peer->cq_event_fd, recv);
+  out->response = Response::kAck;
 }
 
 // A tagged message matched `tag`: eager data lands in the tag's buffer; a
@@ -251,7 +239,7 @@ void DeliverMatched(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpc
     c.vendor_err = kVendorRecvBadLkey;
     Complete(peer->recv_cq, peer->cq_event_fd, c);
     FailTarget(host, target);
-    return Fail(out, IBV_WC_REM_OP_ERR, kVendorRecvBadLkey);
+    return Nak(out, IBV_WC_REM_OP_ERR, kVendorRecvBadLkey);
   }
   if (tmh.opcode == IBV_TMH_EAGER) {
     c.byte_len = bytes - kTmhBytes;
@@ -260,10 +248,11 @@ void DeliverMatched(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpc
       c.vendor_err = kVendorRecvTooSmall;
       Complete(peer->recv_cq, peer->cq_event_fd, c);
       FailTarget(host, target);
-      return Fail(out, IBV_WC_REM_INV_REQ_ERR, kVendorRecvTooSmall);
+      return Nak(out, IBV_WC_REM_INV_REQ_ERR, kVendorRecvTooSmall);
     }
     if (!CopyPieces(dst, SkipBytes(src, kTmhBytes))) c.status = IBV_WC_LOC_ACCESS_ERR;
     c.wc_flags |= IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
+    out->response = Response::kAck;
     return Complete(peer->recv_cq, peer->cq_event_fd, c);
   }
   // Rendezvous: the match is reported at once, the data once it is read.
@@ -285,6 +274,7 @@ void DeliverMatched(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpc
   }
   out->rendezvous = {true,    target.qpn, te->generation.load(), tag.recv_wr_id,
                      rvh.len, status,     tmh.app_ctx,           tmh.tag};
+  out->response = Response::kAck;
 }
 
 // A message to a tag-matching SRQ (datapath/tag_matching.h): a tagged one
@@ -312,7 +302,7 @@ void DeliverTagged(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpco
   }
   ClaimedRecv r;
   if (!ClaimReceive(host, *peer, &r)) {
-    out->result = ExecResult::kRnr;
+    out->response = Response::kRnrNak;
     out->rnr_timer_ns = te->min_rnr_timer.load();
     return;
   }
@@ -322,9 +312,10 @@ void DeliverTagged(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpco
   ScatterAndComplete(host, qp, wr, info, src, bytes, target, r, recv, out);
 }
 
-// SEND / SEND_WITH_IMM to one target (for UD, one member of a group).
-void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
-                 const PieceList& src, uint32_t bytes, uint32_t target_qpn, Outcome* out) {
+}  // namespace
+
+void RespondToSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                   const PieceList& src, uint32_t bytes, uint32_t target_qpn, Outcome* out) {
   const bool rc = IsReliable(qp.type);
   const bool ud = qp.type == IBV_QPT_UD;
   QpEntry* te = nullptr;
@@ -333,49 +324,31 @@ void DeliverSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
   PeerQp* peer = target.peer;
   if (ud) {
     uint32_t qkey = (wr.remote_qkey & 0x80000000u) ? qp.qkey : wr.remote_qkey;
-    if (qkey != te->qkey.load()) return;  // dropped, as a Q_Key violation is
+    if (qkey != te->qkey.load()) {
+      out->response = Response::kDropped;  // as a Q_Key violation is
+      return;
+    }
   }
   if (rc && TagList(peer->rq.header()).valid()) {
     return DeliverTagged(host, qp, wr, info, src, bytes, target, te, out);
   }
   ClaimedRecv r;
   if (!ClaimReceive(host, *peer, &r)) {
-    if (rc) {
-      out->result = ExecResult::kRnr;
-      out->rnr_timer_ns = te->min_rnr_timer.load();
-    }
+    out->response = rc ? Response::kRnrNak : Response::kDropped;
+    out->rnr_timer_ns = te->min_rnr_timer.load();
     return;
   }
   ScatterAndComplete(host, qp, wr, info, src, bytes, target, r,
                      ReceiveCompletion(r, target, qp, wr, info), out);
 }
 
-void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
-                 Outcome* out) {
+void RespondToRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                   const PieceList& local, uint32_t bytes, Outcome* out) {
   const bool rc = IsReliable(qp.type);
   const bool is_read = info.action == WrAction::kRead;
   const bool is_atomic = info.action == WrAction::kAtomic;
   const bool with_imm = info.consumes_recv;
-  const uint32_t bytes = is_atomic ? 8 : WrBytes(wr);
   MrGuards guards;
-  // Local side first, as the requester reads its SGEs before sending.
-  PieceList local;
-  if (is_read || is_atomic) {
-    if (wr.num_sge == 0 || (is_atomic && (wr.num_sge != 1 || wr.sge[0].length < 8))) {
-      if (is_atomic) return Fail(out, IBV_WC_LOC_LEN_ERR, kVendorMessageTooLong);
-    }
-    RecvSge sge[kMaxSendSge];
-    memcpy(sge, wr.sge, wr.num_sge * sizeof(RecvSge));
-    if (is_atomic) sge[0].length = 8;
-    if (VendorError why = AddKeyedPieces(host, guards, sge, wr.num_sge, false, qp.pdn,
-                                         host.client_id(), IBV_ACCESS_LOCAL_WRITE, &local)) {
-      return Fail(out, IBV_WC_LOC_PROT_ERR, why);
-    }
-  } else if (VendorError why = GatherSource(host, guards, qp, wr, &local)) {
-    return Fail(out, IBV_WC_LOC_PROT_ERR, why);
-  }
-  out->completion.byte_len = bytes;
-
   QpEntry* te = nullptr;
   Target target;
   if (!ReachTarget(host, qp, wr, qp.dest_qpn, &te, &target, out)) return;
@@ -383,7 +356,10 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
   // Responder checks: the QP's access flags, alignment, then the rkey.
   const uint32_t need = info.remote_access;
   auto responder_error = [&](ibv_wc_status status, VendorError why) {
-    if (!rc) return;  // UC: the responder drops the message
+    if (!rc) {
+      out->response = Response::kDropped;  // UC: the responder drops the message
+      return;
+    }
     FailTarget(host, target);
     // A shared XRC receive QP: every handle hears of the error, as the
     // affiliated async event of the responder's NAK.
@@ -391,7 +367,7 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
       host.RaiseQpEvent(target.qpn, status == IBV_WC_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR
                                                                     : IBV_EVENT_QP_REQ_ERR);
     }
-    Fail(out, status, why);
+    Nak(out, status, why);
   };
   if (!(te->access.load() & need)) return responder_error(IBV_WC_REM_INV_REQ_ERR, kVendorQpAccess);
   if ((is_atomic || info.atomic_write) && (wr.remote_addr & 7)) {
@@ -410,10 +386,8 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
   }
   ClaimedRecv r;
   if (with_imm && !ClaimReceive(host, *peer, &r)) {
-    if (rc) {
-      out->result = ExecResult::kRnr;
-      out->rnr_timer_ns = te->min_rnr_timer.load();
-    }
+    out->response = rc ? Response::kRnrNak : Response::kDropped;
+    out->rnr_timer_ns = te->min_rnr_timer.load();
     return;
   }
   StallInsideAccessForTests();
@@ -443,93 +417,7 @@ void ExecuteRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
     recv.byte_len = bytes;
     Complete(peer->recv_cq, peer->cq_event_fd, recv);
   }
-}
-
-}  // namespace
-
-void Complete(CqRing& cq, int event_fd, const Completion& c) {
-  if (!cq.valid()) return;
-  cq.Push(c);
-  if (cq.TakeArm(c.solicited || c.status != IBV_WC_SUCCESS) && event_fd >= 0) {
-    uint64_t one = 1;
-    ssize_t ignored = write(event_fd, &one, sizeof(one));
-    (void)ignored;
-  }
-}
-
-void FlushRecvQueue(RecvQueue& rq, CqRing& cq, int event_fd, uint32_t qpn) {
-  ClaimedRecv r;
-  while (rq.valid() && rq.Claim(&r)) {
-    Completion c{};
-    c.wr_id = r.wr_id;
-    c.status = IBV_WC_WR_FLUSH_ERR;
-    c.opcode = IBV_WC_RECV;
-    c.vendor_err = kVendorFlushed;
-    c.qp_num = qpn;
-    Complete(cq, event_fd, c);
-  }
-}
-
-namespace {
-// An execution in progress, as the host counts them (Host::EnterExecution).
-class ExecutionScope {
- public:
-  explicit ExecutionScope(Host& host) : host_(host) { host_.EnterExecution(); }
-  ExecutionScope(const ExecutionScope&) = delete;
-  ExecutionScope& operator=(const ExecutionScope&) = delete;
-  ~ExecutionScope() { host_.LeaveExecution(); }
-
- private:
-  Host& host_;
-};
-}  // namespace
-
-Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
-  ExecutionScope scope(host);
-  Outcome out;
-  Completion& c = out.completion;
-  c.wr_id = wr.wr_id;
-  c.status = IBV_WC_SUCCESS;
-  const WrOpcodeInfo& info = WrOpcode(wr.opcode);
-  c.opcode = info.send_wc;
-  c.qp_num = qp.qpn;
-  if (info.action == WrAction::kLocal) {
-    // No packet: the device's tables change, in the send queue's order.
-    if (info.binds_window) {
-      if (VendorError why = host.BindWindow(qp, wr)) Fail(&out, IBV_WC_MW_BIND_ERR, why);
-    } else if (!host.InvalidateWindow(qp.qpn, wr.imm_data, false)) {
-      Fail(&out, IBV_WC_LOC_QP_OP_ERR, kVendorInvalidate);
-    }
-    return out;
-  }
-  if (info.action != WrAction::kSend) {
-    ExecuteRdma(host, qp, wr, info, &out);
-    return out;
-  }
-  const uint32_t bytes = WrBytes(wr);
-  c.byte_len = bytes;
-  MrGuards guards;
-  PieceList src;
-  if (VendorError why = GatherSource(host, guards, qp, wr, &src)) {
-    Fail(&out, IBV_WC_LOC_PROT_ERR, why);
-    return out;
-  }
-  if (qp.type == IBV_QPT_UD) {
-    if (bytes > qp.mtu_bytes) {
-      Fail(&out, IBV_WC_LOC_LEN_ERR, kVendorMessageTooLong);
-      return out;
-    }
-    if (wr.remote_qpn == 0xffffff) {
-      std::vector<uint32_t> members;
-      host.McastMembers(wr.dgid, &members);
-      for (uint32_t m : members) DeliverSend(host, qp, wr, info, src, bytes, m, &out);
-      return out;
-    }
-    DeliverSend(host, qp, wr, info, src, bytes, wr.remote_qpn, &out);
-    return out;
-  }
-  DeliverSend(host, qp, wr, info, src, bytes, qp.dest_qpn, &out);
-  return out;
+  out->response = Response::kAck;
 }
 
 void FinishRendezvous(Host& host, const LocalQp& qp, const RendezvousFinish& f) {

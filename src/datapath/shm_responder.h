@@ -1,0 +1,57 @@
+// The responder of the shared-memory engine (engine.h): what the target's
+// NIC does with a request the requester (shm_requester.cc) hands it. It
+// runs in the requester's process, on the target's shared rings and memory:
+// finds the target QP (or the XRC SRQ a request names), checks its state,
+// Q_Key, access flags, alignment, rkey and bounds, claims a receive WQE,
+// places the bytes or does the atomic, writes the receive completion, and
+// answers in Outcome::response what a responder on the wire would (ACK,
+// RNR NAK, error NAK, or nothing). A responder error on an RC QP moves the
+// target to the error state, as the IBA's responder does.
+#pragma once
+
+#include "datapath/engine.h"
+#include "datapath/memory.h"
+
+namespace softverbs::datapath {
+
+// The requester's own error (a bad lkey, a message too long): no responder
+// was asked.
+inline void FailLocally(Outcome* out, ibv_wc_status status, VendorError why) {
+  out->response = Response::kNone;
+  out->completion.status = status;
+  out->completion.vendor_err = why;
+}
+
+// The responder's error NAK: the requester completes with `status`.
+inline void Nak(Outcome* out, ibv_wc_status status, VendorError why) {
+  out->response = Response::kNak;
+  out->completion.status = status;
+  out->completion.vendor_err = why;
+}
+
+// SEND, SEND_WITH_IMM, SEND_WITH_INV of `bytes` bytes (src) to QP
+// target_qpn: qp.dest_qpn, or for UD the WR's remote QPN or one member of a
+// multicast group.
+void RespondToSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                   const PieceList& src, uint32_t bytes, uint32_t target_qpn, Outcome* out);
+
+// RDMA WRITE (with immediate), RDMA READ, the atomics and ATOMIC WRITE of
+// `bytes` bytes at wr.remote_addr of qp.dest_qpn. `local` is the
+// requester's side, already checked: a WRITE's source, a READ's
+// destination, an atomic's 8-byte result buffer.
+void RespondToRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                   const PieceList& local, uint32_t bytes, Outcome* out);
+
+// An execution in progress, as the host counts them (Host::EnterExecution).
+class ExecutionScope {
+ public:
+  explicit ExecutionScope(Host& host) : host_(host) { host_.EnterExecution(); }
+  ExecutionScope(const ExecutionScope&) = delete;
+  ExecutionScope& operator=(const ExecutionScope&) = delete;
+  ~ExecutionScope() { host_.LeaveExecution(); }
+
+ private:
+  Host& host_;
+};
+
+}  // namespace softverbs::datapath

@@ -1,0 +1,414 @@
+// The shared-memory engine (datapath/engine.h) with a fake host: no daemon,
+// no second process. QPs share one device table in anonymous memory; their
+// rings are plain memory, MRs are this process's buffers, and the clock is
+// the test's. Each test walks the requester's send queue, the responder's
+// answers or the completer's verdicts through one transition.
+#include <errno.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "datapath/engine.h"
+#include "datapath/shm_completer.h"
+#include "datapath/shm_send_queue.h"
+#include "datapath/timers.h"
+#include "fake_device.h"
+
+namespace softverbs::datapath {
+namespace {
+
+constexpr uint32_t kOwner = 1;
+constexpr uint32_t kPdn = 7;
+constexpr uint32_t kQpA = 0x21;  // the requester of most tests
+constexpr uint32_t kQpB = 0x22;  // its target
+constexpr uint32_t kKey = 0x100;
+using testing::TestDeviceTable;
+using testing::TestReceiveSide;
+
+class FakeHost : public Host {
+ public:
+  // A QP of `type` in `state` (connected to dest for RC/UC) with its own
+  // receive queue; Q_Key 0x1111.
+  QpEntry* AddQp(uint32_t qpn, uint32_t type, uint32_t dest, uint32_t state = IBV_QPS_RTS) {
+    QpEntry* e = device_.AddQp(qpn, type, dest, kOwner, kPdn, state);
+    e->qkey.store(0x1111);
+    sides_[qpn] = std::make_unique<TestReceiveSide>(qpn, kOwner, kPdn);
+    return e;
+  }
+  void AddMr(uint32_t key, void* p, uint64_t len) { device_.AddMr(key, p, len, kOwner, kPdn); }
+  void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len) {
+    RecvSge sge{reinterpret_cast<uint64_t>(p), len, kKey};
+    ASSERT_TRUE(sides_.at(qpn)->peer.rq.Post(wr_id, &sge, 1));
+  }
+  std::vector<Completion> RecvCompletions(uint32_t qpn) { return sides_.at(qpn)->recv.Drain(); }
+  void Advance(uint64_t ns) { now_ += ns; }
+
+  std::vector<uint32_t> qp_errors;  // SetQpError calls
+  std::vector<std::pair<uint32_t, ibv_event_type>> events;
+
+  // Host
+  uint64_t Now() override { return now_; }
+  uint32_t client_id() const override { return kOwner; }
+  const DeviceTable& table() const override { return device_.table(); }
+  PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override {
+    auto it = sides_.find(qpn);
+    return it == sides_.end() || generation != 1 ? nullptr : &it->second->peer;
+  }
+  const MrMapping* FindMrMapping(uint32_t, const MrEntry&) override { return &local_; }
+  PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
+  void SetQpError(uint32_t qpn) override {
+    qp_errors.push_back(qpn);
+    device_.table().QpSlot(qpn)->state.store(IBV_QPS_ERR);
+  }
+  void SrqLimitReached(uint32_t) override {}
+  void RaiseQpEvent(uint32_t qpn, ibv_event_type e) override { events.emplace_back(qpn, e); }
+  void McastMembers(const uint8_t*, std::vector<uint32_t>*) override {}
+
+ private:
+  TestDeviceTable device_;
+  MrMapping local_{0, true, nullptr, 0, 0, -1};
+  std::map<uint32_t, std::unique_ptr<TestReceiveSide>> sides_;
+  uint64_t now_ = 1'000'000'000;
+};
+
+// QP A's side as its send queue reaches it (the provider's QpPort).
+class FakePort : public ShmQpPort {
+ public:
+  FakePort(FakeHost& host, uint32_t type) : host_(host), type_(type) {}
+  Host& host() override { return host_; }
+  uint32_t qpn() const override { return kQpA; }
+  LocalQp View() override {
+    const QpEntry* e = host_.table().QpSlot(kQpA);
+    return {kQpA, type_, kPdn, e->dest_qpn.load(), e->qkey.load(), 1024, 0, nullptr};
+  }
+  RequesterAttributes Requester() override { return attributes; }
+  bool SignalsAll() const override { return sig_all; }
+  void CompleteSend(const Completion& c) override { send_completions.push_back(c); }
+  void SetError() override { set_error++; }
+  void FlushReceivesAfterError() override { receive_flushes++; }
+  void SendQueueDrained() override { drained++; }
+
+  RequesterAttributes attributes{.timeout = 8, .retry_cnt = 2, .rnr_retry = 2};  // 1.05 ms
+  bool sig_all = false;
+  std::vector<Completion> send_completions;
+  int set_error = 0;
+  int receive_flushes = 0;
+  int drained = 0;
+
+ private:
+  FakeHost& host_;
+  uint32_t type_;
+};
+
+class ShmEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host_.AddQp(kQpA, IBV_QPT_RC, kQpB);
+    target_ = host_.AddQp(kQpB, IBV_QPT_RC, kQpA);
+    host_.AddMr(kKey, buf_, sizeof(buf_));
+  }
+  uint8_t* src() { return buf_; }
+  uint8_t* dst() { return buf_ + 4096; }
+  SendWr Wr(uint64_t id, uint32_t opcode, uint32_t len = 64) {
+    SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.num_sge = 1;
+    wr.sge[0] = {reinterpret_cast<uint64_t>(src()), len, kKey};
+    wr.remote_addr = reinterpret_cast<uint64_t>(dst());
+    wr.rkey = kKey;
+    return wr;
+  }
+  int Post(SendWr wr, bool hold = false, uint32_t max_send_wr = 16) {
+    return sq_.Post(port_, wr, hold, max_send_wr);
+  }
+
+  FakeHost host_;
+  FakePort port_{host_, IBV_QPT_RC};
+  ShmSendQueue sq_;
+  QpEntry* target_ = nullptr;
+  alignas(4096) uint8_t buf_[3 * 4096] = {};
+};
+
+TEST_F(ShmEngine, SendIsAckedAndCompletesOnBothSides) {
+  memset(src(), 0xab, 64);
+  host_.PostRecv(kQpB, 7, dst(), 128);
+  ASSERT_EQ(Post(Wr(1, IBV_WR_SEND)), 0);
+  EXPECT_EQ(sq_.state(), ShmSendState::kIdle);
+  ASSERT_EQ(port_.send_completions.size(), 1u);
+  EXPECT_EQ(port_.send_completions[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(port_.send_completions[0].opcode, IBV_WC_SEND);
+  EXPECT_EQ(port_.send_completions[0].wr_id, 1u);
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].wr_id, 7u);
+  EXPECT_EQ(recv[0].byte_len, 64u);
+  EXPECT_EQ(recv[0].src_qp, kQpA);
+  EXPECT_EQ(dst()[63], 0xab);
+  EXPECT_EQ(dst()[64], 0);
+}
+
+TEST_F(ShmEngine, UnsignaledSuccessCompletesOnlyWithSqSigAll) {
+  SendWr wr = Wr(1, IBV_WR_RDMA_WRITE);
+  wr.send_flags = 0;
+  ASSERT_EQ(Post(wr), 0);
+  EXPECT_TRUE(port_.send_completions.empty());
+  port_.sig_all = true;
+  ASSERT_EQ(Post(wr), 0);
+  EXPECT_EQ(port_.send_completions.size(), 1u);
+}
+
+TEST_F(ShmEngine, RnrNakWaitsThenCompletesInOrder) {
+  Outcome out = Execute(host_, port_.View(), Wr(1, IBV_WR_SEND));
+  EXPECT_EQ(out.response, Response::kRnrNak);
+  EXPECT_EQ(out.rnr_timer_ns, 1u);
+
+  ASSERT_EQ(Post(Wr(2, IBV_WR_SEND)), 0);
+  EXPECT_EQ(sq_.state(), ShmSendState::kRnrWait);
+  ASSERT_EQ(Post(Wr(3, IBV_WR_RDMA_WRITE)), 0);  // waits behind, not run
+  EXPECT_EQ(sq_.size(), 2u);
+  EXPECT_TRUE(port_.send_completions.empty());
+  host_.PostRecv(kQpB, 7, dst(), 128);
+  sq_.Progress(port_, false);  // the RNR timer (10 us) has not run out
+  EXPECT_EQ(sq_.size(), 2u);
+  host_.Advance(RnrTimerNs(1));
+  sq_.Progress(port_, false);
+  EXPECT_EQ(sq_.state(), ShmSendState::kIdle);
+  ASSERT_EQ(port_.send_completions.size(), 2u);
+  EXPECT_EQ(port_.send_completions[0].wr_id, 2u);
+  EXPECT_EQ(port_.send_completions[1].wr_id, 3u);
+  EXPECT_EQ(port_.set_error, 0);
+}
+
+TEST_F(ShmEngine, RnrRetryExceededCompletesOnceAndFlushesTheRest) {
+  ASSERT_EQ(Post(Wr(1, IBV_WR_SEND)), 0);
+  ASSERT_EQ(Post(Wr(2, IBV_WR_RDMA_WRITE)), 0);
+  for (int i = 0; i < 2; ++i) {  // rnr_retry 2: two more tries
+    EXPECT_EQ(sq_.state(), ShmSendState::kRnrWait);
+    host_.Advance(RnrTimerNs(1));
+    sq_.Progress(port_, false);
+  }
+  EXPECT_EQ(sq_.state(), ShmSendState::kIdle);
+  ASSERT_EQ(port_.send_completions.size(), 2u);  // one each, never two
+  EXPECT_EQ(port_.send_completions[0].wr_id, 1u);
+  EXPECT_EQ(port_.send_completions[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+  EXPECT_EQ(port_.send_completions[1].wr_id, 2u);
+  EXPECT_EQ(port_.send_completions[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(port_.send_completions[1].opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_EQ(port_.set_error, 1);
+  EXPECT_EQ(port_.receive_flushes, 1);
+}
+
+TEST_F(ShmEngine, RnrRetrySevenRetriesForever) {
+  port_.attributes.rnr_retry = 7;
+  ASSERT_EQ(Post(Wr(1, IBV_WR_SEND)), 0);
+  for (int i = 0; i < 50; ++i) {
+    host_.Advance(RnrTimerNs(1));
+    sq_.Progress(port_, false);
+  }
+  EXPECT_EQ(sq_.state(), ShmSendState::kRnrWait);
+  host_.PostRecv(kQpB, 7, dst(), 128);
+  host_.Advance(RnrTimerNs(1));
+  sq_.Progress(port_, false);
+  ASSERT_EQ(port_.send_completions.size(), 1u);
+  EXPECT_EQ(port_.send_completions[0].status, IBV_WC_SUCCESS);
+}
+
+TEST_F(ShmEngine, NoAnswerWaitsThenRetryExceeded) {
+  target_->state.store(IBV_QPS_INIT);  // not ready to receive: no answer
+  ASSERT_EQ(Post(Wr(1, IBV_WR_RDMA_WRITE)), 0);
+  EXPECT_EQ(sq_.state(), ShmSendState::kAckWait);
+  const uint64_t budget = AckTimeoutNs(port_.attributes.timeout) * (port_.attributes.retry_cnt + 1);
+  host_.Advance(budget / 2);
+  sq_.Progress(port_, false);
+  EXPECT_TRUE(port_.send_completions.empty());
+  host_.Advance(budget);
+  sq_.Progress(port_, false);
+  ASSERT_EQ(port_.send_completions.size(), 1u);
+  EXPECT_EQ(port_.send_completions[0].status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(port_.send_completions[0].vendor_err, kVendorNoResponse);
+  EXPECT_EQ(port_.set_error, 1);
+}
+
+TEST_F(ShmEngine, NoAnswerEndsWhenTheTargetIsReady) {
+  target_->state.store(IBV_QPS_INIT);
+  ASSERT_EQ(Post(Wr(1, IBV_WR_RDMA_WRITE)), 0);
+  EXPECT_EQ(sq_.state(), ShmSendState::kAckWait);
+  target_->state.store(IBV_QPS_RTR);
+  host_.Advance(200'000);
+  sq_.Progress(port_, false);
+  ASSERT_EQ(port_.send_completions.size(), 1u);
+  EXPECT_EQ(port_.send_completions[0].status, IBV_WC_SUCCESS);
+  // The first message in RTR establishes communication.
+  ASSERT_EQ(host_.events.size(), 1u);
+  EXPECT_EQ(host_.events[0].second, IBV_EVENT_COMM_EST);
+}
+
+TEST_F(ShmEngine, HeldInSqdUntilUnhold) {
+  ASSERT_EQ(Post(Wr(1, IBV_WR_RDMA_WRITE), true), 0);
+  EXPECT_EQ(sq_.state(), ShmSendState::kHeld);
+  sq_.Progress(port_, true);
+  EXPECT_TRUE(port_.send_completions.empty());
+  sq_.Unhold();
+  sq_.Progress(port_, false);
+  EXPECT_EQ(sq_.state(), ShmSendState::kIdle);
+  ASSERT_EQ(port_.send_completions.size(), 1u);
+}
+
+TEST_F(ShmEngine, DrainNotifyWaitsForWrsStartedBeforeSqd) {
+  ASSERT_EQ(Post(Wr(1, IBV_WR_SEND)), 0);              // RNR: still waiting
+  ASSERT_EQ(Post(Wr(2, IBV_WR_RDMA_WRITE), true), 0);  // posted in SQD: does not count
+  sq_.StartDrainNotify(port_);
+  EXPECT_EQ(port_.drained, 0);
+  host_.PostRecv(kQpB, 7, dst(), 128);
+  host_.Advance(RnrTimerNs(1));
+  sq_.Progress(port_, true);
+  EXPECT_EQ(port_.drained, 1);
+  EXPECT_EQ(sq_.state(), ShmSendState::kHeld);
+  sq_.StartDrainNotify(port_);  // nothing started before SQD waits: at once
+  EXPECT_EQ(port_.drained, 2);
+}
+
+TEST_F(ShmEngine, FlushCompletesEveryWaitingWr) {
+  ASSERT_EQ(Post(Wr(1, IBV_WR_SEND)), 0);
+  ASSERT_EQ(Post(Wr(2, IBV_WR_RDMA_READ)), 0);
+  sq_.Flush(port_);
+  EXPECT_TRUE(sq_.empty());
+  EXPECT_EQ(sq_.state(), ShmSendState::kIdle);
+  ASSERT_EQ(port_.send_completions.size(), 2u);
+  EXPECT_EQ(port_.send_completions[0].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(port_.send_completions[1].opcode, IBV_WC_RDMA_READ);
+}
+
+TEST_F(ShmEngine, ClearForgetsWithoutCompletions) {
+  ASSERT_EQ(Post(Wr(1, IBV_WR_SEND)), 0);
+  sq_.Clear();
+  EXPECT_TRUE(sq_.empty());
+  EXPECT_EQ(sq_.state(), ShmSendState::kIdle);
+  EXPECT_TRUE(port_.send_completions.empty());
+}
+
+TEST_F(ShmEngine, FullQueueRefusesAndChangesNothing) {
+  ASSERT_EQ(Post(Wr(1, IBV_WR_SEND), false, 2), 0);
+  ASSERT_EQ(Post(Wr(2, IBV_WR_SEND), false, 2), 0);
+  EXPECT_EQ(Post(Wr(3, IBV_WR_SEND), false, 2), ENOMEM);
+  EXPECT_EQ(sq_.size(), 2u);
+}
+
+TEST_F(ShmEngine, BadRkeyIsNakedAndBothQpsFail) {
+  SendWr wr = Wr(1, IBV_WR_RDMA_WRITE);
+  wr.rkey = kKey + 1;
+  Outcome out = Execute(host_, port_.View(), wr);
+  EXPECT_EQ(out.response, Response::kNak);
+  EXPECT_EQ(out.completion.status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(host_.qp_errors, std::vector<uint32_t>{kQpB});
+  ASSERT_EQ(Post(Wr(2, IBV_WR_RDMA_WRITE)), 0);  // B is in ERR now: no answer
+  EXPECT_EQ(sq_.state(), ShmSendState::kAckWait);
+}
+
+TEST_F(ShmEngine, MissingQpAccessIsAnInvalidRequest) {
+  target_->access.store(IBV_ACCESS_REMOTE_READ);
+  Outcome out = Execute(host_, port_.View(), Wr(1, IBV_WR_RDMA_WRITE));
+  EXPECT_EQ(out.response, Response::kNak);
+  EXPECT_EQ(out.completion.status, IBV_WC_REM_INV_REQ_ERR);
+  EXPECT_EQ(out.completion.vendor_err, kVendorQpAccess);
+}
+
+TEST_F(ShmEngine, ReceiveTooSmallFailsBothSides) {
+  host_.PostRecv(kQpB, 7, dst(), 16);
+  ASSERT_EQ(Post(Wr(1, IBV_WR_SEND)), 0);
+  ASSERT_EQ(port_.send_completions.size(), 1u);
+  EXPECT_EQ(port_.send_completions[0].status, IBV_WC_REM_INV_REQ_ERR);
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].status, IBV_WC_LOC_LEN_ERR);
+  EXPECT_EQ(port_.set_error, 1);
+}
+
+TEST_F(ShmEngine, BadLkeyFailsLocallyWithoutAResponder) {
+  SendWr wr = Wr(1, IBV_WR_RDMA_WRITE);
+  wr.sge[0].lkey = kKey + 1;
+  Outcome out = Execute(host_, port_.View(), wr);
+  EXPECT_EQ(out.response, Response::kNone);
+  EXPECT_EQ(out.completion.status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_TRUE(host_.qp_errors.empty());
+}
+
+TEST_F(ShmEngine, ReadAndAtomicsAreAcked) {
+  memcpy(dst(), "remote!", 8);
+  Outcome out = Execute(host_, port_.View(), Wr(1, IBV_WR_RDMA_READ, 8));
+  EXPECT_EQ(out.response, Response::kAck);
+  EXPECT_EQ(memcmp(src(), "remote!", 8), 0);
+  uint64_t counter = 5;
+  memcpy(dst(), &counter, 8);
+  SendWr fa = Wr(2, IBV_WR_ATOMIC_FETCH_AND_ADD, 8);
+  fa.compare_add = 3;
+  out = Execute(host_, port_.View(), fa);
+  EXPECT_EQ(out.response, Response::kAck);
+  uint64_t old = 0, now = 0;
+  memcpy(&old, src(), 8);
+  memcpy(&now, dst(), 8);
+  EXPECT_EQ(old, 5u);
+  EXPECT_EQ(now, 8u);
+}
+
+TEST_F(ShmEngine, UnreliableResponderDropsSilently) {
+  host_.AddQp(0x31, IBV_QPT_UC, 0x32);
+  host_.AddQp(0x32, IBV_QPT_UC, 0x31);
+  const LocalQp uc{0x31, IBV_QPT_UC, kPdn, 0x32, 0, 1024, 0, nullptr};
+  SendWr wr = Wr(1, IBV_WR_RDMA_WRITE);
+  wr.rkey = kKey + 1;
+  Outcome out = Execute(host_, uc, wr);
+  EXPECT_EQ(out.response, Response::kDropped);
+  EXPECT_EQ(out.completion.status, IBV_WC_SUCCESS);
+  out = Execute(host_, uc, Wr(2, IBV_WR_SEND));  // no receive posted: no RNR on UC
+  EXPECT_EQ(out.response, Response::kDropped);
+}
+
+TEST_F(ShmEngine, UdQkeyMismatchIsDropped) {
+  host_.AddQp(0x41, IBV_QPT_UD, 0);
+  host_.AddQp(0x42, IBV_QPT_UD, 0);
+  host_.PostRecv(0x42, 9, dst(), 256);
+  const LocalQp ud{0x41, IBV_QPT_UD, kPdn, 0, 0x1111, 1024, 0, nullptr};
+  SendWr wr = Wr(1, IBV_WR_SEND, 16);
+  wr.remote_qpn = 0x42;
+  wr.remote_qkey = 0x2222;
+  Outcome out = Execute(host_, ud, wr);
+  EXPECT_EQ(out.response, Response::kDropped);
+  EXPECT_TRUE(host_.RecvCompletions(0x42).empty());
+  wr.remote_qkey = 0x1111;
+  out = Execute(host_, ud, wr);
+  EXPECT_EQ(out.response, Response::kAck);
+  auto recv = host_.RecvCompletions(0x42);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].byte_len, 16u + kGrhBytes);
+  EXPECT_TRUE(recv[0].wc_flags & IBV_WC_GRH);
+}
+
+TEST(ShmCompleter, JudgesOnlyRetriesAndReadsAttributesOnlyThen) {
+  FakeHost host;
+  SendWr wr;
+  int reads = 0;
+  auto attributes = [&] {
+    ++reads;
+    return RequesterAttributes{.timeout = 1, .retry_cnt = 0, .rnr_retry = 0};
+  };
+  for (Response r : {Response::kNone, Response::kAck, Response::kDropped, Response::kNak}) {
+    Outcome out;
+    out.response = r;
+    EXPECT_EQ(Judge(host, attributes, &out, &wr), CompleterVerdict::kComplete) << ResponseName(r);
+  }
+  EXPECT_EQ(reads, 0);
+  Outcome rnr;
+  rnr.response = Response::kRnrNak;
+  EXPECT_EQ(Judge(host, attributes, &rnr, &wr), CompleterVerdict::kComplete);  // rnr_retry 0
+  EXPECT_EQ(rnr.completion.status, IBV_WC_RNR_RETRY_EXC_ERR);
+  EXPECT_EQ(reads, 1);
+}
+
+}  // namespace
+}  // namespace softverbs::datapath
