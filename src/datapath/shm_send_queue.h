@@ -7,15 +7,23 @@
 // (IBA 10.3.1). The requester's state is the front WR's: named, and
 // printed in the engine's trace (trace.h).
 //
+// The queue reaches its QP through a port (the ShmQpPort concept): the
+// provider's QpPort, or a test's fake. The queue is a template on it so
+// that the post path - one call per ibv_post_send - has no indirect call.
 // Not thread-safe: the caller serialises every call on one queue (the
 // provider's per-QP lock).
 #pragma once
 
+#include <errno.h>
+
+#include <concepts>
 #include <cstdint>
 #include <deque>
 
 #include "datapath/engine.h"
 #include "datapath/layout.h"
+#include "datapath/shm_completer.h"
+#include "datapath/trace.h"
 
 namespace softverbs::datapath {
 
@@ -29,30 +37,33 @@ enum class ShmSendState : uint8_t {
 const char* ShmSendStateName(ShmSendState s);
 
 // One QP as its send queue reaches it (the provider's QP).
-class ShmQpPort {
- public:
-  virtual ~ShmQpPort() = default;
-  virtual Host& host() = 0;
-  virtual uint32_t qpn() const = 0;
+template <typename P>
+concept ShmQpPort = requires(P& p, const Completion& c) {
+  // The engine's host: the device's tables, peers, the clock.
+  { p.host() } -> std::convertible_to<Host&>;
+  { p.qpn() } -> std::convertible_to<uint32_t>;
   // The QP as the engine sees it (its attributes as the device published).
-  virtual LocalQp View() = 0;
-  virtual RequesterAttributes Requester() = 0;
+  { p.View() } -> std::same_as<LocalQp>;
+  { p.Requester() } -> std::same_as<RequesterAttributes>;
   // sq_sig_all: every WR completes, signaled or not.
-  virtual bool SignalsAll() const = 0;
+  { p.SignalsAll() } -> std::convertible_to<bool>;
   // A completion for the QP's send CQ.
-  virtual void CompleteSend(const Completion& c) = 0;
-  // The requester met an error: an unreliable QP (UD, UC) moves to SQE,
-  // a reliable one to ERR (the device publishes either, IBA 10.3.1).
-  virtual void SetError() = 0;
+  p.CompleteSend(c);
+  // The requester met an error: an unreliable QP (UD, UC) moves to SQE, a
+  // reliable one to ERR (the device publishes either, IBA 10.3.1).
+  p.SetError();
   // After SetError and the send queue's flush: a reliable QP's receive
   // queue is flushed too (an unreliable one's keeps working).
-  virtual void FlushReceivesAfterError() = 0;
+  p.FlushReceivesAfterError();
   // Raises IBV_EVENT_SQ_DRAINED.
-  virtual void SendQueueDrained() = 0;
+  p.SendQueueDrained();
 };
 
 // The completion of a WR that is flushed (the QP is in ERR or SQE).
 Completion FlushedCompletion(const SendWr& wr, uint32_t qpn);
+
+// Traces one execution (trace.h).
+void TraceExecution(uint32_t qpn, const SendWr& wr, const Outcome& out, CompleterVerdict v);
 
 class ShmSendQueue {
  public:
@@ -60,22 +71,83 @@ class ShmSendQueue {
   // queues it behind the others. ENOMEM when max_send_wr WRs wait already
   // (nothing changes). wr may be updated (it runs in place; copied only if
   // it must wait).
-  int Post(ShmQpPort& port, SendWr& wr, bool hold, uint32_t max_send_wr);
+  template <ShmQpPort Port>
+  int Post(Port& port, SendWr& wr, bool hold, uint32_t max_send_wr) {
+    if (waiting_.empty() && !hold) [[likely]] {
+      switch (RunOne(port, wr)) {
+        case Step::kFinished:
+          return 0;
+        case Step::kWait:
+          waiting_.push_back(wr);
+          Settle(port.qpn());
+          return 0;
+        case Step::kFailed:
+          Fail(port);
+          return 0;
+      }
+    }
+    if (waiting_.size() >= max_send_wr) return ENOMEM;
+    waiting_.push_back(wr);
+    waiting_.back().held = hold;  // on the queue's copy: the caller may reuse its SendWr
+    Settle(port.qpn());
+    return 0;
+  }
+
   // Runs the waiting WRs whose time has come, front first, up to one that
   // must wait longer; held WRs stay held while in_sqd.
-  void Progress(ShmQpPort& port, bool in_sqd);
+  template <ShmQpPort Port>
+  void Progress(Port& port, bool in_sqd) {
+    const uint64_t now = port.host().Now();
+    while (!waiting_.empty()) {
+      SendWr& wr = waiting_.front();
+      if (wr.held) {
+        // Posted in SQD: it starts once the QP is back in RTS (Unhold on
+        // the modify; this covers a state changed elsewhere).
+        if (in_sqd) break;
+        wr.held = false;
+      }
+      if (wr.next_attempt_ns > now) break;
+      const Step step = RunOne(port, wr);
+      if (step == Step::kWait) break;
+      waiting_.pop_front();
+      if (step == Step::kFailed) {
+        Fail(port);  // flushes the WRs behind it
+        break;
+      }
+      if (Drained()) NoteDrained(port);
+    }
+    Settle(port.qpn());
+  }
+
   // The QP is in ERR or SQE: every waiting WR completes with
   // IBV_WC_WR_FLUSH_ERR (on the send CQ, whether signaled or not).
-  void Flush(ShmQpPort& port);
+  template <ShmQpPort Port>
+  void Flush(Port& port) {
+    for (const SendWr& wr : waiting_) port.CompleteSend(FlushedCompletion(wr, port.qpn()));
+    waiting_.clear();
+    Settle(port.qpn());
+  }
+
   // The QP went to RESET: waiting WRs are forgotten.
-  void Clear();
+  void Clear() {
+    waiting_.clear();
+    drain_notify_ = false;
+    state_ = ShmSendState::kIdle;
+  }
   // SQD->RTS: the WRs posted in SQD are no longer held (all at once, so a
   // later RTS->SQD drains them like any WR started in RTS).
-  void Unhold();
+  void Unhold() {
+    for (SendWr& wr : waiting_) wr.held = false;
+  }
   // RTS->SQD with en_sqd_async_notify: IBV_EVENT_SQ_DRAINED now if no WR
   // started before SQD waits, else when the last of them completes (not at
-  // all if one fails or CancelDrainNotify comes first).
-  void StartDrainNotify(ShmQpPort& port);
+  // all if one fails or CancelDrainNotify comes first). The WRs still
+  // waiting keep running in SQD; WRs posted since (held) do not count.
+  template <ShmQpPort Port>
+  void StartDrainNotify(Port& port) {
+    drain_notify_ = true;
+    if (Drained()) NoteDrained(port);
+  }
   void CancelDrainNotify() { drain_notify_ = false; }
 
   bool empty() const { return waiting_.empty(); }
@@ -84,18 +156,60 @@ class ShmSendQueue {
 
  private:
   enum class Step { kFinished, kWait, kFailed };
+
   // Executes wr, judges the response, writes the local completion (an
-  // error's whether signaled or not).
-  Step RunOne(ShmQpPort& port, SendWr& wr);
+  // error's whether signaled or not). Inlined into the post: it is the
+  // whole of a post's work besides the requester and responder.
+  template <ShmQpPort Port>
+  [[gnu::always_inline]] Step RunOne(Port& port, SendWr& wr) {
+    const LocalQp qp = port.View();
+    Outcome out = Execute(port.host(), qp, wr);
+    const CompleterVerdict verdict = Judge(
+        port.host(), [&port] { return port.Requester(); }, &out, &wr);
+    if (EngineTraceOn()) [[unlikely]] {
+      TraceExecution(qp.qpn, wr, out, verdict);
+    }
+    switch (verdict) {
+      case CompleterVerdict::kRnrWait:
+        front_wait_ = ShmSendState::kRnrWait;
+        return Step::kWait;
+      case CompleterVerdict::kAckWait:
+        front_wait_ = ShmSendState::kAckWait;
+        return Step::kWait;
+      case CompleterVerdict::kComplete:
+        break;
+    }
+    const Completion& c = out.completion;
+    if (c.status != IBV_WC_SUCCESS || port.SignalsAll() || (wr.send_flags & IBV_SEND_SIGNALED)) {
+      port.CompleteSend(c);
+    }
+    // A rendezvous to a tag-matching SRQ: its FIN comes after our completion.
+    if (out.rendezvous.pending) FinishRendezvous(port.host(), qp, out.rendezvous);
+    return c.status == IBV_WC_SUCCESS ? Step::kFinished : Step::kFailed;
+  }
+
   // After a WR failed (and left the queue): the QP's error state, the
-  // other WRs flushed, then a reliable QP's receives.
-  void Fail(ShmQpPort& port);
+  // other WRs flushed, then a reliable QP's receives. A drain in progress
+  // ends here: the QP left SQD without draining.
+  template <ShmQpPort Port>
+  void Fail(Port& port) {
+    drain_notify_ = false;
+    port.SetError();
+    Flush(port);
+    port.FlushReceivesAfterError();
+  }
+
   // Every WR started before SQD is done (what is left, if any, is held:
   // held WRs only ever sit behind the others).
   bool Drained() const { return waiting_.empty() || waiting_.front().held; }
-  void NoteDrained(ShmQpPort& port);
-  // The state the front WR puts the queue in.
-  void Settle(ShmQpPort& port);
+  template <ShmQpPort Port>
+  void NoteDrained(Port& port) {
+    if (!drain_notify_) return;
+    drain_notify_ = false;
+    port.SendQueueDrained();
+  }
+  // The state the front WR puts the queue in (traced when it changes).
+  void Settle(uint32_t qpn);
 
   std::deque<SendWr> waiting_;
   ShmSendState state_ = ShmSendState::kIdle;

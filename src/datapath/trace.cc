@@ -8,13 +8,14 @@
 
 namespace softverbs::datapath {
 
-bool EngineTraceOn() {
-  static const bool on = [] {
-    const char* v = getenv(kTraceEnv);
-    return v != nullptr && strstr(v, "engine") != nullptr && LogEnabled();
-  }();
-  return on;
+namespace {
+bool ReadTraceSetting() {
+  const char* v = getenv(kTraceEnv);
+  return v != nullptr && strstr(v, "engine") != nullptr && LogEnabled();
 }
+}  // namespace
+
+const bool detail::engine_trace_on = ReadTraceSetting();
 
 void TraceEngine(const char* fmt, ...) {
   char line[256];

@@ -11,7 +11,12 @@ namespace softverbs::datapath {
 
 inline constexpr const char* kTraceEnv = "SOFTVERBS_TRACE";
 
-bool EngineTraceOn();
+namespace detail {
+extern const bool engine_trace_on;  // set when the library is loaded
+}
+inline bool EngineTraceOn() {
+  return detail::engine_trace_on;
+}
 // printf-style; the line is prefixed with "engine: ".
 void TraceEngine(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -56,30 +56,28 @@ bool SendQueueInError(uint32_t state) {
 // The QP as its send queue (datapath/shm_send_queue.h) reaches it: the
 // device's tables through the context's peer cache, the QP's CQs, and the
 // daemon for state changes and events.
-class QpPort final : public dp::ShmQpPort {
+class QpPort {
  public:
   QpPort(Context* ctx, Qp* qp) : ctx_(ctx), qp_(qp) {}
-  dp::Host& host() override { return *ctx_->peers; }
-  uint32_t qpn() const override { return qp_->ibv.qp_base.qp_num; }
-  dp::LocalQp View() override { return LocalView(ctx_, qp_); }
-  dp::RequesterAttributes Requester() override { return RequesterOf(qp_); }
-  bool SignalsAll() const override { return qp_->sq_sig_all; }
-  void CompleteSend(const dp::Completion& c) override {
-    CompleteLocal(qp_->ibv.qp_base.send_cq, c);
-  }
-  void SetError() override {
+  dp::Host& host() { return *ctx_->peers; }
+  uint32_t qpn() const { return qp_->ibv.qp_base.qp_num; }
+  dp::LocalQp View() { return LocalView(ctx_, qp_); }
+  dp::RequesterAttributes Requester() { return RequesterOf(qp_); }
+  bool SignalsAll() const { return qp_->sq_sig_all; }
+  void CompleteSend(const dp::Completion& c) { CompleteLocal(qp_->ibv.qp_base.send_cq, c); }
+  void SetError() {
     if (Unreliable()) {
       ctx_->peers->SetSendQueueError(qpn());
     } else {
       ctx_->peers->SetQpError(qpn());
     }
   }
-  void FlushReceivesAfterError() override {
+  void FlushReceivesAfterError() {
     if (Unreliable() || !qp_->rq.valid()) return;
     Cq* rcq = CqOf(qp_->ibv.qp_base.recv_cq);
     if (rcq) dp::FlushRecvQueue(qp_->rq, rcq->ring, rcq->event_fd, qpn());
   }
-  void SendQueueDrained() override { ctx_->peers->RaiseQpEvent(qpn(), IBV_EVENT_SQ_DRAINED); }
+  void SendQueueDrained() { ctx_->peers->RaiseQpEvent(qpn(), IBV_EVENT_SQ_DRAINED); }
 
  private:
   // IBA 10.3.1: UD and UC QPs move to SQE on a requester error.
@@ -90,6 +88,8 @@ class QpPort final : public dp::ShmQpPort {
   Context* ctx_;
   Qp* qp_;
 };
+
+static_assert(dp::ShmQpPort<QpPort>);
 
 // Runs f on qp's send queue (sq_mutex held) and keeps the context's count
 // of waiting WRs, which spares ibv_poll_cq a lock when nothing waits.
@@ -177,13 +177,20 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
     // IBA 10.3.1: in SQD the post is accepted but the WR does not start
     // until SQD->RTS; it queues behind the WRs that are still draining.
     QpPort port(ctx, qp);
-    int err = 0;
-    WithSendQueue(ctx, qp,
-                  [&] { err = qp->sq.Post(port, wr, state == IBV_QPS_SQD, qp->cap.max_send_wr); });
-    if (err) {
-      return Reject(err, "ibv_post_send: WR 0x%llx: QP 0x%x's send queue is full (max_send_wr %u)",
-                    static_cast<unsigned long long>(wr.wr_id), qp->ibv.qp_base.qp_num,
-                    qp->cap.max_send_wr);
+    if (qp->sq.empty() && state != IBV_QPS_SQD) [[likely]] {
+      // Nothing waits: the WR runs now; only one that must wait is counted.
+      (void)qp->sq.Post(port, wr, false, qp->cap.max_send_wr);
+      if (qp->sq.empty()) return 0;
+      ctx->waiting_count.fetch_add(qp->sq.size(), std::memory_order_relaxed);
+    } else {
+      int err = 0;
+      WithSendQueue(
+          ctx, qp, [&] { err = qp->sq.Post(port, wr, state == IBV_QPS_SQD, qp->cap.max_send_wr); });
+      if (err) {
+        return Reject(
+            err, "ibv_post_send: WR 0x%llx: QP 0x%x's send queue is full (max_send_wr %u)",
+            static_cast<unsigned long long>(wr.wr_id), qp->ibv.qp_base.qp_num, qp->cap.max_send_wr);
+      }
     }
     wait = !qp->sq.empty();
   }

@@ -75,21 +75,21 @@ class FakeHost : public Host {
 };
 
 // QP A's side as its send queue reaches it (the provider's QpPort).
-class FakePort : public ShmQpPort {
+class FakePort {
  public:
   FakePort(FakeHost& host, uint32_t type) : host_(host), type_(type) {}
-  Host& host() override { return host_; }
-  uint32_t qpn() const override { return kQpA; }
-  LocalQp View() override {
+  Host& host() { return host_; }
+  uint32_t qpn() const { return kQpA; }
+  LocalQp View() {
     const QpEntry* e = host_.table().QpSlot(kQpA);
     return {kQpA, type_, kPdn, e->dest_qpn.load(), e->qkey.load(), 1024, 0, nullptr};
   }
-  RequesterAttributes Requester() override { return attributes; }
-  bool SignalsAll() const override { return sig_all; }
-  void CompleteSend(const Completion& c) override { send_completions.push_back(c); }
-  void SetError() override { set_error++; }
-  void FlushReceivesAfterError() override { receive_flushes++; }
-  void SendQueueDrained() override { drained++; }
+  RequesterAttributes Requester() { return attributes; }
+  bool SignalsAll() const { return sig_all; }
+  void CompleteSend(const Completion& c) { send_completions.push_back(c); }
+  void SetError() { set_error++; }
+  void FlushReceivesAfterError() { receive_flushes++; }
+  void SendQueueDrained() { drained++; }
 
   RequesterAttributes attributes{.timeout = 8, .retry_cnt = 2, .rnr_retry = 2};  // 1.05 ms
   bool sig_all = false;
@@ -102,6 +102,8 @@ class FakePort : public ShmQpPort {
   FakeHost& host_;
   uint32_t type_;
 };
+
+static_assert(ShmQpPort<FakePort>);
 
 class ShmEngine : public ::testing::Test {
  protected:
