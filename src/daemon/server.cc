@@ -138,6 +138,8 @@ int Server::Run() {
     cm_.RunTimers();
     wire_.RunTimers();
     wire_.ApplyChanges();
+    // What this round sent goes now, as runs (UDP GSO) where it can.
+    wire_.FlushSends();
     if (!connections_.empty()) {
       idle_since = Clock::now();
     } else if (options_.idle_timeout.count() > 0 &&

@@ -139,7 +139,8 @@ void WireService::ReadCarrier(Carrier& c) {
   // the daemon (control requests, `softverbs status`). The ACKs the batch
   // asked for go at its end, one per QP (ACK coalescing).
   std::vector<dp::WireQp*> touched;
-  for (int i = 0; i < 256; ++i) {
+  // A GRO run read is finished in this batch (at most 64 packets more).
+  for (int i = 0; i < 256 || c.udp.HasReadPending(); ++i) {
     roce::ReceivedPacket packet;
     roce::WireError verdict;
     std::string error;
@@ -500,6 +501,10 @@ void WireService::RunTimers() {
   }
 }
 
+void WireService::FlushSends() {
+  for (auto& c : carriers_) c->udp.FlushSends();
+}
+
 void WireService::SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
                              const roce::TransportFields& fields,
                              std::span<const uint8_t> payload) {
@@ -565,6 +570,7 @@ std::string WireService::StatusJson() const {
     for (uint64_t r : k.refused) refused += r;
     nlohmann::json cj = {{"gid", FormatGid(c->gid.data())},
                          {"sent", k.sent},
+                         {"gso_sends", k.gso_sends},
                          {"received", k.received},
                          {"refused", refused},
                          {"icrc_errors", k.refused[static_cast<int>(roce::WireError::kBadIcrc)]},

@@ -71,6 +71,8 @@ class WireService : public datapath::WireHost {
   // Milliseconds until the next transport timer (-1: none).
   int MsUntilNextTimer();
   void RunTimers();
+  // Sends the packets the carriers gathered this round (UdpCarrier::Send).
+  void FlushSends();
 
   // `softverbs status`: carriers and each network QP's state and counters.
   std::string StatusJson() const;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 
 #include "roce/headers.h"
@@ -18,7 +19,90 @@ uint32_t Crc(uint32_t crc, const uint8_t* p, size_t n) {
   return static_cast<uint32_t>(crc32(crc, p, static_cast<uInt>(n)));
 }
 
+// The CRC's linear part of the two ID bytes (big-endian) alone: the
+// difference they make to the CRC of any message of the same length.
+uint32_t IdBytesLinear(uint16_t id) {
+  const uint8_t bytes[2] = {static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id)};
+  static constexpr uint8_t kZero[2] = {0, 0};
+  return Crc(0, bytes, 2) ^ Crc(0, kZero, 2);
+}
+
+// Bytes of the ICRC's input after the IPv4 ID field: the rest of the IPv4
+// header, the UDP header and the transport part.
+size_t BytesAfterId(size_t roce_bytes) {
+  return sizeof(Ipv4Header) - 6 + sizeof(UdpHeader) + roce_bytes;
+}
+
+// The deltas of the low kIcrcIpv4IdBits ID bits for one length, as an xor
+// basis (the vector with top bit b in slot b; its span is exactly the
+// deltas of IDs 0 .. kIcrcIpv4Ids - 1), cached for the last few lengths.
+struct IdBasis {
+  size_t roce_bytes = SIZE_MAX;
+  uint32_t bit_delta[kIcrcIpv4IdBits] = {};  // the delta of each ID bit alone
+  uint32_t by_top_bit[32] = {};
+  uint16_t ids[32] = {};  // the ID whose delta by_top_bit[b] is
+};
+
+// v reduced by the basis: 0 when v is in its span; *id collects the ID of
+// what was taken away (v's ID, when the remainder is 0).
+uint32_t Reduce(const IdBasis& b, uint32_t v, uint16_t* id) {
+  *id = 0;
+  for (int bit = 31; bit >= 0 && v != 0; --bit) {
+    if ((v >> bit & 1) && b.by_top_bit[bit] != 0) {
+      v ^= b.by_top_bit[bit];
+      *id ^= b.ids[bit];
+    }
+  }
+  return v;
+}
+
+const IdBasis& BasisFor(size_t roce_bytes) {
+  thread_local std::array<IdBasis, 4> cache;
+  thread_local size_t next = 0;
+  for (const IdBasis& b : cache) {
+    if (b.roce_bytes == roce_bytes) return b;
+  }
+  IdBasis& b = cache[next];
+  next = (next + 1) % cache.size();
+  b = IdBasis{};
+  b.roce_bytes = roce_bytes;
+  const uLong shift = crc32_combine_gen(static_cast<z_off_t>(BytesAfterId(roce_bytes)));
+  for (int i = 0; i < kIcrcIpv4IdBits; ++i) {
+    uint32_t v =
+        static_cast<uint32_t>(crc32_combine_op(IdBytesLinear(uint16_t(1u << i)), 0, shift));
+    b.bit_delta[i] = v;
+    uint16_t taken = 0;
+    v = Reduce(b, v, &taken);
+    for (int bit = 31; bit >= 0 && v != 0; --bit) {
+      if (v >> bit & 1) {
+        b.by_top_bit[bit] = v;
+        b.ids[bit] = static_cast<uint16_t>(taken ^ (1u << i));
+        break;
+      }
+    }
+  }
+  return b;
+}
+
 }  // namespace
+
+uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t roce_bytes) {
+  if (id == 0) return 0;
+  if (id < kIcrcIpv4Ids) {
+    const IdBasis& b = BasisFor(roce_bytes);
+    uint32_t delta = 0;
+    for (int i = 0; i < kIcrcIpv4IdBits; ++i) {
+      if (id >> i & 1) delta ^= b.bit_delta[i];
+    }
+    return delta;
+  }
+  const uLong shift = crc32_combine_gen(static_cast<z_off_t>(BytesAfterId(roce_bytes)));
+  return static_cast<uint32_t>(crc32_combine_op(IdBytesLinear(id), 0, shift));
+}
+
+bool Ipv4IdOfIcrcDelta(uint32_t delta, size_t roce_bytes, uint16_t* id) {
+  return Reduce(BasisFor(roce_bytes), delta, id) == 0;
+}
 
 uint32_t ComputeIcrc(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce) {
   std::array<uint8_t, kMaxMasked> masked;

@@ -55,7 +55,7 @@ void WriteIpUdp(const Endpoints& ends, size_t roce_bytes, uint8_t* out) {
     ip->version_ihl = 0x45;
     ip->tos = ends.traffic_class;
     ip->total_length.set(sizeof(Ipv4Header) + udp_len);
-    ip->id.set(0);
+    ip->id.set(ends.ipv6 ? 0 : ends.ipv4_id);
     ip->flags_fragment.set(kIpv4DontFragment);
     ip->ttl = ends.hop_limit;
     ip->protocol = kIpProtoUdp;
@@ -111,12 +111,24 @@ size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,
 }
 
 WireError ParseRoce(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce,
-                    TransportFields* fields, std::span<const uint8_t>* payload) {
+                    TransportFields* fields, std::span<const uint8_t>* payload,
+                    uint16_t* ipv4_id) {
   if (roce.size() < sizeof(Bth) + kIcrcBytes) return WireError::kTooShort;
   const auto body = roce.first(roce.size() - kIcrcBytes);
   const WireError e = ParseTransport(body, fields, payload);
   if (e != WireError::kOk) return e;
-  if (ComputeIcrc(ip_udp, body) != LoadIcrc(roce.data() + body.size())) return WireError::kBadIcrc;
+  const uint32_t computed = ComputeIcrc(ip_udp, body);
+  const uint32_t received = LoadIcrc(roce.data() + body.size());
+  // IPv4: the ICRC may have been made with an ID other than the 0 of ip_udp
+  // (icrc.h: a receiving socket does not see it).
+  const bool ipv4 = ip_udp.size() == sizeof(Ipv4Header) + sizeof(UdpHeader);
+  uint16_t id = ipv4 ? reinterpret_cast<const Ipv4Header*>(ip_udp.data())->id.get() : 0;
+  if (computed != received) {
+    if (!ipv4 || id != 0 || !Ipv4IdOfIcrcDelta(computed ^ received, body.size(), &id)) {
+      return WireError::kBadIcrc;
+    }
+  }
+  if (ipv4_id) *ipv4_id = id;
   return WireError::kOk;
 }
 

@@ -23,6 +23,9 @@ struct Endpoints {
   uint8_t traffic_class = 0;  // IPv4 TOS / IPv6 traffic class
   uint8_t hop_limit = 64;     // IPv4 TTL / IPv6 hop limit
   uint32_t flow_label = 0;    // IPv6 only, 20 bits
+  // IPv4 identification: 0 as sent (a GSO run's segments get 1, 2, ...);
+  // as received, the one the ICRC was made for (icrc.h).
+  uint16_t ipv4_id = 0;
 };
 
 // Bytes of the IP and UDP headers (28 for IPv4, 48 for IPv6).
@@ -58,7 +61,10 @@ WireError ParsePacket(std::span<const uint8_t> packet, ParsedPacket* out);
 // The transport part of a packet received on a UDP socket (BTH up to the
 // ICRC included), with the IP/UDP headers it came with (ip_udp, e.g. made
 // again by WriteIpUdp from the socket's addresses) for the ICRC.
+// IPv4: ip_udp's ID may differ from the one the ICRC was made for (a socket
+// does not show it); *ipv4_id, when given, receives the latter.
 WireError ParseRoce(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce,
-                    TransportFields* fields, std::span<const uint8_t>* payload);
+                    TransportFields* fields, std::span<const uint8_t>* payload,
+                    uint16_t* ipv4_id = nullptr);
 
 }  // namespace softverbs::roce

@@ -5,9 +5,11 @@
 #include <netinet/in.h>
 // After netinet/in.h (libc-compat): IPV6_FLOWINFO, which glibc does not define.
 #include <linux/in6.h>
+#include <linux/udp.h>  // UDP_SEGMENT, UDP_GRO
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -22,6 +24,8 @@ constexpr uint8_t kIpv4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0
 
 // The largest RoCE packet: 4096-byte MTU payload plus headers.
 constexpr size_t kMaxRoceBytes = 4096 + 128;
+// The most bytes one UDP datagram (or GSO send, or GRO read) carries.
+constexpr size_t kMaxUdpPayload = 65507;
 
 uint64_t NowUs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -184,6 +188,9 @@ bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* err
     setsockopt(recv_fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
     setsockopt(recv_fd_, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
   }
+  // Runs of packets of one flow come in one read (GRO), cut into packets
+  // here; without it (kernels before 5.0) one read is one packet.
+  setsockopt(recv_fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof(on));
   sockaddr_storage sa;
   const socklen_t len = SockaddrOf(local_, /*source=*/true, kRoceV2Port, scope_id, &sa);
   if (bind(recv_fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
@@ -208,6 +215,60 @@ int64_t UdpCarrier::RouteTo(const Endpoints& ends, std::string* error) {
   routes_.push_back(route);
   route_index_[key] = routes_.size() - 1;
   return static_cast<int64_t>(routes_.size() - 1);
+}
+
+bool UdpCarrier::TransmitRun(std::string* error) {
+  SendRun& run = run_;
+  if (run.count == 0) return true;
+  const Route& r = routes_[static_cast<size_t>(run.route)];
+  bool ok = true;
+  if (run.count == 1 || !gso_) {
+    for (size_t off = 0, i = 0; i < run.count; ++i) {
+      const size_t len = std::min(run.segment, run.bytes.size() - off);
+      ok = Transmit(std::span(run.bytes.data() + off, len), static_cast<uint64_t>(run.route),
+                    error) &&
+           ok;
+      off += len;
+    }
+  } else {
+    iovec iov{run.bytes.data(), run.bytes.size()};
+    alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(uint16_t))] = {};
+    msghdr msg{};
+    msg.msg_name = const_cast<sockaddr_storage*>(&r.to);
+    msg.msg_namelen = r.to_len;
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = IPPROTO_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    const uint16_t segment = static_cast<uint16_t>(run.segment);
+    std::memcpy(CMSG_DATA(c), &segment, sizeof(segment));
+    const ssize_t n = sendmsg(r.fd, &msg, 0);
+    if (n == static_cast<ssize_t>(run.bytes.size())) {
+      counters_.sent += run.count;
+      counters_.gso_sends++;
+    } else if (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT || errno == EOPNOTSUPP) {
+      // No UDP GSO on this path (an old kernel, a device without checksum
+      // offload): one datagram a packet from now on. The IDs the ICRCs were
+      // made for are the segments' (0, 1, ...), which the receiver accepts.
+      gso_ = false;
+      return TransmitRun(error);
+    } else {
+      if (error) *error = Errno("sendmsg (UDP GSO)");
+      counters_.send_errors += run.count;
+      ok = false;
+    }
+  }
+  run.count = 0;
+  run.bytes.clear();
+  return ok;
+}
+
+void UdpCarrier::FlushSends() {
+  TransmitRun(nullptr);
 }
 
 bool UdpCarrier::Transmit(std::span<const uint8_t> roce, uint64_t route, std::string* error) {
@@ -247,10 +308,35 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
     *error = std::string("cannot build the packet: ") + WireErrorName(wire);
     return false;
   }
-  WriteIpUdp(ends, transport + kIcrcBytes, buf);
+  const size_t size = transport + kIcrcBytes;
+  if (!injector_ && gso_) {
+    // Packets of one route go out in runs (one GSO send, FlushSends): a run
+    // ends at another route, a longer packet, a shorter one (which may end
+    // it), kIcrcIpv4Ids packets or 64 KiB. Segment k of a run leaves with
+    // IPv4 ID k, and its ICRC is made for that ID.
+    SendRun& run = run_;
+    if (run.count > 0 && (run.route != route || run.closed || size > run.segment ||
+                          run.count == kIcrcIpv4Ids || run.bytes.size() + size > kMaxUdpPayload)) {
+      TransmitRun(nullptr);
+    }
+    if (run.count == 0) {
+      run.route = route;
+      run.segment = size;
+      run.closed = false;
+    }
+    WriteIpUdp(ends, size, buf);
+    uint32_t icrc = ComputeIcrc(std::span(buf, head), std::span(buf + head, transport));
+    if (!ends.ipv6) icrc ^= Ipv4IdIcrcDelta(static_cast<uint16_t>(run.count), transport);
+    StoreIcrc(icrc, buf + head + transport);
+    run.bytes.insert(run.bytes.end(), buf + head, buf + head + size);
+    run.closed = size < run.segment;
+    run.count++;
+    return true;
+  }
+  WriteIpUdp(ends, size, buf);
   StoreIcrc(ComputeIcrc(std::span(buf, head), std::span(buf + head, transport)),
             buf + head + transport);
-  const std::span<const uint8_t> roce(buf + head, transport + kIcrcBytes);
+  const std::span<const uint8_t> roce(buf + head, size);
   if (!injector_) return Transmit(roce, static_cast<uint64_t>(route), error);
   injector_->Submit(std::vector<uint8_t>(roce.begin(), roce.end()), static_cast<uint64_t>(route),
                     NowUs(),
@@ -269,10 +355,11 @@ void UdpCarrier::FlushFaults() {
   injector_->Flush([this](std::span<const uint8_t> p, uint64_t r) { Transmit(p, r, nullptr); });
 }
 
-bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* error) {
-  out->bytes.resize(kMaxRoceBytes);
+bool UdpCarrier::ReadDatagram(std::string* error) {
+  ReadRun& run = read_;
+  run.bytes.resize(kMaxUdpPayload + 1);
   sockaddr_storage from;
-  iovec iov{out->bytes.data(), out->bytes.size()};
+  iovec iov{run.bytes.data(), run.bytes.size()};
   alignas(cmsghdr) uint8_t control[256];
   msghdr msg{};
   msg.msg_name = &from;
@@ -286,17 +373,21 @@ bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* e
     if (errno != EAGAIN && errno != EWOULDBLOCK) *error = Errno("recvmsg");
     return false;
   }
-  if (static_cast<size_t>(n) > out->bytes.size()) {
-    out->bytes.clear();
-    *verdict = WireError::kBadLength;  // larger than any RoCE packet
-    ++counters_.refused[static_cast<size_t>(*verdict)];
-    return true;
+  run.length = static_cast<size_t>(n);
+  run.offset = 0;
+  run.segment = run.length;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+      int segment = 0;
+      std::memcpy(&segment, CMSG_DATA(c), sizeof(segment));
+      if (segment > 0) run.segment = static_cast<size_t>(segment);
+    }
   }
-  out->bytes.resize(static_cast<size_t>(n));
+  if (run.length > kMaxUdpPayload) run.segment = run.length;  // truncated: refused whole
   // The IP and UDP headers as they were, for the ICRC and the GRH:
   // addresses and ports from the socket, lengths from the datagram, the
   // variant fields from the control messages (the ICRC masks them).
-  Endpoints& ends = out->ends;
+  Endpoints& ends = run.ends;
   ends = Endpoints{};
   ends.ipv6 = local_.ipv6;
   std::memcpy(ends.dst, local_.src, 16);
@@ -311,10 +402,30 @@ bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* e
   }
   ends.dst_port = kRoceV2Port;
   ReadVariantFields(&msg, &ends);
+  return true;
+}
+
+bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* error) {
+  ReadRun& run = read_;
+  if (run.offset >= run.length && !ReadDatagram(error)) return false;
+  // The next packet of the read: GRO joined a run of one flow's datagrams
+  // of `segment` bytes (the last may be shorter).
+  const size_t size = std::min(run.segment, run.length - run.offset);
+  const size_t at = run.offset;
+  run.offset += size;
+  out->ends = run.ends;
+  if (size > kMaxRoceBytes) {
+    out->bytes.clear();
+    *verdict = WireError::kBadLength;  // larger than any RoCE packet
+    ++counters_.refused[static_cast<size_t>(*verdict)];
+    return true;
+  }
+  out->bytes.assign(run.bytes.begin() + static_cast<ptrdiff_t>(at),
+                    run.bytes.begin() + static_cast<ptrdiff_t>(at + size));
   uint8_t ip_udp[48];
-  WriteIpUdp(ends, out->bytes.size(), ip_udp);
-  *verdict =
-      ParseRoce(std::span(ip_udp, IpUdpBytes(ends.ipv6)), out->bytes, &out->fields, &out->payload);
+  WriteIpUdp(out->ends, out->bytes.size(), ip_udp);
+  *verdict = ParseRoce(std::span(ip_udp, IpUdpBytes(out->ends.ipv6)), out->bytes, &out->fields,
+                       &out->payload, &out->ends.ipv4_id);
   if (*verdict == WireError::kOk) {
     ++counters_.received;
   } else {

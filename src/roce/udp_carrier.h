@@ -47,7 +47,8 @@ struct ReceivedPacket {
 // What the carrier did (the transport counters of `softverbs status` will
 // come from here).
 struct CarrierCounters {
-  uint64_t sent = 0;         // datagrams handed to the kernel
+  uint64_t sent = 0;         // packets handed to the kernel
+  uint64_t gso_sends = 0;    // runs of packets sent as one UDP GSO send
   uint64_t send_errors = 0;  // sendto failures of packets released by the fault injector
   uint64_t received = 0;     // packets accepted by the parser
   uint64_t refused[kWireErrorCount] = {};  // packets refused, by reason (kBadIcrc: ICRC errors)
@@ -71,7 +72,11 @@ class UdpCarrier {
   // Sends one packet to dst_gid from the flow source port src_port (a
   // socket bound to it is made on first use; if another socket of the host
   // holds that port, one the kernel picks), through the fault injector when
-  // faults are set. False with *error.
+  // faults are set. False with *error. Without faults, packets of one
+  // route are gathered into a run that leaves as one UDP GSO send (UDP
+  // segmentation offload: one system call, cut into datagrams by the
+  // kernel or the NIC) when the next packet cannot join it or at
+  // FlushSends - which the caller calls when it has sent what it had.
   bool Send(const uint8_t dst_gid[16], uint16_t src_port, const TransportFields& fields,
             std::span<const uint8_t> payload, std::string* error);
 
@@ -79,6 +84,12 @@ class UdpCarrier {
   // other WireError: a packet arrived and was refused for that reason;
   // false: nothing to read (or a socket error, in *error).
   bool Receive(ReceivedPacket* out, WireError* verdict, std::string* error);
+  // Whether packets of the last read are still to be taken (Receive does
+  // not read the socket again before they are).
+  bool HasReadPending() const { return read_.offset < read_.length; }
+
+  // Sends the run of packets gathered by Send.
+  void FlushSends();
 
   // Sends the packets the fault injector held whose time came; returns the
   // steady-clock microsecond when the next is due (UINT64_MAX: none).
@@ -105,6 +116,27 @@ class UdpCarrier {
   // The index of the route (made on first use), or -1 with *error.
   int64_t RouteTo(const Endpoints& ends, std::string* error);
   bool Transmit(std::span<const uint8_t> roce, uint64_t route, std::string* error);
+  // Packets of one route waiting to go as one GSO send: all of `segment`
+  // bytes but the last, which may be shorter (and closes the run).
+  struct SendRun {
+    int64_t route = -1;
+    size_t segment = 0;
+    size_t count = 0;
+    bool closed = false;
+    std::vector<uint8_t> bytes;  // the packets back to back (BTH up to the ICRC)
+  };
+  bool TransmitRun(std::string* error);
+  // What one read of the receive socket gave: with UDP_GRO, a run of one
+  // flow's datagrams of `segment` bytes each (the last may be shorter).
+  struct ReadRun {
+    std::vector<uint8_t> bytes;
+    size_t length = 0;  // bytes read
+    size_t offset = 0;  // where the next packet starts
+    size_t segment = 0;
+    Endpoints ends;  // addresses, ports and variant fields of every packet in it
+  };
+  // Reads the next datagram (or GRO run) into read_; false when there is none.
+  bool ReadDatagram(std::string* error);
 
   Endpoints local_;  // our address, in src
   uint32_t scope_id_ = 0;
@@ -114,6 +146,9 @@ class UdpCarrier {
   std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, size_t> route_index_;
   std::unique_ptr<FaultInjector> injector_;
   CarrierCounters counters_;
+  SendRun run_;
+  ReadRun read_;
+  bool gso_ = true;  // until the kernel refuses a GSO send
 };
 
 }  // namespace softverbs::roce

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """A capture of the network transport's real traffic, checked by tshark and scapy.
 
-Usage: check_transport_capture.py PCAP OPCODE[,OPCODE...]
+Usage: check_transport_capture.py PCAP OPCODE[,OPCODE...] [gso]
 
 Every frame of PCAP (raw Ethernet, UDP port 4791: what two softverbs devices
 said to each other while a program ran) must decode in tshark's InfiniBand
 dissector with no malformed packet and no error, the BTH opcodes tshark sees
 must include every one listed (decimal), and scapy's RoCE layer must
 recompute the ICRC of every IPv4 frame as written. A frame with one bit
-flipped must fail that check (the check can fail). Exits 77 (SKIP) without
+flipped must fail that check (the check can fail). With "gso", some IPv4
+frames must carry an ID other than 0: segments of UDP GSO runs, whose ICRCs
+scapy recomputed over their real IP headers. Exits 77 (SKIP) without
 tshark or python3-scapy.
 """
 import collections
@@ -32,10 +34,11 @@ def run(cmd):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and sys.argv[3] != "gso"):
         print(__doc__)
         return 2
     pcap, wanted = sys.argv[1], {int(x) for x in sys.argv[2].split(",")}
+    want_gso = len(sys.argv) == 4
     tshark = shutil.which("tshark")
     if not tshark:
         print("SKIP: tshark is not installed")
@@ -58,7 +61,7 @@ def main():
     if missing:
         failures.append(f"opcodes never seen: {sorted(missing)}")
 
-    checked, first = 0, None
+    checked, first, numbered = 0, None, 0
     for data, _ in RawPcapReader(pcap):
         if data[12:14] != b"\x08\x00":
             continue  # IPv6 frames: tshark above; scapy 2.5 computes IPv4 ICRCs only
@@ -72,8 +75,11 @@ def main():
         if pkt[BTH].compute_icrc(None) != data[-4:]:
             failures.append(f"PSN {pkt[BTH].psn} opcode {pkt[BTH].opcode}: ICRC differs")
         checked += 1
+        numbered += pkt[IP].id != 0
         first = first or data
-    print(f"scapy: {checked} IPv4 ICRCs recomputed")
+    print(f"scapy: {checked} IPv4 ICRCs recomputed, {numbered} of frames with an IPv4 ID other than 0")
+    if want_gso and numbered == 0:
+        failures.append("no frame with an IPv4 ID other than 0: no GSO run was cut into segments")
     if checked == 0:
         failures.append("no IPv4 frame to check the ICRC of")
     flipped = bytearray(first or b"")

@@ -34,4 +34,4 @@ capture_stop "$WORK" || exit 1
 # LAST, READ REQUEST and RESPONSE FIRST/MIDDLE/LAST, ACK, ATOMIC ACK,
 # COMPARE_SWAP, FETCH_ADD.
 /usr/bin/python3 "$SRC/check_transport_capture.py" "$WORK/capture.pcap" \
-  0,1,3,5,6,7,8,12,13,14,15,17,18,19,20
+  0,1,3,5,6,7,8,12,13,14,15,17,18,19,20 gso

@@ -226,6 +226,8 @@ int Send(char** argv) {
       return 1;
     }
   }
+  pair.v4.FlushSends();
+  pair.v6.FlushSends();
   pair.v4.FlushFaults();
   pair.v6.FlushFaults();
   for (const UdpCarrier* c : {&pair.v4, &pair.v6}) {

@@ -216,6 +216,36 @@ WireError Parse(const std::vector<uint8_t>& p) {
   return ParsePacket(p, &out);
 }
 
+// Segment k of a UDP GSO run leaves with IPv4 ID k and an ICRC made for it;
+// the receiving socket does not see the ID (its view of the header has 0).
+TEST(RoceIcrc, AnIpv4IdOfAGsoRunIsAccepted) {
+  constexpr size_t kHead = sizeof(Ipv4Header) + sizeof(UdpHeader);
+  for (uint16_t id : {0, 1, 2, 37, 63, 64, 1000, 65535}) {
+    std::vector<uint8_t> buf = Good(false, 0x04, 100);
+    const std::vector<uint8_t> header0(buf.begin(), buf.begin() + kHead);
+    buf[4] = static_cast<uint8_t>(id >> 8);
+    buf[5] = static_cast<uint8_t>(id);
+    const std::span<const uint8_t> roce(buf.data() + kHead, buf.size() - kHead);
+    const auto body = roce.first(roce.size() - kIcrcBytes);
+    const uint32_t with_id = ComputeIcrc(std::span(buf.data(), kHead), body);
+    StoreIcrc(with_id, buf.data() + buf.size() - kIcrcBytes);
+    // The delta of the ID is what the header's ID changes in the ICRC.
+    EXPECT_EQ(ComputeIcrc(header0, body) ^ Ipv4IdIcrcDelta(id, body.size()), with_id) << id;
+    TransportFields fields;
+    std::span<const uint8_t> payload;
+    uint16_t found = 0xffff;
+    EXPECT_EQ(ParseRoce(header0, roce, &fields, &payload, &found),
+              id < kIcrcIpv4Ids ? WireError::kOk : WireError::kBadIcrc)
+        << id;
+    if (id < kIcrcIpv4Ids) {
+      EXPECT_EQ(found, id);  // the ID the ICRC was made for
+    }
+    // A corrupted byte is refused whatever the ID.
+    buf[kHead + 20] ^= 0x10;
+    EXPECT_EQ(ParseRoce(header0, roce, &fields, &payload), WireError::kBadIcrc) << id;
+  }
+}
+
 TEST(RocePacket, MalformedPacketsAreRefusedWithTheirReason) {
   for (bool ipv6 : {false, true}) {
     const size_t head = IpUdpBytes(ipv6);

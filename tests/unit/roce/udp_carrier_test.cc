@@ -69,6 +69,7 @@ TEST(RoceUdpCarrier, EveryOpcodeOverLoopback) {
     ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), f, payload, &error)) << error;
     sent[f.psn] = f.opcode;
   }
+  a.FlushSends();
   const auto received = ReceiveUpTo(b, sent.size());
   ASSERT_EQ(received.size(), sent.size());
   for (const auto& [packet, verdict] : received) {
@@ -111,6 +112,42 @@ TEST(RoceUdpCarrier, GarbageIsRefusedAndCounted) {
   EXPECT_EQ(b.counters().received, 0u);
 }
 
+TEST(RoceUdpCarrier, RunsOfEqualPacketsLeaveAsOneGsoSend) {
+  unsetenv(kFaultsEnvironmentVariable);
+  uint8_t ga[16], gb[16];
+  Gid("127.0.0.9", ga);
+  Gid("127.0.0.10", gb);
+  UdpCarrier a, b;
+  std::string error;
+  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.10: " << error;
+  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  // 70 SEND MIDDLE packets of 256 bytes and a shorter SEND LAST: runs of
+  // kIcrcIpv4Ids (64) packets, the second ended by the shorter one.
+  constexpr uint32_t kPackets = 71;
+  for (uint32_t i = 0; i < kPackets; ++i) {
+    TransportFields f;
+    f.opcode = i + 1 == kPackets ? 0x02 : 0x01;  // RC SEND LAST / MIDDLE
+    f.dest_qp = 0x42;
+    f.psn = 0x500 + i;
+    const std::vector<uint8_t> payload(i + 1 == kPackets ? 100 : 256, static_cast<uint8_t>(i));
+    ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), f, payload, &error)) << error;
+  }
+  EXPECT_EQ(a.counters().sent, 64u);  // the first run went when full; the rest waits
+  EXPECT_EQ(a.counters().gso_sends, 1u);
+  a.FlushSends();
+  EXPECT_EQ(a.counters().sent, kPackets);
+  EXPECT_EQ(a.counters().gso_sends, 2u);
+  const auto received = ReceiveUpTo(b, kPackets);
+  ASSERT_EQ(received.size(), kPackets);
+  for (uint32_t i = 0; i < kPackets; ++i) {
+    // Segment k of a run carried IPv4 ID k, and its ICRC says so.
+    EXPECT_EQ(received[i].second, WireError::kOk) << i << ": " << WireErrorName(received[i].second);
+    EXPECT_EQ(received[i].first.fields.psn, 0x500 + i);
+    ASSERT_EQ(received[i].first.payload.size(), i + 1 == kPackets ? 100u : 256u);
+    EXPECT_EQ(received[i].first.payload[0], static_cast<uint8_t>(i));
+  }
+}
+
 TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
   unsetenv(kFaultsEnvironmentVariable);
   uint8_t ga[16], gb[16];
@@ -135,6 +172,7 @@ TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
   f.opcode = 0x04;
   f.dest_qp = 0x12;
   ASSERT_TRUE(a.Send(gb, flow_port, f, {}, &error)) << error;
+  a.FlushSends();
   const auto received = ReceiveUpTo(b, 1);
   close(squatter);
   ASSERT_EQ(received.size(), 1u);
