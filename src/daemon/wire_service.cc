@@ -140,8 +140,10 @@ void WireService::ReadCarrier(Carrier& c) {
   // asked for go at its end, one per QP (ACK coalescing).
   std::vector<dp::WireQp*> touched;
   // A GRO run read is finished in this batch (at most 64 packets more).
+  // One packet buffer for the batch: its bytes are reused, not allocated
+  // anew for each packet.
+  roce::ReceivedPacket packet;
   for (int i = 0; i < 256 || c.udp.HasReadPending(); ++i) {
-    roce::ReceivedPacket packet;
     roce::WireError verdict;
     std::string error;
     if (!c.udp.Receive(&packet, &verdict, &error)) break;
