@@ -191,6 +191,10 @@ bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* err
   // Runs of packets of one flow come in one read (GRO), cut into packets
   // here; without it (kernels before 5.0) one read is one packet.
   setsockopt(recv_fd_, IPPROTO_UDP, UDP_GRO, &on, sizeof(on));
+  // Room for every sender's window (wire_requester.cc kWindowPackets) at
+  // once; the kernel caps it at net.core.rmem_max (4 MiB on Debian 12).
+  const int rcvbuf = 8 << 20;
+  setsockopt(recv_fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   sockaddr_storage sa;
   const socklen_t len = SockaddrOf(local_, /*source=*/true, kRoceV2Port, scope_id, &sa);
   if (bind(recv_fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
