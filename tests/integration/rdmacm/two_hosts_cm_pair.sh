@@ -59,14 +59,26 @@ run_pair() {
   th_run b timeout 60 "${client_cmd[@]}" >"$TH_DIR/client.log" 2>&1
   client_rc=$?
 }
+# Stops the server: $server is the shell that started it, and the program
+# itself runs inside host A's namespace under it (ip netns exec, softverbs
+# run, timeout), so it is found there by name. Host A's daemon is another
+# name and stays.
+stop_server() {
+  kill $server 2>/dev/null
+  local name pid
+  name=$(basename "${server_cmd[0]}")
+  for pid in $(ip netns pids "$TH_NS_A" 2>/dev/null); do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "${name:0:15}" ] && kill "$pid" 2>/dev/null
+  done
+  wait $server 2>/dev/null
+}
 retries=${CM_RACE_RETRIES:-0}
 run_pair
 while [ $client_rc -ne 0 ] && [ "$retries" -gt 0 ] &&
   grep -qE "RDMA_CM_EVENT_(REJECTED|UNREACHABLE)" "$TH_DIR/client.log"; do
   echo "--- the client connected before the server listened again (perftest's race); run again:"
   cat "$TH_DIR/client.log"
-  kill $server 2>/dev/null
-  wait $server 2>/dev/null
+  stop_server
   for _ in $(seq 100); do
     listening || break
     sleep 0.05
@@ -77,8 +89,7 @@ done
 if [ -n "${SERVER_RUNS_ON:-}" ]; then
   # A server that does not exit by itself (cmtime): stopped once the client
   # is done; only the client's status counts.
-  kill $server 2>/dev/null
-  wait $server 2>/dev/null
+  stop_server
   server_rc=0
 else
   wait $server
