@@ -16,6 +16,7 @@
 #include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/mlx5_alloc_type.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/provider.h"
@@ -141,6 +142,7 @@ uint64_t ReadCompletionWallclockNs(ibv_cq_ex* ex) {
 ibv_cq_ex* CreateCq(ibv_context* context, uint32_t cqe, void* cq_context, ibv_comp_channel* channel,
                     uint32_t comp_vector, uint64_t wc_flags) {
   Context* ctx = Context::From(context);
+  if (int err = CheckMlx5AllocType("CQ", "ibv_create_cq")) return FailNull<ibv_cq_ex>(err);
   protocol::CreateCqRequest req{cqe, comp_vector, wc_flags};
   protocol::CreateCqReply rep{};
   // The channel's eventfd goes to the daemon, which hands it to peers that

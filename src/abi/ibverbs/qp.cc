@@ -11,6 +11,7 @@
 #include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/mlx5_alloc_type.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/post_checks.h"
@@ -109,6 +110,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     }
   }
   Context* ctx = Context::From(context);
+  if (int err = CheckMlx5AllocType("QP", "ibv_create_qp")) return FailNull<ibv_qp>(err);
   protocol::CreateQpRequest req{};
   req.qp_type = attr->qp_type;
   req.pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? HandleOf(attr->pd) : 0;

@@ -6,6 +6,7 @@
 
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/mlx5_alloc_type.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/provider.h"
@@ -21,6 +22,7 @@ namespace {
 ibv_srq* CreateSrq(ibv_context* context, ibv_pd* pd, ibv_srq_type type, ibv_xrcd* xrcd, ibv_cq* cq,
                    void* srq_context, ibv_srq_attr* attr, uint32_t max_num_tags = 0) {
   Context* ctx = Context::From(context);
+  if (int err = CheckMlx5AllocType("SRQ", "ibv_create_srq")) return FailNull<ibv_srq>(err);
   protocol::CreateSrqRequest req{};
   req.pd = FromPublic<Pd>(pd)->handle;
   req.srq_type = type;
