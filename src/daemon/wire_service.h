@@ -28,6 +28,7 @@
 #include "daemon/objects.h"
 #include "daemon/verdict.h"
 #include "daemon/wire_memory.h"
+#include "datapath/wire_post.h"
 #include "datapath/wire_qp.h"
 #include "roce/udp_carrier.h"
 
@@ -131,6 +132,9 @@ class WireService : public datapath::WireHost {
   void ReadCarrier(Carrier& c);
   void ReceiveGsi(Carrier& c, const roce::ReceivedPacket& packet);
   void ReadDoorbell(ClientId c, int fd);
+  // One record of a doorbell (n bytes read): checked, then run or flushed.
+  void TakePost(ClientId c, const datapath::WirePostRecord& rec, size_t n);
+  void CloseDoorbell(int fd);
   void ApplyChange(uint32_t qpn);
   // Whether QP qp is served here, and its transport configuration.
   bool ServedHere(const Qp& qp) const;
@@ -154,7 +158,10 @@ class WireService : public datapath::WireHost {
   uint64_t multicast_received_ = 0;          // packets that came to a group's socket
   std::vector<std::string> carrier_errors_;  // addresses that could not be bound, and why
   std::map<int, ClientId> doorbells_;        // fd -> client
-  std::map<uint32_t, NetworkQp> qps_;        // by QP number
+  static constexpr int kDoorbellBatch = 32;  // records a recvmmsg takes (ReadDoorbell)
+  std::vector<datapath::WirePostRecord> doorbell_batch_ =
+      std::vector<datapath::WirePostRecord>(kDoorbellBatch);
+  std::map<uint32_t, NetworkQp> qps_;  // by QP number
   std::set<uint32_t> changed_;
   // Counters of the QPs served so far, those gone included.
   datapath::WireCounters totals_;
