@@ -117,6 +117,8 @@ int Server::Run() {
     if (int wire_ms = wire_.MsUntilNextTimer(); wire_ms >= 0 && wire_ms < timeout_ms) {
       timeout_ms = wire_ms;
     }
+    // Posts in a doorbell ring: look at the sockets and go on at once.
+    if (wire_.ArmDoorbells()) timeout_ms = 0;
     int n = WaitForEvents(events, 32, timeout_ms);
     if (n < 0 && errno != EINTR) return 1;
     busy_ = false;
@@ -138,6 +140,7 @@ int Server::Run() {
     cm_.RunTimers();
     wire_.RunTimers();
     wire_.ApplyChanges();
+    wire_.TakeRingPosts();
     // What this round sent goes now, as runs (UDP GSO) where it can.
     wire_.FlushSends();
     if (!connections_.empty()) {

@@ -137,11 +137,16 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
     case Op::kWireDoorbell: {
       protocol::WireDoorbellRequest req;
       if (!ReadBody(body, len, &req)) return bad_size();
-      if (fds.empty()) {
-        Reply(conn, hdr.seq, Verdict::Fail(EBADF, "wire_doorbell: socket missing"), nullptr, 0);
+      if (fds.size() != 2) {
+        Reply(conn, hdr.seq,
+              Verdict::Fail(EBADF, "wire_doorbell: expected two descriptors (socket, ring)"),
+              nullptr, 0);
         return true;
       }
-      Reply(conn, hdr.seq, wire_.AddDoorbell(c, fcntl(fds[0], F_DUPFD_CLOEXEC, 0)), nullptr, 0);
+      Reply(conn, hdr.seq,
+            wire_.AddDoorbell(c, fcntl(fds[0], F_DUPFD_CLOEXEC, 0),
+                              fcntl(fds[1], F_DUPFD_CLOEXEC, 0)),
+            nullptr, 0);
       return true;
     }
     default:

@@ -70,7 +70,7 @@ WireService::WireService(Device& device, WatchFd watch)
 }
 
 WireService::~WireService() {
-  for (auto& [fd, client] : doorbells_) close(fd);
+  for (auto& [fd, doorbell] : doorbells_) close(fd);
 }
 
 uint64_t WireService::Now() {
@@ -90,7 +90,7 @@ bool WireService::Owns(int fd) const {
 
 void WireService::OnReadable(int fd) {
   if (auto it = doorbells_.find(fd); it != doorbells_.end()) {
-    ReadDoorbell(it->second, fd);
+    ReadDoorbell(fd);
     return;
   }
   for (auto& c : carriers_) {
@@ -294,106 +294,6 @@ void WireService::SendGsi(const uint8_t sgid[16], const uint8_t dgid[16],
   gsi_psn_ = roce::PsnAdd(gsi_psn_, 1);
   mads_sent_++;
   SendPacket(sgid, dgid, roce::SourcePortOfQpn(roce::kGsiQpn), f, mad);
-}
-
-Verdict WireService::AddDoorbell(ClientId c, int fd) {
-  for (const auto& [other, client] : doorbells_) {
-    if (client == c) {
-      close(fd);
-      return Verdict::Fail(EEXIST, "wire_doorbell: this context has a doorbell already");
-    }
-  }
-  int type = 0;
-  socklen_t len = sizeof(type);
-  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET) {
-    close(fd);
-    return Verdict::Fail(EINVAL, "wire_doorbell: the descriptor is not a SOCK_SEQPACKET socket");
-  }
-  doorbells_[fd] = c;
-  watch_(fd, true);
-  return Verdict::Ok();
-}
-
-void WireService::RemoveClient(ClientId c) {
-  for (auto it = doorbells_.begin(); it != doorbells_.end();) {
-    if (it->second != c) {
-      ++it;
-      continue;
-    }
-    watch_(it->first, false);
-    close(it->first);
-    it = doorbells_.erase(it);
-  }
-}
-
-void WireService::ReadDoorbell(ClientId c, int fd) {
-  // Up to 256 records a call, taken 32 per recvmmsg: a context posting
-  // 8-byte WRITEs back to back costs one system call per 32 posts here
-  // instead of one per post.
-  constexpr int kBatch = kDoorbellBatch;
-  std::vector<dp::WirePostRecord>& recs = doorbell_batch_;
-  for (int taken = 0; taken < 256;) {
-    mmsghdr msgs[kBatch] = {};
-    iovec iov[kBatch];
-    for (int i = 0; i < kBatch; ++i) {
-      iov[i] = {&recs[static_cast<size_t>(i)], sizeof(dp::WirePostRecord)};
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-    }
-    const int got = recvmmsg(fd, msgs, kBatch, MSG_DONTWAIT, nullptr);
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-    if (got < 0) {
-      CloseDoorbell(fd);
-      return;
-    }
-    for (int i = 0; i < got; ++i) {
-      if (msgs[i].msg_len == 0) {
-        // The context closed its end (it is going away): nothing more comes.
-        CloseDoorbell(fd);
-        return;
-      }
-      TakePost(c, recs[static_cast<size_t>(i)], msgs[i].msg_len);
-    }
-    taken += got;
-    if (got < kBatch) return;
-  }
-}
-
-void WireService::CloseDoorbell(int fd) {
-  watch_(fd, false);
-  close(fd);
-  doorbells_.erase(fd);
-}
-
-void WireService::TakePost(ClientId c, const dp::WirePostRecord& rec, size_t n) {
-  const Qp* qp = device_.FindQpObject(rec.qpn);
-  auto it = qps_.find(rec.qpn);
-  const dp::WrOpcodeInfo& info = dp::WrOpcode(rec.wr.opcode);
-  if (n != sizeof(rec) || !qp || qp->creator != c || rec.wr.num_sge > dp::kMaxSendSge ||
-      rec.wr.inline_len > dp::kMaxInline ||
-      !dp::WrOpcodeAllowed(info, qp->type == IBV_QPT_XRC_SEND ? IBV_QPT_XRC_SEND : qp->type)) {
-    bad_posts_++;
-    fprintf(stderr,
-            "softverbsd: wire_doorbell: client %u posted a malformed record or to a "
-            "QP it does not own (QP 0x%x); dropped\n",
-            c, rec.qpn);
-    return;
-  }
-  if (it == qps_.end() || (it->second.state != IBV_QPS_RTS && it->second.state != IBV_QPS_SQD)) {
-    // The QP left RTS since the library checked: flushed, as a NIC
-    // flushes what reaches a send queue in error.
-    dp::Completion flush{};
-    flush.wr_id = rec.wr.wr_id;
-    flush.status = IBV_WC_WR_FLUSH_ERR;
-    flush.opcode = info.send_wc;
-    flush.vendor_err = dp::kVendorFlushed;
-    flush.qp_num = rec.qpn;
-    dp::CqRing* ring = nullptr;
-    int event_fd = -1;
-    if (memory_.SendCq(rec.qpn, &ring, &event_fd)) dp::Complete(*ring, event_fd, flush);
-    return;
-  }
-  it->second.wire->Post(rec.wr);
 }
 
 bool WireService::ServedHere(const Qp& qp) const {

@@ -4,8 +4,10 @@
 // UD QP, over UDP carriers bound to port 4791 of the port's addresses - as
 // a NIC serves its queues while the application does something else.
 //
-//   - Contexts post such QPs' work requests through a doorbell socket
-//     (protocol kWireDoorbell); completions go to the QP's CQ rings.
+//   - Contexts post such QPs' work requests into a doorbell ring they share
+//     with the device, and wake it through a doorbell socket when it
+//     sleeps (protocol kWireDoorbell; wire_doorbell.cc); completions go to
+//     the QP's CQ rings.
 //   - Packets that arrive are dispatched by destination QP number.
 //   - The device tells the service when a QP's attributes change
 //     (NoteQpChanged); the change is applied after the request that made
@@ -28,6 +30,7 @@
 #include "daemon/objects.h"
 #include "daemon/verdict.h"
 #include "daemon/wire_memory.h"
+#include "datapath/shm.h"
 #include "datapath/wire_post.h"
 #include "datapath/wire_qp.h"
 #include "roce/udp_carrier.h"
@@ -59,9 +62,17 @@ class WireService : public datapath::WireHost {
   bool Owns(int fd) const;
   void OnReadable(int fd);
 
-  // A context's doorbell (takes ownership of fd).
-  Verdict AddDoorbell(ClientId c, int fd);
+  // A context's doorbell: its socket and its ring's memfd (takes ownership
+  // of both; the ring must be sealed against shrinking and of the ring's
+  // exact size).
+  Verdict AddDoorbell(ClientId c, int socket_fd, int ring_fd);
   void RemoveClient(ClientId c);
+  // Before the daemon sleeps: tells every ring the device is going to
+  // sleep, then looks once more. True when a ring has posts (do not sleep).
+  bool ArmDoorbells();
+  // Once a round, after the round's QP changes are applied (so a post made
+  // after a modify to RTS finds the QP in RTS): takes what the rings hold.
+  void TakeRingPosts();
 
   // The device changed QP qpn (attributes, state, destroyed).
   void NoteQpChanged(uint32_t qpn) { changed_.insert(qpn); }
@@ -131,9 +142,19 @@ class WireService : public datapath::WireHost {
   // Opens a carrier on every address of the port's GID table (once).
   void ReadCarrier(Carrier& c);
   void ReceiveGsi(Carrier& c, const roce::ReceivedPacket& packet);
-  void ReadDoorbell(ClientId c, int fd);
-  // One record of a doorbell (n bytes read): checked, then run or flushed.
-  void TakePost(ClientId c, const datapath::WirePostRecord& rec, size_t n);
+  struct Doorbell {
+    ClientId client = 0;
+    datapath::SharedMapping ring_map;
+    datapath::WirePostRing* ring = nullptr;
+    uint32_t consumed = 0;  // records taken (the ring's own count is not trusted)
+  };
+  // The socket is readable: wake-up bytes, or the context closed it.
+  void ReadDoorbell(int fd);
+  // Takes up to a round's share of d's ring. False: the ring is broken
+  // (explained on the log channel) and the doorbell must close.
+  bool TakeRing(Doorbell& d);
+  // One record: checked, then run or flushed.
+  void TakePost(ClientId c, const datapath::WirePostRecord& rec);
   void CloseDoorbell(int fd);
   void ApplyChange(uint32_t qpn);
   // Whether QP qp is served here, and its transport configuration.
@@ -157,11 +178,9 @@ class WireService : public datapath::WireHost {
   uint64_t group_errors_ = 0;                // groups that could not be joined
   uint64_t multicast_received_ = 0;          // packets that came to a group's socket
   std::vector<std::string> carrier_errors_;  // addresses that could not be bound, and why
-  std::map<int, ClientId> doorbells_;        // fd -> client
-  static constexpr int kDoorbellBatch = 32;  // records a recvmmsg takes (ReadDoorbell)
-  std::vector<datapath::WirePostRecord> doorbell_batch_ =
-      std::vector<datapath::WirePostRecord>(kDoorbellBatch);
-  std::map<uint32_t, NetworkQp> qps_;  // by QP number
+  std::map<int, std::unique_ptr<Doorbell>> doorbells_;  // by socket fd
+  datapath::WirePostRecord taken_{};                    // TakeRing's copy of a slot
+  std::map<uint32_t, NetworkQp> qps_;                   // by QP number
   std::set<uint32_t> changed_;
   // Counters of the QPs served so far, those gone included.
   datapath::WireCounters totals_;

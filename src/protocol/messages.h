@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 11;
+inline constexpr uint32_t kProtocolVersion = 12;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -82,7 +82,7 @@ enum class Op : uint16_t {
   kCmLeaveMcast,
   kDevxQueueFiles,  // DEVX data path: body in protocol/devx_messages.h
   kMrPeersInside,
-  kWireDoorbell,  // the network data path: body WireDoorbellRequest, one fd
+  kWireDoorbell,  // the network data path: body WireDoorbellRequest, two fds
   kAllocMw,       // memory windows: bodies at the end of this file
   kDeallocMw,
   kBindMw,
@@ -413,10 +413,11 @@ struct MrPeersInsideReply {
 };
 
 // wire_doorbell: a context hands the device one end of a SOCK_SEQPACKET
-// socket pair (the request's one fd); through the other it posts the work
-// requests of its QPs whose path leaves the host (docs/roce.md, "The
-// network transport"), one WirePostRecord per message. Asked once per
-// context, at its first such post.
+// socket pair and its doorbell ring (the request's two fds: socket, ring
+// memfd). It posts the work requests of its QPs whose path leaves the host
+// into the ring (datapath/wire_post.h; docs/roce.md, "The network
+// transport") and sends a byte on its end of the socket when the device
+// sleeps. Asked once per context, at its first such post.
 struct WireDoorbellRequest {
   uint32_t reserved0;
   uint32_t reserved1;

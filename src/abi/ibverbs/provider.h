@@ -26,6 +26,7 @@
 #include "datapath/recv_queue.h"
 #include "datapath/shm.h"
 #include "datapath/shm_send_queue.h"
+#include "datapath/wire_post.h"
 #include "protocol/messages.h"
 
 namespace softverbs::provider {
@@ -91,9 +92,12 @@ struct Context {
   std::thread progress_thread;
   bool stopping = false;
   // The doorbell of the device's network transport (wire_post.h), once a
-  // QP posted over the network; -1 before.
+  // QP posted over the network: the socket that wakes the device (-1
+  // before) and the ring the posts go into (datapath/wire_post.h).
   std::mutex wire_mutex;
   std::atomic<int> wire_fd{-1};
+  datapath::WirePostRing* wire_ring = nullptr;
+  uint32_t wire_produced = 0;  // records published into wire_ring
 
   // The device's death (device_fatal.h): the watcher thread that notices it,
   // the QPs it puts in error (under objects_mutex), and whether

@@ -1,9 +1,11 @@
 // Bad input on the network doorbell (docs/roce.md, "The network transport"):
-// a client that writes malformed records to its doorbell - too short, for a
-// QP it does not own, too many SGEs, an unknown opcode, inline data longer
-// than the device allows - gets nothing done for them, and the device goes
-// on: it counts each in `softverbs status` (roce.bad_posts), answers verbs,
-// and a well-formed post on the same doorbell still goes through.
+// a client that writes malformed records into its doorbell ring - a
+// nonzero reserved field, for a QP it does not own, too many SGEs, an
+// unknown opcode, inline data longer than the device allows - gets nothing
+// done for them, and the device goes on: it counts each in `softverbs
+// status` (roce.bad_posts), answers verbs, and a well-formed post on the
+// same doorbell still goes through. A ring whose count claims more posts
+// than it has slots is closed (counted too), and the device still answers.
 //
 // usage (on host A of tests/common/two_hosts.sh, under `softverbs run`):
 //   wire_bad_posts SOFTVERBS_CLI
@@ -13,6 +15,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <atomic>
+#include <mutex>
 #include <string>
 
 #include "abi/ibverbs/provider.h"
@@ -102,27 +106,38 @@ int main(int argc, char** argv) {
   CHECK(BadPosts(argv[1]) == 0);
 
   using softverbs::datapath::WirePostRecord;
-  auto send_record = [&](const WirePostRecord& rec, size_t len) {
-    CHECK(send(fd, &rec, len, 0) == static_cast<ssize_t>(len));
+  softverbs::provider::Context* sv = softverbs::provider::Context::From(ctx);
+  CHECK(sv->wire_ring);
+  // What PostToWire does, with a record of our own.
+  auto post_record = [&](const WirePostRecord& rec) {
+    std::lock_guard lock(sv->wire_mutex);
+    softverbs::datapath::WirePostRing& ring = *sv->wire_ring;
+    const uint32_t p = sv->wire_produced;
+    ring.slots[p % softverbs::datapath::kWirePostRingSlots] = rec;
+    sv->wire_produced = p + 1;
+    ring.produced.store(p + 1, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ring.device_asleep.exchange(0) != 0) CHECK(send(fd, "k", 1, MSG_NOSIGNAL) == 1);
   };
   WirePostRecord good{};
   good.qpn = qp->qp_num;
   good.wr.opcode = IBV_WR_SEND;
   WirePostRecord r = good;
-  send_record(r, 10);  // too short
+  r.reserved = 7;
+  post_record(r);
   r = good;
   r.qpn = 0xabcdef;  // not this client's QP
-  send_record(r, sizeof(r));
+  post_record(r);
   r = good;
   r.wr.num_sge = 1000;
-  send_record(r, sizeof(r));
+  post_record(r);
   r = good;
   r.wr.opcode = 99;
-  send_record(r, sizeof(r));
+  post_record(r);
   r = good;
   r.wr.send_flags = IBV_SEND_INLINE;
   r.wr.inline_len = 100000;
-  send_record(r, sizeof(r));
+  post_record(r);
 
   // The device took them all, refused them all, and goes on.
   long refused = -1;
@@ -133,6 +148,19 @@ int main(int argc, char** argv) {
   CHECK(ibv_query_device(ctx, &attr) == 0);
   CHECK(ibv_post_send(qp, &wr, &bad) == 0);
   CHECK(BadPosts(argv[1]) == 5);
+
+  // A count far ahead of what the ring can hold: the device closes this
+  // doorbell, counts it, and still answers.
+  {
+    std::lock_guard lock(sv->wire_mutex);
+    sv->wire_ring->produced.fetch_add(softverbs::datapath::kWirePostRingSlots + 1);
+    send(fd, "k", 1, MSG_NOSIGNAL);
+  }
+  refused = -1;
+  for (int i = 0; i < 100 && refused != 6; ++i) refused = BadPosts(argv[1]);
+  printf("bad_posts after the broken ring = %ld\n", refused);
+  CHECK(refused == 6);
+  CHECK(ibv_query_device(ctx, &attr) == 0);
   ibv_destroy_qp(qp);
   ibv_dereg_mr(mr);
   ibv_destroy_cq(cq);
