@@ -19,9 +19,9 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <span>
 
+#include "common/ring_queue.h"
 #include "datapath/engine.h"
 #include "roce/packet.h"
 #include "roce/transport.h"
@@ -184,10 +184,11 @@ class WireQp {
     uint64_t read_bytes = 0;     // READ: bytes placed so far
   };
   bool Reliable() const;
-  void SendRequestPacket(Pending& p, uint32_t index);
+  // Packet index of p, the WR at sq_ position pos.
+  void SendRequestPacket(Pending& p, size_t pos, uint32_t index);
   bool WindowOpen(const Pending& p) const;
   // Whether another request packet goes right after packet index of p.
-  bool MoreToSendAfter(const Pending& p, uint32_t index) const;
+  bool MoreToSendAfter(const Pending& p, size_t pos, uint32_t index) const;
   void Pump();  // sends what the window allows
   void GoBackTo(uint32_t psn);
   void StartAckTimer();
@@ -232,7 +233,7 @@ class WireQp {
   bool hold_ = false;  // SQD: new WRs wait (Hold)
 
   // requester
-  std::deque<Pending> sq_;    // posted, not completed, in order
+  RingQueue<Pending> sq_;     // posted, not completed, in order
   size_t next_send_ = 0;      // sq_ index of the WR whose packets go next
   uint32_t next_psn_ = 0;     // PSN of the next WR posted
   uint32_t unacked_psn_ = 0;  // oldest PSN not acknowledged

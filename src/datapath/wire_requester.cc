@@ -181,7 +181,7 @@ void WireQp::Pump() {
     }
     while (p.next_packet < p.packets) {
       if (!WindowOpen(p)) goto window_full;
-      SendRequestPacket(p, p.next_packet);
+      SendRequestPacket(p, next_send_, p.next_packet);
       p.next_packet++;
     }
     if (Reliable()) {
@@ -196,16 +196,15 @@ window_full:
   if (Reliable() && next_send_ > 0 && ack_deadline_ == UINT64_MAX) StartAckTimer();
 }
 
-bool WireQp::MoreToSendAfter(const Pending& p, uint32_t index) const {
+bool WireQp::MoreToSendAfter(const Pending& p, size_t pos, uint32_t index) const {
   if (index + 1 < p.packets) {
     const uint32_t next = roce::PsnAdd(p.first_psn, index + 1);
     return static_cast<uint32_t>(roce::PsnDiff(next, unacked_psn_)) < kWindowPackets;
   }
   // The next WR, if any, goes now unless the window is full; a READ or an
   // atomic answers for the PSNs before it anyway.
-  const size_t me = static_cast<size_t>(&p - &sq_[0]);
-  if (me + 1 >= sq_.size()) return false;
-  const Pending& next = sq_[me + 1];
+  if (pos + 1 >= sq_.size()) return false;
+  const Pending& next = sq_[pos + 1];
   if (WrTakesResponse(*next.info)) return true;
   return static_cast<uint32_t>(roce::PsnDiff(next.first_psn, unacked_psn_)) < kWindowPackets;
 }
@@ -215,7 +214,7 @@ void WireQp::StartAckTimer() {
   ack_deadline_ = timeout == UINT64_MAX ? UINT64_MAX : host_.Now() + timeout;
 }
 
-void WireQp::SendRequestPacket(Pending& p, uint32_t index) {
+void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
   const SendWr& wr = p.wr;
   const WrOpcodeInfo& info = *p.info;
   const uint32_t mtu = config_.mtu_bytes;
@@ -230,7 +229,8 @@ void WireQp::SendRequestPacket(Pending& p, uint32_t index) {
   // AckReq: every kAckRequestEvery-th packet of a message, and the last
   // packet of a burst (nothing more can go now). A message's last packet in
   // the middle of a burst needs none: a later ACK covers it.
-  f.ack_req = Reliable() && ((index + 1) % kAckRequestEvery == 0 || !MoreToSendAfter(p, index));
+  f.ack_req =
+      Reliable() && ((index + 1) % kAckRequestEvery == 0 || !MoreToSendAfter(p, pos, index));
   f.xrc_srq = wr.remote_srqn;
   if (config_.type == IBV_QPT_UD) {
     f.qkey = (wr.remote_qkey & 0x80000000u) ? config_.qkey : wr.remote_qkey;
@@ -338,7 +338,7 @@ void WireQp::FlushSendQueue() {
 void WireQp::Hold(bool on) {
   hold_ = on;
   if (on) return;
-  for (Pending& p : sq_) p.wr.held = false;
+  sq_.ForEach([](Pending& p) { p.wr.held = false; });
   Pump();
 }
 
