@@ -3,6 +3,7 @@
 // (MR keys, QP states and attributes), and hands the files to owners and to
 // peers. The data itself never passes through here (docs/datapath.md).
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -293,6 +294,18 @@ Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req,
                           req.backed_end > req.reg.addr + req.reg.length)) {
     close(backing_fd);
     return Verdict::Fail(EINVAL, "reg_mr: the backed range is not inside the MR");
+  }
+  // Peers (and the network transport, here) map the backing: one that its
+  // owner could shrink would fault them (SIGBUS) - as any memfd not sealed
+  // against it. The library seals every backing it makes.
+  if (backing_fd >= 0) {
+    const int seals = fcntl(backing_fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+      close(backing_fd);
+      return Verdict::Fail(EINVAL,
+                           "reg_mr: the backing memfd is not sealed against shrinking "
+                           "(F_SEAL_SHRINK): the peers that map it could fault");
+    }
   }
   Verdict v = RegMr(c, req.reg, out, zero_length_ok);
   if (!v.ok()) {

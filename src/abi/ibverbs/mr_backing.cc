@@ -159,9 +159,12 @@ bool CopyIntoFile(int fd, const char* from, size_t bytes, off_t at) {
 int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
   const size_t size = end - begin;
   const uint64_t page = PageSize();
-  int fd = memfd_create("softverbs-mr", MFD_CLOEXEC);
+  int fd = memfd_create("softverbs-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  // Peers and the device map it: nobody may shrink it under them (SIGBUS);
+  // the device refuses a backing without this seal.
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     close(fd);
     return -1;
   }
