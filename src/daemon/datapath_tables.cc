@@ -193,6 +193,7 @@ void Device::PublishQp(const Qp& qp) {
   e->pdn.store(qp.devx ? qp.devx_pdn : qp.pd && pds_.count(qp.pd) ? pds_.at(qp.pd).pdn : 0);
   e->srqn.store(qp.srq && srqs_.count(qp.srq) ? srqs_.at(qp.srq).srqn : 0);
   e->xrcd.store(qp.type == IBV_QPT_XRC_RECV ? qp.xrcd : 0);
+  e->wire_retired.store(0);
   PublishQpAttributes(qp);
   e->qpn.store(qp.qpn, std::memory_order_release);  // last: the entry is complete
 }
@@ -217,6 +218,12 @@ void Device::PublishQpAttributes(const Qp& qp) {
   if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT) e->comm_est.store(0);
   e->state.store(qp.state, std::memory_order_seq_cst);
   if (qp_changed_) qp_changed_(qp.qpn);
+}
+
+void Device::RetireWireSendWrs(uint32_t qpn, uint32_t n) {
+  if (!table_.valid()) return;
+  dp::QpEntry* e = table_.QpSlot(qpn);
+  if (e->qpn.load(std::memory_order_relaxed) == qpn) e->wire_retired.fetch_add(n);
 }
 
 bool Device::SendCqFiles(uint32_t qpn, int* ring_fd, int* event_fd) const {

@@ -69,6 +69,9 @@ class Device {
     return it == qps_.end() ? nullptr : &it->second;
   }
   const datapath::DeviceTable& table() const { return table_; }
+  // n network work requests of QP qpn left its send queue
+  // (datapath::QpEntry::wire_retired).
+  void RetireWireSendWrs(uint32_t qpn, uint32_t n);
   // QP qpn's send CQ: its ring file and completion-channel eventfd (-1:
   // none), both still the device's. False if there is no such QP or CQ.
   bool SendCqFiles(uint32_t qpn, int* ring_fd, int* event_fd) const;

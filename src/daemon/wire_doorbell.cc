@@ -161,6 +161,8 @@ void WireService::TakePost(ClientId c, const dp::WirePostRecord& rec) {
             "softverbsd: wire_doorbell: client %u posted a malformed record or to a "
             "QP it does not own (QP 0x%x); dropped\n",
             c, rec.qpn);
+    // The poster counted it against its own QP's send queue.
+    if (qp && qp->creator == c) SendWrsRetired(rec.qpn, 1);
     return;
   }
   if (it == qps_.end() || (it->second.state != IBV_QPS_RTS && it->second.state != IBV_QPS_SQD)) {
@@ -172,6 +174,7 @@ void WireService::TakePost(ClientId c, const dp::WirePostRecord& rec) {
     flush.opcode = info.send_wc;
     flush.vendor_err = dp::kVendorFlushed;
     flush.qp_num = rec.qpn;
+    SendWrsRetired(rec.qpn, 1);
     dp::CqRing* ring = nullptr;
     int event_fd = -1;
     if (memory_.SendCq(rec.qpn, &ring, &event_fd)) dp::Complete(*ring, event_fd, flush);

@@ -73,6 +73,10 @@ WireService::~WireService() {
   for (auto& [fd, doorbell] : doorbells_) close(fd);
 }
 
+void WireService::SendWrsRetired(uint32_t qpn, uint32_t n) {
+  device_.RetireWireSendWrs(qpn, n);
+}
+
 uint64_t WireService::Now() {
   return dp::NowNs();
 }
@@ -338,6 +342,10 @@ dp::WireQpConfig WireService::ConfigOf(const Qp& qp) const {
 void WireService::EraseQp(std::map<uint32_t, NetworkQp>::iterator it) {
   const dp::WireCounters& k = it->second.wire->counters();
   totals_ += k;
+  // What is still queued goes with it (a QP reset or destroyed).
+  if (const size_t left = it->second.wire->outstanding()) {
+    SendWrsRetired(it->first, static_cast<uint32_t>(left));
+  }
   qps_.erase(it);
 }
 

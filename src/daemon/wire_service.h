@@ -125,6 +125,7 @@ class WireService : public datapath::WireHost {
     return memory_.SendCq(qpn, ring, event_fd);
   }
   uint64_t Now() override;
+  void SendWrsRetired(uint32_t qpn, uint32_t n) override;
 
  private:
   struct Carrier {

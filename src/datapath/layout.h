@@ -109,7 +109,12 @@ struct QpEntry {
   std::atomic<uint32_t> xrcd;           // XRC_RECV: its XRC domain (daemon id); else 0
   std::atomic<uint32_t> comm_est;       // RC/UC/XRC_RECV: 1 once COMM_EST was raised in RTR
   std::atomic<uint32_t> requester;      // RequesterAttributes, packed (PackRequester)
-  uint32_t reserved;
+  // Work requests of this QP the device's network transport has finished
+  // (completed, flushed, or dropped with the send queue), counted before
+  // their completions are written: the posting library counts what it
+  // posted over the network, and the difference is what occupies the send
+  // queue against max_send_wr. Free-running; 0 when the slot gets its QP.
+  std::atomic<uint32_t> wire_retired;
 };
 static_assert(sizeof(QpEntry) == 64);
 

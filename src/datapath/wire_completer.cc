@@ -208,6 +208,8 @@ void WireQp::PushSendCompletion(const Completion& c) {
 
 void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
   const Pending& p = sq_.front();
+  // Its slot is free before the application can see the completion.
+  host_.SendWrsRetired(config_.qpn, 1);
   if (status != IBV_WC_SUCCESS || config_.sq_sig_all || (p.wr.send_flags & IBV_SEND_SIGNALED)) {
     Completion c{};
     c.wr_id = p.wr.wr_id;

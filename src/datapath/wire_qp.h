@@ -67,6 +67,12 @@ class WireHost : public Host {
   virtual void SetSendQueueError(uint32_t qpn) = 0;
   // Monotonic nanoseconds (timers.h NowNs; a fake host may step it).
   virtual uint64_t Now() = 0;
+  // n work requests of QP qpn left its send queue (QpEntry::wire_retired);
+  // told before their completions are written.
+  virtual void SendWrsRetired(uint32_t qpn, uint32_t n) {
+    (void)qpn;
+    (void)n;
+  }
 };
 
 // Transport counters of one QP, in the spirit of `rdma statistic`

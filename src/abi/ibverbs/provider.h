@@ -214,6 +214,10 @@ struct Qp {
   datapath::ShmSendQueue sq;  // under sq_mutex
   // The target last reached (datapath::LocalQp::peer_cache; under sq_mutex).
   datapath::PeerQpCache peer_cache;
+  // Work requests posted over the network (wire_post.cc; under the
+  // context's wire_mutex): with the device's QpEntry::wire_retired, what
+  // occupies the send queue against cap.max_send_wr.
+  uint32_t wire_posted = 0;
   // ibv_wr_* batch being built between ibv_wr_start and ibv_wr_complete.
   std::vector<datapath::SendWr> batch;
   int batch_error = 0;

@@ -60,6 +60,19 @@ int PostToWire(Context* ctx, Qp* qp, const datapath::SendWr& wr) {
   if (ctx->wire_fd < 0) {
     if (int err = OpenDoorbell(ctx)) return err;
   }
+  // The send queue holds max_send_wr WRs until the device finishes them,
+  // as a NIC's does (the device counts them retired before it writes their
+  // completions).
+  const uint32_t retired =
+      qp->entry ? qp->entry->wire_retired.load(std::memory_order_acquire) : qp->wire_posted;
+  const int32_t queued = static_cast<int32_t>(qp->wire_posted - retired);
+  if (queued >= static_cast<int32_t>(qp->cap.max_send_wr)) {
+    return Reject(ENOMEM,
+                  "ibv_post_send: WR 0x%llx: QP 0x%x's send queue is full (%u WRs not "
+                  "completed, max_send_wr %u)",
+                  static_cast<unsigned long long>(wr.wr_id), qp->ibv.qp_base.qp_num,
+                  static_cast<unsigned>(queued), qp->cap.max_send_wr);
+  }
   datapath::WirePostRing& ring = *ctx->wire_ring;
   const uint32_t produced = ctx->wire_produced;
   if (produced - ring.consumed.load(std::memory_order_acquire) >= datapath::kWirePostRingSlots) {
@@ -73,6 +86,7 @@ int PostToWire(Context* ctx, Qp* qp, const datapath::SendWr& wr) {
   slot.reserved = 0;
   datapath::CopyUsedSendWr(&slot.wr, &wr);
   ctx->wire_produced = produced + 1;
+  qp->wire_posted++;
   ring.produced.store(produced + 1, std::memory_order_release);
   // Pairs with the device's fence between setting device_asleep and its
   // last look at `produced` (WireService::ArmDoorbells).
