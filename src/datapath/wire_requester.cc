@@ -254,13 +254,16 @@ void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
   if (headers & kHeaderIeth) f.invalidate_rkey = wr.imm_data;  // ibv_send_wr.invalidate_rkey
   uint8_t buffer[4096];
   uint32_t len = 0;
+  // The payload: straight from the MR's mapping when it is one piece the
+  // daemon maps (the carrier builds the packet from it: one copy, into the
+  // packet), else gathered into `buffer` first. The guards keep the MR
+  // from going away until the packet is built.
+  const uint8_t* payload = buffer;
+  MrGuards guards;
   if (!read && info.action != WrAction::kAtomic && offset < p.bytes) {
     len = static_cast<uint32_t>(std::min<uint64_t>(mtu, p.bytes - offset));
     len = std::min<uint32_t>(len, sizeof(buffer));
-    PieceList dst;
-    dst.Add({buffer, -1, 0, len});
     PieceList src;
-    MrGuards guards;
     if (wr.send_flags & IBV_SEND_INLINE) {
       src.Add({const_cast<uint8_t*>(wr.inline_data + offset), -1, 0, len});
     } else {
@@ -271,7 +274,13 @@ void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
         len = 0;  // deregistered since the check: the bytes are gone (sent as zeros)
       }
     }
-    if (len && !CopyPieces(dst, src)) std::fill(buffer, buffer + len, 0);
+    if (len && src.count == 1 && src.piece[0].ptr) {
+      payload = src.piece[0].ptr;
+    } else if (len) {
+      PieceList dst;
+      dst.Add({buffer, -1, 0, len});
+      if (!CopyPieces(dst, src)) std::fill(buffer, buffer + len, 0);
+    }
   }
   const uint8_t* dgid = config_.type == IBV_QPT_UD ? wr.dgid : config_.dgid;
   const uint8_t* sgid = config_.type == IBV_QPT_UD ? wr.sgid : config_.sgid;
@@ -281,7 +290,7 @@ void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
     highest_sent_psn_ = f.psn;
     sent_any_ = true;
   }
-  host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), f, {buffer, len});
+  host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), f, {payload, len});
   counters_.packets_sent++;
 }
 

@@ -228,14 +228,14 @@ bool UdpCarrier::TransmitRun(std::string* error) {
   bool ok = true;
   if (run.count == 1 || !gso_) {
     for (size_t off = 0, i = 0; i < run.count; ++i) {
-      const size_t len = std::min(run.segment, run.bytes.size() - off);
-      ok = Transmit(std::span(run.bytes.data() + off, len), static_cast<uint64_t>(run.route),
+      const size_t len = std::min(run.segment, run.used - off);
+      ok = Transmit(std::span(run.bytes.get() + off, len), static_cast<uint64_t>(run.route),
                     error) &&
            ok;
       off += len;
     }
   } else {
-    iovec iov{run.bytes.data(), run.bytes.size()};
+    iovec iov{run.bytes.get(), run.used};
     alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(uint16_t))] = {};
     msghdr msg{};
     msg.msg_name = const_cast<sockaddr_storage*>(&r.to);
@@ -251,7 +251,7 @@ bool UdpCarrier::TransmitRun(std::string* error) {
     const uint16_t segment = static_cast<uint16_t>(run.segment);
     std::memcpy(CMSG_DATA(c), &segment, sizeof(segment));
     const ssize_t n = sendmsg(r.fd, &msg, 0);
-    if (n == static_cast<ssize_t>(run.bytes.size())) {
+    if (n == static_cast<ssize_t>(run.used)) {
       counters_.sent += run.count;
       counters_.gso_sends++;
     } else if (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT || errno == EOPNOTSUPP) {
@@ -267,7 +267,7 @@ bool UdpCarrier::TransmitRun(std::string* error) {
     }
   }
   run.count = 0;
-  run.bytes.clear();
+  run.used = 0;
   return ok;
 }
 
@@ -303,9 +303,54 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
   ends.src_port = routes_[static_cast<size_t>(route)].src_port;
   // The transport part and its ICRC over the IP/UDP headers the kernel
   // will write; the kernel fills the IP and UDP checksums itself.
-  uint8_t buf[48 + kMaxRoceBytes];
   const size_t head = IpUdpBytes(ends.ipv6);
   WireError wire;
+  if (!injector_ && gso_) {
+    // Packets of one route go out in runs (one GSO send, FlushSends): a run
+    // ends at another route, a longer packet, a shorter one (which may end
+    // it), kIcrcIpv4Ids packets or 64 KiB. Segment k of a run leaves with
+    // IPv4 ID k, and its ICRC is made for that ID. The packet is built at
+    // the run's end, where it is sent from.
+    SendRun& run = run_;
+    // Room for a whole run and one packet more (built, then found not to
+    // fit).
+    if (!run.bytes) {
+      run.bytes = std::make_unique_for_overwrite<uint8_t[]>(kMaxUdpPayload + kMaxRoceBytes);
+    }
+    if (run.count > 0 && (run.route != route || run.closed || run.count == kIcrcIpv4Ids)) {
+      TransmitRun(nullptr);
+    }
+    uint8_t* at = run.bytes.get() + run.used;
+    const size_t transport =
+        BuildTransport(fields, payload, std::span(at, kMaxRoceBytes - kIcrcBytes), &wire);
+    if (transport == 0) {
+      *error = std::string("cannot build the packet: ") + WireErrorName(wire);
+      return false;
+    }
+    const size_t size = transport + kIcrcBytes;
+    if (run.count > 0 && (size > run.segment || run.used + size > kMaxUdpPayload)) {
+      // Longer than the run's segments, or past 64 KiB: the run goes
+      // without it, and it starts the next one.
+      TransmitRun(nullptr);
+      std::memmove(run.bytes.get(), at, transport);
+      at = run.bytes.get();
+    }
+    if (run.count == 0) {
+      run.route = route;
+      run.segment = size;
+      run.closed = false;
+    }
+    uint8_t ip_udp[48];
+    WriteIpUdp(ends, size, ip_udp);
+    uint32_t icrc = ComputeIcrc(std::span(ip_udp, head), std::span(at, transport));
+    if (!ends.ipv6) icrc ^= Ipv4IdIcrcDelta(static_cast<uint16_t>(run.count), transport);
+    StoreIcrc(icrc, at + transport);
+    run.used += size;
+    run.closed = size < run.segment;
+    run.count++;
+    return true;
+  }
+  uint8_t buf[48 + kMaxRoceBytes];
   const size_t transport = BuildTransport(
       fields, payload, std::span(buf + head, sizeof(buf) - head - kIcrcBytes), &wire);
   if (transport == 0) {
@@ -313,30 +358,6 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
     return false;
   }
   const size_t size = transport + kIcrcBytes;
-  if (!injector_ && gso_) {
-    // Packets of one route go out in runs (one GSO send, FlushSends): a run
-    // ends at another route, a longer packet, a shorter one (which may end
-    // it), kIcrcIpv4Ids packets or 64 KiB. Segment k of a run leaves with
-    // IPv4 ID k, and its ICRC is made for that ID.
-    SendRun& run = run_;
-    if (run.count > 0 && (run.route != route || run.closed || size > run.segment ||
-                          run.count == kIcrcIpv4Ids || run.bytes.size() + size > kMaxUdpPayload)) {
-      TransmitRun(nullptr);
-    }
-    if (run.count == 0) {
-      run.route = route;
-      run.segment = size;
-      run.closed = false;
-    }
-    WriteIpUdp(ends, size, buf);
-    uint32_t icrc = ComputeIcrc(std::span(buf, head), std::span(buf + head, transport));
-    if (!ends.ipv6) icrc ^= Ipv4IdIcrcDelta(static_cast<uint16_t>(run.count), transport);
-    StoreIcrc(icrc, buf + head + transport);
-    run.bytes.insert(run.bytes.end(), buf + head, buf + head + size);
-    run.closed = size < run.segment;
-    run.count++;
-    return true;
-  }
   WriteIpUdp(ends, size, buf);
   StoreIcrc(ComputeIcrc(std::span(buf, head), std::span(buf + head, transport)),
             buf + head + transport);

@@ -123,7 +123,10 @@ class UdpCarrier {
     size_t segment = 0;
     size_t count = 0;
     bool closed = false;
-    std::vector<uint8_t> bytes;  // the packets back to back (BTH up to the ICRC)
+    // The packets back to back (BTH up to the ICRC), built in place; the
+    // first `used` bytes hold the run's packets.
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t used = 0;
   };
   bool TransmitRun(std::string* error);
   // What one read of the receive socket gave: with UDP_GRO, a run of one

@@ -22,6 +22,11 @@ start=$(date +%s%N)
 th_run b timeout 600 "$program" client "$TH_ADDR_A" "$port" "$mib" >"$TH_DIR/client.log" 2>&1
 client_rc=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+# A client that failed leaves the server waiting for it (up to its timeout):
+# stop it, by name inside host A's namespace.
+if [ $client_rc -ne 0 ]; then
+  ip netns exec "$TH_NS_A" pkill -TERM -f "$program server $port" 2>/dev/null
+fi
 wait "$server"
 server_rc=$?
 echo "--- server on host a (rc=$server_rc)"; cat "$TH_DIR/server.log"
