@@ -27,7 +27,7 @@ static_assert(sizeof(WirePostRecord) == 8 + sizeof(SendWr));
 
 // Records the ring holds. The device takes posts into each QP's own queue
 // as soon as it runs, so the ring holds only what it has not seen yet; a
-// post into a full ring answers ENOMEM, as a full doorbell socket did.
+// post into a full ring answers ENOMEM.
 inline constexpr uint32_t kWirePostRingSlots = 2048;
 static_assert((kWirePostRingSlots & (kWirePostRingSlots - 1)) == 0, "a power of two");
 
