@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unanswered_peer.h"
+
 namespace {
 
 [[noreturn]] void Die(const char* what) {
@@ -29,35 +31,9 @@ namespace {
 
 constexpr uint32_t kDepth = 16;
 
+// Waits for an ACK forever (timeout 0): the WRs stay in the send queue.
 void Connect(ibv_qp* qp) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  CHECK(ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = 0x99;
-  a.max_dest_rd_atomic = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.port_num = 1;
-  a.ah_attr.grh.sgid_index = 1;
-  // ::ffff:198.51.100.99 - TEST-NET-2, no address of either test host: the
-  // packets go onto the test link and nobody answers.
-  const uint8_t remote[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 99};
-  memcpy(a.ah_attr.grh.dgid.raw, remote, 16);
-  CHECK(ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 0;  // wait for an ACK forever: the WRs stay in the send queue
-  a.retry_cnt = 7;
-  a.max_rd_atomic = 1;
-  CHECK(ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  CHECK(softverbs::test::ConnectToUnansweredPeer(qp, 0) == 0);
 }
 
 // Posts kDepth SENDs (each taken), then one more (refused with ENOMEM).
