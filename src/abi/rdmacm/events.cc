@@ -188,9 +188,23 @@ __attribute__((visibility("default"))) int rdma_get_cm_event(rdma_event_channel*
                                                              rdma_cm_event** event) {
   if (!event) return RejectMinusOne(EINVAL, "rdma_get_cm_event: event is NULL");
   if (!channel) return RejectMinusOne(EINVAL, "rdma_get_cm_event: channel is NULL");
+  // The call reads its own descriptor of the channel, as a read of the
+  // kernel's rdma_cm file holds a reference to it: a thread waiting here
+  // while another destroys the channel keeps waiting (rping's CM thread at
+  // exit) instead of failing with EBADF after an event it skipped, and never
+  // reads a descriptor number the process has reused meanwhile.
+  const int fd = fcntl(channel->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    return RejectMinusOne(errno, "rdma_get_cm_event: the channel's descriptor: %s",
+                          strerror(errno));
+  }
+  struct CloseOnReturn {
+    int fd;
+    ~CloseOnReturn() { close(fd); }
+  } own_fd{fd};
   for (;;) {
     CmEventRecord rec;
-    ssize_t n = softverbs::ReceiveMessage(channel->fd, &rec, sizeof(rec), nullptr);
+    ssize_t n = softverbs::ReceiveMessage(fd, &rec, sizeof(rec), nullptr);
     if (n < 0) {
       // EAGAIN on a non-blocking channel is no rejection: stay silent.
       errno = static_cast<int>(-n);
