@@ -175,20 +175,18 @@ class Host {
   virtual PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) = 0;
   // How to reach the MR in slot e (whose key was just checked).
   virtual const MrMapping* FindMrMapping(uint32_t key, const MrEntry& e) = 0;
-  // The in-flight counter for accesses this host makes to its own MRs (key
-  // of an MR whose owner is client_id()), or nullptr to count them in
-  // MrEntry::inflight. A host-private counter keeps the owner's traffic off
-  // the shared line its peers count in; the owner's dereg waits for both.
   // Whether the MR (or window) of slot e is memory of this host's process
-  // (its accesses may count in OwnInflight): the key's owner is this host,
+  // (its accesses may go uncounted, below): the key's owner is this host,
   // unless the host's group has other processes (then its registrant is).
   virtual bool OwnsMemory(const MrEntry& e) const {
     return e.owner.load(std::memory_order_relaxed) == client_id();
   }
-  virtual std::atomic<uint32_t>* OwnInflight(uint32_t key) {
-    (void)key;
-    return nullptr;
-  }
+  // Whether this host's accesses to its own MRs need no in-flight count:
+  // every execution is announced (EnterExecution) and the owner's dereg
+  // waits for the executions of its process in progress (the provider's
+  // execution gate). Otherwise they count in MrEntry::inflight like a
+  // peer's.
+  virtual bool OwnAccessesFenced() const { return false; }
   // Where this host notes the counts it holds in MR slot key's shared
   // in-flight counter (MrEntry::inflight), so that the device can take them
   // back if the host dies inside an access (the daemon reads the record at

@@ -66,13 +66,10 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
       need_of_mr = 0;
       e = host.table().MrSlot(key);
     }
-    std::atomic<uint32_t>* own =
-        owner == host.client_id() && host.OwnsMemory(*e) ? host.OwnInflight(key) : nullptr;
-    if (own) {
-      guards.Enter(own, nullptr);
-    } else {
-      guards.Enter(&e->inflight, host.AccessRecord(key));
-    }
+    // This process's own memory: its dereg waits for the executions in
+    // progress here (Host::OwnAccessesFenced), so no count is needed.
+    const bool own = owner == host.client_id() && host.OwnAccessesFenced() && host.OwnsMemory(*e);
+    if (!own) guards.Enter(&e->inflight, host.AccessRecord(key));
     uint64_t va = 0;
     switch (
         CheckMrAccess(*e, key, by_rkey, pdn, owner, need_of_mr, sge[i].addr, sge[i].length, &va)) {

@@ -47,9 +47,10 @@ class MrGuards {
 
 // Resolves a list of (addr, length, lkey) of the local QP or of a target QP
 // into pieces. Returns kVendorNone or why it failed. `owner` is the client
-// the keys must belong to: when that is this host, the access is counted in
-// the host's own counter (the check below refuses an MR of anyone else, so
-// an access that goes ahead was counted where the owner's dereg looks).
+// the keys must belong to: when that is this host and its own accesses are
+// fenced (Host::OwnAccessesFenced), the access takes no count (the check
+// below refuses an MR of anyone else, so an access that goes ahead is one
+// the owner's dereg waits for as an execution of its own process).
 // An rkey may name a memory window: its rights and bounds are checked
 // (responder_qpn: the QP the request arrived on, for type 2 windows) and the
 // bytes reached through the MR it is bound to.

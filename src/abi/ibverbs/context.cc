@@ -281,7 +281,7 @@ SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
       if (!err && ctx->record_fd >= 0) ctx->access_record.Map(ctx->record_fd);
       if (!err && (err = ctx->table_mapping.Map(ctx->table_fd)) == 0) {
         ctx->table = softverbs::datapath::DeviceTable(ctx->table_mapping.base());
-        ctx->peers = std::make_unique<PeerCache>(ctx, from->peers->shared_own_inflight());
+        ctx->peers = std::make_unique<PeerCache>(ctx);
       }
       if (!err) err = OpenEventConnection(ctx, ctx->token);
       if (!err) err = StartDeviceWatch(ctx);

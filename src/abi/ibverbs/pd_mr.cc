@@ -7,6 +7,7 @@
 #include <new>
 #include <vector>
 
+#include "abi/ibverbs/execution_gate.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/ops.h"
@@ -128,9 +129,12 @@ namespace {
 
 // Waits until no peer is inside an access of the MR (bounded: a peer that
 // died inside an access never leaves; see docs/datapath.md). Accesses by
-// this context itself are counted apart (PeerCache::OwnInflight). seq_cst
-// loads: the other half of the accessors' Dekker protocol (the daemon's
-// key clearing happens before, through the request's reply).
+// this process itself are not counted: it waits for the executions in
+// progress in its other threads (the execution gate's grace period, whose
+// barrier comes after the daemon cleared the keys: an execution that began
+// later sees them cleared). seq_cst loads: the other half of the peers'
+// Dekker protocol (the daemon's key clearing happens before, through the
+// request's reply).
 constexpr int64_t kDeregWaitNs = 2'000'000'000;  // docs/datapath.md
 // How long a dereg waits on the shared count before asking the daemon
 // whether a live peer holds it (and again after as long).
@@ -148,9 +152,12 @@ uint32_t LivePeersInside(Context* ctx, uint32_t lkey) {
 void WaitForPeersToLeave(Context* ctx, uint32_t lkey) {
   if (!ctx->table.valid()) return;
   const datapath::MrEntry* e = ctx->table.MrSlot(lkey);
-  const std::atomic<uint32_t>* own = ctx->peers ? ctx->peers->OwnInflight(lkey) : nullptr;
-  auto own_inside = [&] { return own && own->load(std::memory_order_seq_cst) != 0; };
-  auto inside = [&] { return e->inflight.load(std::memory_order_seq_cst) != 0 || own_inside(); };
+  if (!ExecutionGate::Inside() && !ExecutionGate::WaitForExecutions(kDeregWaitNs)) {
+    Log("ibv_dereg_mr: key 0x%x: a thread of this process stayed inside an execution for %lld ms "
+        "(it is stopped?); the MR is deregistered without it",
+        lkey, static_cast<long long>(kDeregWaitNs / 1'000'000));
+  }
+  auto inside = [&] { return e->inflight.load(std::memory_order_seq_cst) != 0; };
   // Bounded by the clock (kDeregWaitNs), not by a count of sleeps: a sleep
   // of 10 us took 110-157 us on loaded machines, which made a 2 s bound of
   // counted sleeps 20-34 s.
@@ -168,7 +175,7 @@ void WaitForPeersToLeave(Context* ctx, uint32_t lkey) {
     // took back what its record held): nobody is inside.
     if (waited_ns >= next_ask_ns) {
       next_ask_ns = waited_ns + kAskDaemonAfterNs;
-      if (!own_inside() && LivePeersInside(ctx, lkey) == 0) {
+      if (LivePeersInside(ctx, lkey) == 0) {
         Log("ibv_dereg_mr: key 0x%x: an in-flight count no live peer holds (a peer died inside "
             "an access); not waited for",
             lkey);

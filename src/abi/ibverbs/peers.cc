@@ -17,16 +17,15 @@ PeerCache::QpFiles::~QpFiles() {
   if (event_fd >= 0) close(event_fd);
 }
 
-PeerCache::PeerCache(Context* ctx, std::shared_ptr<std::atomic<uint32_t>> own_inflight)
-    : ctx_(ctx), own_inflight_(std::move(own_inflight)) {
-  if (own_inflight_) return;
-  void* p = mmap(nullptr, dp::kMrSlots * sizeof(std::atomic<uint32_t>), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p != MAP_FAILED) {
-    own_inflight_ = std::shared_ptr<std::atomic<uint32_t>>(
-        static_cast<std::atomic<uint32_t>*>(p),
-        [](std::atomic<uint32_t>* a) { munmap(a, dp::kMrSlots * sizeof(std::atomic<uint32_t>)); });
-  }
+namespace {
+constexpr size_t kMrIndexBytes = dp::kMrSlots * sizeof(std::atomic<void*>);
+}  // namespace
+
+PeerCache::PeerCache(Context* ctx) : ctx_(ctx) {
+  void* p =
+      mmap(nullptr, kMrIndexBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Without the index every lookup takes the locked path.
+  if (p != MAP_FAILED) mr_index_ = static_cast<std::atomic<MrFiles*>*>(p);
 }
 
 PeerCache::OwnerMem::~OwnerMem() {
@@ -35,10 +34,7 @@ PeerCache::OwnerMem::~OwnerMem() {
 
 PeerCache::~PeerCache() {
   if (local_odp_.mem_fd >= 0) close(local_odp_.mem_fd);
-}
-
-std::atomic<uint32_t>* PeerCache::OwnInflight(uint32_t key) {
-  return own_inflight_ ? own_inflight_.get() + dp::MrSlotOf(key) : nullptr;
+  if (mr_index_) munmap(mr_index_, kMrIndexBytes);
 }
 
 std::atomic<uint32_t>* PeerCache::AccessRecord(uint32_t key) {
@@ -61,14 +57,23 @@ std::shared_ptr<PeerCache::OwnerMem> PeerCache::OwnerMemFd(uint32_t owner, int r
 }
 
 void PeerCache::EnterExecution() {
-  executing_.fetch_add(1, std::memory_order_seq_cst);
+  ExecutionGate::Enter();
 }
 
 void PeerCache::LeaveExecution() {
-  if (executing_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-      retired_pending_.load(std::memory_order_acquire)) {
+  ExecutionGate::Leave();
+  if (retired_pending_.load(std::memory_order_relaxed) && !ExecutionGate::Inside()) [[unlikely]] {
     FreeRetired();
   }
+}
+
+void PeerCache::RetireMr(std::unique_ptr<MrFiles> files) {
+  if (mr_index_) {
+    MrFiles* expected = files.get();
+    mr_index_[dp::MrSlotOf(files->key)].compare_exchange_strong(expected, nullptr,
+                                                                std::memory_order_relaxed);
+  }
+  retired_mrs_.push_back(std::move(files));
 }
 
 void PeerCache::RetireGoneEntries() {
@@ -107,7 +112,7 @@ void PeerCache::RetireGoneEntries() {
       ++it;
       continue;
     }
-    retired_mrs_.push_back(std::move(it->second));
+    RetireMr(std::move(it->second));
     it = mrs_.erase(it);
     retired = true;
   }
@@ -126,15 +131,31 @@ void PeerCache::FreeRetired() {
   std::vector<std::unique_ptr<QpFiles>> qps;
   std::vector<std::unique_ptr<MrFiles>> mrs;
   {
-    std::lock_guard lock(mutex_);
-    // An execution that began after our caller left may hold nothing
-    // retired (it finds only live entries, and its cache is of an older
-    // epoch), but one that began before the retirement would: only free
-    // while none is in progress.
-    if (executing_.load(std::memory_order_seq_cst) != 0) return;
-    qps.swap(retired_qps_);
-    mrs.swap(retired_mrs_);
-    retired_pending_.store(false, std::memory_order_release);
+    // Whoever gets the lock does it; the others go on (they will look
+    // again when they leave their next execution).
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    // An execution that began after an entry was retired cannot reach it
+    // (it finds only live entries, and its cache is of a newer epoch), but
+    // one that began before could: an entry is freed once every execution
+    // in progress at the start of its grace period has left.
+    if (!grace_qps_.empty() || !grace_mrs_.empty()) {
+      if (!ExecutionGate::AllLeft(grace_)) return;
+      qps.swap(grace_qps_);
+      mrs.swap(grace_mrs_);
+    }
+    if (!retired_qps_.empty() || !retired_mrs_.empty()) {
+      grace_qps_.swap(retired_qps_);
+      grace_mrs_.swap(retired_mrs_);
+      grace_ = ExecutionGate::InProgress();
+      if (ExecutionGate::AllLeft(grace_)) {
+        for (auto& q : grace_qps_) qps.push_back(std::move(q));
+        for (auto& m : grace_mrs_) mrs.push_back(std::move(m));
+        grace_qps_.clear();
+        grace_mrs_.clear();
+      }
+    }
+    retired_pending_.store(!grace_qps_.empty() || !grace_mrs_.empty(), std::memory_order_relaxed);
   }
 }
 
@@ -207,6 +228,12 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
     return &local_;
   }
   const uint32_t generation = e.generation.load(std::memory_order_acquire);
+  if (mr_index_) {
+    // The lock-free path (an execution is in progress: what it finds is
+    // not freed under it).
+    const MrFiles* f = mr_index_[dp::MrSlotOf(key)].load(std::memory_order_acquire);
+    if (f && f->key == key && f->mapping.generation == generation) return &f->mapping;
+  }
   std::lock_guard lock(mutex_);
   auto it = mrs_.find(key);
   if (it != mrs_.end() && it->second->mapping.generation == generation) {
@@ -214,7 +241,7 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
   }
   RetireGoneEntries();
   if (auto stale = mrs_.find(key); stale != mrs_.end()) {
-    retired_mrs_.push_back(std::move(stale->second));
+    RetireMr(std::move(stale->second));
     mrs_.erase(stale);
     retired_pending_.store(true, std::memory_order_release);
   }
@@ -228,6 +255,7 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
     return nullptr;
   }
   auto files = std::make_unique<MrFiles>();
+  files->key = key;
   dp::MrMapping& m = files->mapping;
   m.generation = rep.generation;
   // fds: the owner's /proc/self/mem (unless it is not dumpable), then the
@@ -244,6 +272,7 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
     close(fds[next]);
   }
   const dp::MrMapping* result = &files->mapping;
+  if (mr_index_) mr_index_[dp::MrSlotOf(key)].store(files.get(), std::memory_order_release);
   mrs_[key] = std::move(files);
   return result;
 }

@@ -7,8 +7,14 @@
 // Peers come and go (a server meets thousands of short-lived clients): at
 // every new mapping the cache retires the entries the device table says are
 // gone (QP destroyed or its number reused, MR deregistered, SRQ destroyed),
-// and the last execution to leave frees what was retired - mappings, the
-// owners' /proc/<pid>/mem descriptors - so a long-lived process stays flat.
+// and frees what was retired - mappings, the owners' /proc/<pid>/mem
+// descriptors - once every execution that was in progress at the
+// retirement has left (a grace period of the execution gate,
+// execution_gate.h), so a long-lived process stays flat.
+//
+// A mapped MR is found without a lock: an index by MR slot holds the
+// entry, written under the cache's mutex and read by executions, which the
+// grace period protects from a free under them.
 #pragma once
 
 #include <memory>
@@ -16,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "abi/ibverbs/execution_gate.h"
 #include "abi/ibverbs/provider.h"
 #include "datapath/engine.h"
 
@@ -23,9 +30,7 @@ namespace softverbs::provider {
 
 class PeerCache : public datapath::Host {
  public:
-  // own_inflight: the counters of another context on the same connection
-  // (ibv_import_device in this process), which this one shares; else new.
-  explicit PeerCache(Context* ctx, std::shared_ptr<std::atomic<uint32_t>> own_inflight = nullptr);
+  explicit PeerCache(Context* ctx);
   ~PeerCache() override;
 
   uint32_t client_id() const override { return ctx_->group_id; }
@@ -34,14 +39,13 @@ class PeerCache : public datapath::Host {
                ? e.owner.load(std::memory_order_relaxed) == ctx_->client_id
                : e.registrant.load(std::memory_order_relaxed) == ctx_->client_id;
   }
-  std::shared_ptr<std::atomic<uint32_t>> shared_own_inflight() const { return own_inflight_; }
   const datapath::DeviceTable& table() const override { return ctx_->table; }
   datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override;
   const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override;
   void EnterExecution() override;
   void LeaveExecution() override;
   uint64_t PeerEpoch() const override { return epoch_.load(std::memory_order_seq_cst); }
-  std::atomic<uint32_t>* OwnInflight(uint32_t key) override;
+  bool OwnAccessesFenced() const override { return true; }
   std::atomic<uint32_t>* AccessRecord(uint32_t key) override;
   void SetQpError(uint32_t qpn) override;
   // Moves this process's unreliable QP qpn to SQE (a requester error).
@@ -69,6 +73,7 @@ class PeerCache : public datapath::Host {
     ~OwnerMem();
   };
   struct MrFiles {
+    uint32_t key = 0;
     datapath::MrMapping mapping;
     datapath::SharedMapping backing;
     std::shared_ptr<OwnerMem> owner_mem;
@@ -77,7 +82,9 @@ class PeerCache : public datapath::Host {
   // Moves the entries the device table says are gone to the retired lists
   // and bumps the epoch if any was. Called with mutex_ held.
   void RetireGoneEntries();
-  // Frees the retired entries (no execution may be in progress).
+  void RetireMr(std::unique_ptr<MrFiles> files);
+  // Frees the retired entries whose grace period is over and starts the
+  // grace period of the rest (called outside any execution).
   void FreeRetired();
   std::unique_ptr<QpFiles> MapReceiveSide(std::vector<int>* fds, bool has_event_fd);
 
@@ -87,22 +94,25 @@ class PeerCache : public datapath::Host {
   std::unordered_map<uint32_t, std::unique_ptr<QpFiles>> xrc_srqs_;  // by SRQ number
   std::unordered_map<uint32_t, std::unique_ptr<MrFiles>> mrs_;
   std::unordered_map<uint32_t, std::weak_ptr<OwnerMem>> mem_fds_;  // by owner client id
-  // Stale entries stay mapped until no execution is in progress: another
-  // thread may still be executing a work request through them.
+  // Stale entries stay mapped until every execution that was in progress
+  // when they were retired has left: another thread may still be executing
+  // a work request through them. Retired ones wait in retired_*, those
+  // whose grace period has begun (grace_ holds the executions it waits
+  // for) in grace_*.
   std::vector<std::unique_ptr<QpFiles>> retired_qps_;
   std::vector<std::unique_ptr<MrFiles>> retired_mrs_;
+  std::vector<std::unique_ptr<QpFiles>> grace_qps_;
+  std::vector<std::unique_ptr<MrFiles>> grace_mrs_;
+  ExecutionGate::Snapshot grace_;
   std::atomic<bool> retired_pending_{false};
-  std::atomic<uint32_t> executing_{0};  // executions in progress (Host::EnterExecution)
-  std::atomic<uint64_t> epoch_{0};      // Host::PeerEpoch
+  std::atomic<uint64_t> epoch_{0};  // Host::PeerEpoch
+  // MR slot -> its mapped entry (kMrSlots pointers in anonymous memory:
+  // pages appear as slots are used), for the lock-free lookup.
+  std::atomic<MrFiles*>* mr_index_ = nullptr;
   datapath::MrMapping local_{0, true, nullptr, 0, 0, -1};
   // This process's on-demand MRs: through its own /proc/self/mem (opened at
   // first use, closed with the context).
   datapath::MrMapping local_odp_{0, false, nullptr, 0, 0, -1};
-  // In-flight counts of this process's accesses to its own MRs, by MR slot
-  // (kMrSlots; anonymous memory, pages appear as slots are used). Shared by
-  // the contexts of one connection (an import in this process), since a
-  // dereg through either waits for the accesses through both.
-  std::shared_ptr<std::atomic<uint32_t>> own_inflight_;
 };
 
 }  // namespace softverbs::provider

@@ -1,0 +1,148 @@
+#include "abi/ibverbs/execution_gate.h"
+
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <deque>
+#include <mutex>
+
+#include "common/log.h"
+
+namespace softverbs::provider {
+
+thread_local ExecutionGate::ThreadState ExecutionGate::state_;
+bool ExecutionGate::asymmetric_ = false;
+
+namespace {
+
+int Membarrier(int cmd) {
+  return static_cast<int>(syscall(__NR_membarrier, cmd, 0, 0));
+}
+
+// Every record ever made (stable addresses: a deque only appends), under
+// the registry's mutex.
+struct Registry {
+  std::mutex mutex;
+  std::deque<ExecutionGate::Record> records;
+  pthread_key_t exit_key;
+  bool decided = false;
+};
+
+Registry& TheRegistry() {
+  static Registry* r = new Registry;  // never destroyed: threads may exit after main
+  return *r;
+}
+
+// A thread that exits gives its record back (it cannot be inside then).
+void ReleaseRecord(void* p) {
+  static_cast<ExecutionGate::Record*>(p)->in_use.store(false, std::memory_order_release);
+}
+
+// Whether the waiter's membarrier can order executors (asked once).
+bool DecideAsymmetric() {
+  const char* force = getenv("SOFTVERBS_TEST_SYMMETRIC_FENCES");
+  if (force && *force == '1') return false;
+  const int supported = Membarrier(MEMBARRIER_CMD_QUERY);
+  if (supported < 0 || !(supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED)) return false;
+  return Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+}
+
+// A forked child has only the thread that forked: the records of the
+// others (possibly inside an execution at the fork) are free; the child's
+// memory map is new, so it registers for membarrier again.
+void AfterForkInChild() {
+  Registry& r = TheRegistry();
+  new (&r.mutex) std::mutex;  // the parent may have held it in another thread
+  for (ExecutionGate::Record& rec : r.records) {
+    if (pthread_getspecific(r.exit_key) == &rec) continue;
+    rec.in_use.store(false, std::memory_order_relaxed);
+    const uint64_t s = rec.seq.load(std::memory_order_relaxed);
+    if (s & 1) rec.seq.store(s + 1, std::memory_order_relaxed);
+  }
+  if (ExecutionGate::Asymmetric()) Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
+}
+
+int64_t NowNs() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
+}
+
+}  // namespace
+
+void ExecutionGate::Register(ThreadState& t) {
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mutex);
+  if (!r.decided) {
+    asymmetric_ = DecideAsymmetric();
+    pthread_key_create(&r.exit_key, ReleaseRecord);
+    pthread_atfork(nullptr, nullptr, AfterForkInChild);
+    r.decided = true;
+  }
+  Record* mine = nullptr;
+  for (Record& rec : r.records) {
+    if (!rec.in_use.load(std::memory_order_acquire)) {
+      mine = &rec;
+      break;
+    }
+  }
+  if (!mine) mine = &r.records.emplace_back();
+  mine->in_use.store(true, std::memory_order_relaxed);
+  pthread_setspecific(r.exit_key, mine);
+  t.record = mine;
+}
+
+void ExecutionGate::Barrier() {
+  if (asymmetric_ && Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+  if (asymmetric_) {
+    // Cannot fail once registered; if it did, the global command orders
+    // every thread of the system (slower, no registration needed).
+    Log("execution gate: membarrier(PRIVATE_EXPEDITED) failed (%m); using the global command");
+    Membarrier(MEMBARRIER_CMD_GLOBAL);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+ExecutionGate::Snapshot ExecutionGate::InProgress() {
+  Snapshot s;
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mutex);
+  if (!r.decided) return s;  // no thread ever executed
+  Barrier();
+  const Record* own = state_.record;
+  for (const Record& rec : r.records) {
+    if (&rec == own) continue;
+    const uint64_t seq = rec.seq.load(std::memory_order_acquire);
+    if (seq & 1) s.emplace_back(&rec, seq);
+  }
+  return s;
+}
+
+bool ExecutionGate::AllLeft(const Snapshot& s) {
+  for (const auto& [rec, seq] : s) {
+    if (rec->seq.load(std::memory_order_acquire) == seq) return false;
+  }
+  return true;
+}
+
+bool ExecutionGate::WaitForExecutions(int64_t timeout_ns) {
+  const Snapshot s = InProgress();
+  if (AllLeft(s)) return true;
+  const int64_t start = NowNs();
+  for (int spins = 0; !AllLeft(s); ++spins) {
+    if (spins < 1000) {
+      sched_yield();
+      continue;
+    }
+    if (NowNs() - start >= timeout_ns) return false;
+    usleep(50);
+  }
+  return true;
+}
+
+}  // namespace softverbs::provider
