@@ -75,15 +75,33 @@ int64_t NowNs() {
 
 }  // namespace
 
+void ExecutionGate::Decide() {
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mutex);
+  DecideLocked();
+}
+
+void ExecutionGate::DecideLocked() {
+  Registry& r = TheRegistry();
+  if (r.decided) return;
+  asymmetric_ = DecideAsymmetric();
+  pthread_key_create(&r.exit_key, ReleaseRecord);
+  pthread_atfork(nullptr, nullptr, AfterForkInChild);
+  r.decided = true;
+}
+
+// Decided when the library loads: membarrier's registration is a few
+// microseconds in a process with one thread, but waits for an RCU grace
+// period (12 ms measured here) once the process has several - which every
+// RDMA program has by its first post.
+__attribute__((constructor)) static void DecideAtLoad() {
+  ExecutionGate::Decide();
+}
+
 void ExecutionGate::Register(ThreadState& t) {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mutex);
-  if (!r.decided) {
-    asymmetric_ = DecideAsymmetric();
-    pthread_key_create(&r.exit_key, ReleaseRecord);
-    pthread_atfork(nullptr, nullptr, AfterForkInChild);
-    r.decided = true;
-  }
+  DecideLocked();
   Record* mine = nullptr;
   for (Record& rec : r.records) {
     if (!rec.in_use.load(std::memory_order_acquire)) {

@@ -70,6 +70,9 @@ class ExecutionGate {
   static bool WaitForExecutions(int64_t timeout_ns);
   // Whether executors rely on the waiter's membarrier (else they fence).
   static bool Asymmetric() { return asymmetric_; }
+  // Makes the choice (and registers for membarrier) if not made yet; done
+  // when the library loads, while a program usually has one thread.
+  static void Decide();
 
  private:
   struct ThreadState {
@@ -77,6 +80,7 @@ class ExecutionGate {
     uint32_t depth = 0;
   };
   static void Register(ThreadState& t);
+  static void DecideLocked();
   static void Barrier();
 
   static thread_local ThreadState state_;
