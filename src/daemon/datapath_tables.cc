@@ -143,7 +143,7 @@ bool Device::QpSlotFree(uint32_t qpn) const {
 bool Device::MrSlotFree(uint32_t index) const {
   // A window's slot has no lkey: the windows are asked separately.
   return (!table_.valid() || table_.MrSlot(index << 8)->lkey.load() == 0) &&
-         !mw_by_index_.count(index);
+         !mw_by_index_.count(index) && !mr_by_index_.count(index);
 }
 
 uint32_t Device::AllocateQpn() {
@@ -358,8 +358,8 @@ Verdict Device::MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::
 
 Verdict Device::MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::vector<int>* fds) {
   (void)c;
-  for (const auto& [h, mr] : mrs_) {
-    if (mr.lkey != key && mr.rkey != key) continue;
+  if (const Mr* found = FindMrByKey(key)) {
+    const Mr& mr = *found;
     // A non-dumpable owner gave no /proc/self/mem: its MRs are whole pages
     // (ibv_reg_mr refuses the rest), reached through the backing alone.
     auto mem = mem_fds_.find(mr.owner);

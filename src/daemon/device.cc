@@ -102,6 +102,7 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
   Mr mr{NextHandle(), c,          req.pd, req.addr,         req.length,
         req.iova,     req.access, key,    key | 0x80000000u};
   mrs_[mr.handle] = mr;
+  mr_by_index_[index] = mr.handle;
   pd->users++;
   PublishMr(mr);
   *out = {mr.handle, mr.lkey, mr.rkey, 0};
@@ -175,6 +176,7 @@ Verdict Device::DeregMr(ClientId c, Handle h) {
   pds_[mr->pd].users--;
   if (mr->dm) dms_.at(mr->dm).mrs--;
   UnpublishMr(*mr);
+  mr_by_index_.erase(MrKeyIndex(mr->lkey));
   mrs_.erase(h);
   return Verdict::Ok();
 }

@@ -50,6 +50,12 @@ struct ClientInfo {
   bool live = true;  // false: the process left, its objects stay with its group
 };
 
+// The index an MR's or window's keys share (bits 8..30; the low byte is a
+// generation, bit 31 tells the rkey): one live object per index.
+inline uint32_t MrKeyIndex(uint32_t key) {
+  return (key >> 8) & limits::kMaxMrIndex;
+}
+
 class Device {
  public:
   using EventSink = std::function<void(ClientId, const protocol::AsyncEventRecord&)>;
@@ -232,6 +238,8 @@ class Device {
   void PublishMw(const Mw& mw);
   void UnbindMw(Mw& mw);
   Mw* FindMwByKey(uint32_t rkey);
+  // The MR whose lkey or rkey is key, or nullptr.
+  Mr* FindMrByKey(uint32_t key);
   void ArmSrqLimit(const Srq& srq);
   void PublishSrqNumber(const Srq& srq);    // xrc_datapath.cc
   void UnpublishSrqNumber(const Srq& srq);  // before the SRQ is destroyed
@@ -268,6 +276,7 @@ class Device {
   std::map<Handle, Mr> mrs_;
   std::map<Handle, Mw> mws_;
   std::map<uint32_t, Handle> mw_by_index_;  // a window's key index -> its handle
+  std::map<uint32_t, Handle> mr_by_index_;  // an MR's key index -> its handle
   std::map<Handle, Cq> cqs_;
   std::map<Handle, Srq> srqs_;
   std::map<uint32_t, Qp> qps_;  // by QP number

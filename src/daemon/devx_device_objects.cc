@@ -19,11 +19,6 @@ constexpr uint32_t kMaxTransportDomains = 1u << 16;
 constexpr uint32_t kMaxFlowCounters = 1u << 16;
 constexpr uint8_t kLogMaxFlowCounterBulk = 8;
 
-// MR key index as the firmware sees it (lkey = index << 8 | key byte).
-uint32_t MkeyIndexOf(uint32_t lkey) {
-  return lkey >> 8;
-}
-
 }  // namespace
 
 devx::DeviceCaps DevxDeviceObjects::Caps() const {
@@ -116,11 +111,10 @@ bool DevxDeviceObjects::VerbsObjectUsable(ResourceKind kind, uint32_t number,
       auto it = device_.qps_.find(number);
       return it != device_.qps_.end() && it->second.creator == owner;
     }
-    case ResourceKind::kMkey:
-      for (const auto& [h, mr] : device_.mrs_) {
-        if (MkeyIndexOf(mr.lkey) == number) return mr.owner == owner;
-      }
-      return false;
+    case ResourceKind::kMkey: {
+      auto it = device_.mr_by_index_.find(number);
+      return it != device_.mr_by_index_.end() && device_.mrs_.at(it->second).owner == owner;
+    }
     case ResourceKind::kUmem: {
       auto it = umems_.find(number);
       return it != umems_.end() && it->second.owner == owner;

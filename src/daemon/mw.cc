@@ -17,14 +17,17 @@ namespace {
 constexpr uint32_t kWindowAccess =
     IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
-uint32_t KeyIndex(uint32_t key) {
-  return (key >> 8) & lim::kMaxMrIndex;
-}
-
 }  // namespace
 
+Mr* Device::FindMrByKey(uint32_t key) {
+  auto it = mr_by_index_.find(MrKeyIndex(key));
+  if (it == mr_by_index_.end()) return nullptr;
+  Mr& mr = mrs_.at(it->second);
+  return mr.lkey == key || mr.rkey == key ? &mr : nullptr;
+}
+
 Mw* Device::FindMwByKey(uint32_t rkey) {
-  auto it = mw_by_index_.find(KeyIndex(rkey));
+  auto it = mw_by_index_.find(MrKeyIndex(rkey));
   return it == mw_by_index_.end() ? nullptr : &mws_.at(it->second);
 }
 
@@ -99,7 +102,7 @@ Verdict Device::DeallocMw(ClientId c, Handle h) {
   if (!mw) return Verdict::Fail(EINVAL, "dealloc_mw: no such memory window in this context");
   UnbindMw(*mw);
   pds_.at(mw->pd).users--;
-  mw_by_index_.erase(KeyIndex(mw->rkey));
+  mw_by_index_.erase(MrKeyIndex(mw->rkey));
   mws_.erase(h);
   return Verdict::Ok();
 }
@@ -138,9 +141,8 @@ Verdict Device::BindMw(ClientId c, const protocol::BindMwRequest& req, protocol:
   }
   Mr* mr = nullptr;
   if (req.mr_lkey != 0) {
-    for (auto& [h, m] : mrs_) {
-      if (m.lkey == req.mr_lkey && SameGroup(m.owner, c)) mr = &m;
-    }
+    mr = FindMrByKey(req.mr_lkey);
+    if (mr && (mr->lkey != req.mr_lkey || !SameGroup(mr->owner, c))) mr = nullptr;
     if (!mr)
       return Verdict::Fail(EINVAL,
                            "bind_mw: no MR of this context has lkey 0x" + ToHex(req.mr_lkey));
