@@ -131,8 +131,19 @@ ExecutionGate::Snapshot ExecutionGate::InProgress() {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mutex);
   if (!r.decided) return s;  // no thread ever executed
-  Barrier();
   const Record* own = state_.record;
+  // No other thread has a record: none can be inside, and one that
+  // registers later does so under this mutex, after whatever the caller did
+  // before (a single-threaded program's dereg needs no barrier).
+  bool others = false;
+  for (const Record& rec : r.records) {
+    if (&rec != own && rec.in_use.load(std::memory_order_acquire)) {
+      others = true;
+      break;
+    }
+  }
+  if (!others) return s;
+  Barrier();
   for (const Record& rec : r.records) {
     if (&rec == own) continue;
     const uint64_t seq = rec.seq.load(std::memory_order_acquire);
