@@ -33,7 +33,13 @@ echo "--- server on host a (rc=$server_rc)"; cat "$TH_DIR/server.log"
 echo "--- client on host b (rc=$client_rc, ${elapsed_ms} ms)"; cat "$TH_DIR/client.log"
 th_exec a "$cli" status --json >"$TH_DIR/status_a.json"
 th_exec b "$cli" status --json >"$TH_DIR/status_b.json"
-[ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || { echo "FAIL: a side failed"; exit 1; }
+if [ $client_rc -ne 0 ] || [ $server_rc -ne 0 ]; then
+  # What each transport saw (per QP: packets, retransmissions, NAKs,
+  # duplicates, state), to tell a stall from a loss pattern.
+  for h in a b; do echo "--- status of host $h"; cat "$TH_DIR/status_$h.json"; done
+  echo "FAIL: a side failed"
+  exit 1
+fi
 grep -qx OK "$TH_DIR/client.log" || { echo "FAIL: the client did not say OK"; exit 1; }
 python3 - "$TH_DIR/status_a.json" "$TH_DIR/status_b.json" "$faults" <<'PY' || exit 1
 import json, sys
