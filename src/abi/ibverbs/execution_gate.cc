@@ -15,10 +15,16 @@
 
 namespace softverbs::provider {
 
-thread_local ExecutionGate::ThreadState ExecutionGate::state_;
 bool ExecutionGate::asymmetric_ = false;
 
 namespace {
+
+// The calling thread's record and how deep it is in nested executions.
+struct ThreadState {
+  ExecutionGate::Record* record = nullptr;
+  uint32_t depth = 0;
+};
+thread_local ThreadState state;
 
 int Membarrier(int cmd) {
   return static_cast<int>(syscall(__NR_membarrier, cmd, 0, 0));
@@ -98,7 +104,7 @@ __attribute__((constructor)) static void DecideAtLoad() {
   ExecutionGate::Decide();
 }
 
-void ExecutionGate::Register(ThreadState& t) {
+ExecutionGate::Record* ExecutionGate::Register() {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mutex);
   DecideLocked();
@@ -112,7 +118,33 @@ void ExecutionGate::Register(ThreadState& t) {
   if (!mine) mine = &r.records.emplace_back();
   mine->in_use.store(true, std::memory_order_relaxed);
   pthread_setspecific(r.exit_key, mine);
-  t.record = mine;
+  return mine;
+}
+
+void ExecutionGate::Enter() {
+  ThreadState& t = state;
+  if (t.depth++ != 0) return;
+  if (!t.record) [[unlikely]] {
+    t.record = Register();
+  }
+  const uint64_t s = t.record->seq.load(std::memory_order_relaxed);
+  t.record->seq.store(s + 1, std::memory_order_relaxed);
+  if (asymmetric_) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
+
+void ExecutionGate::Leave() {
+  ThreadState& t = state;
+  if (--t.depth != 0) return;
+  const uint64_t s = t.record->seq.load(std::memory_order_relaxed);
+  t.record->seq.store(s + 1, std::memory_order_release);
+}
+
+bool ExecutionGate::Inside() {
+  return state.depth != 0;
 }
 
 void ExecutionGate::Barrier() {
@@ -131,7 +163,7 @@ ExecutionGate::Snapshot ExecutionGate::InProgress() {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mutex);
   if (!r.decided) return s;  // no thread ever executed
-  const Record* own = state_.record;
+  const Record* own = state.record;
   // No other thread has a record: none can be inside, and one that
   // registers later does so under this mutex, after whatever the caller did
   // before (a single-threaded program's dereg needs no barrier).

@@ -36,28 +36,13 @@ class ExecutionGate {
   using Snapshot = std::vector<std::pair<const Record*, uint64_t>>;
 
   // Enter / Leave one execution (nesting allowed: only the outermost
-  // counts).
-  static void Enter() {
-    ThreadState& t = state_;
-    if (t.depth++ != 0) return;
-    if (!t.record) [[unlikely]]
-      Register(t);
-    const uint64_t s = t.record->seq.load(std::memory_order_relaxed);
-    t.record->seq.store(s + 1, std::memory_order_relaxed);
-    if (asymmetric_) {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    } else {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-  }
-  static void Leave() {
-    ThreadState& t = state_;
-    if (--t.depth != 0) return;
-    const uint64_t s = t.record->seq.load(std::memory_order_relaxed);
-    t.record->seq.store(s + 1, std::memory_order_release);
-  }
+  // counts). Defined out of line: the thread's state is a thread_local of
+  // execution_gate.cc alone (a class-scope thread_local read from other
+  // files goes through a TLS wrapper, which UBSan reports as a null access).
+  static void Enter();
+  static void Leave();
   // Whether the calling thread is inside an execution.
-  static bool Inside() { return state_.depth != 0; }
+  static bool Inside();
 
   // The executions of other threads in progress now (after a barrier that
   // orders whatever the caller did before against their loads).
@@ -75,15 +60,11 @@ class ExecutionGate {
   static void Decide();
 
  private:
-  struct ThreadState {
-    Record* record = nullptr;
-    uint32_t depth = 0;
-  };
-  static void Register(ThreadState& t);
+  // The calling thread's record, made at its first execution.
+  static Record* Register();
   static void DecideLocked();
   static void Barrier();
 
-  static thread_local ThreadState state_;
   static bool asymmetric_;  // set once, before the first record exists
 };
 
