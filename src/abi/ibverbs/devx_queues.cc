@@ -300,13 +300,20 @@ bool ServiceCq(DevxCq& cq) {
     uint8_t* slot = cq.buf + (cq.producer & (cq.ncqe - 1)) * cq.stride;
     uint8_t* cqe =
         slot + (cq.stride - mlx5::kCqeBytes);  // a 128-byte CQE ends with the 64-byte one
-    // Built aside and copied in one go, the ownership byte last: a poller
-    // that sees the new owner bit sees the whole CQE.
+    // A ConnectX writes a CQE in one 64-byte write; here it takes several
+    // stores, and a poller reads it while they land. So: first the
+    // ownership byte says MLX5_CQE_INVALID (a poller waits on it whatever
+    // else it sees: a zeroed buffer's op_own of 0 with the new owner bit
+    // would read as a valid REQ CQE as soon as any other byte is written),
+    // then the CQE built aside, then the ownership byte with its opcode.
+    const auto owner = static_cast<uint8_t>((cq.producer >> cq.log_ncqe) & 1);
+    __atomic_store_n(cqe + mlx5::kCqeBytes - 1,
+                     static_cast<uint8_t>((MLX5_CQE_INVALID << 4) | owner), __ATOMIC_RELAXED);
+    std::atomic_thread_fence(std::memory_order_release);
     alignas(64) uint8_t built[mlx5::kCqeBytes];
     const uint8_t op_own = mlx5::BuildCqe(c, c.qp_num, built);
     memcpy(cqe, built, mlx5::kCqeBytes - 1);
     std::atomic_thread_fence(std::memory_order_release);
-    const auto owner = static_cast<uint8_t>((cq.producer >> cq.log_ncqe) & 1);
     __atomic_store_n(cqe + mlx5::kCqeBytes - 1, static_cast<uint8_t>(op_own | owner),
                      __ATOMIC_RELEASE);
     ++cq.producer;
