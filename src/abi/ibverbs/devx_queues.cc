@@ -302,13 +302,14 @@ bool ServiceCq(DevxCq& cq) {
         slot + (cq.stride - mlx5::kCqeBytes);  // a 128-byte CQE ends with the 64-byte one
     // A ConnectX writes a CQE in one 64-byte write; here it takes several
     // stores, and a poller reads it while they land. So: first the
-    // ownership byte says MLX5_CQE_INVALID (a poller waits on it whatever
-    // else it sees: a zeroed buffer's op_own of 0 with the new owner bit
-    // would read as a valid REQ CQE as soon as any other byte is written),
-    // then the CQE built aside, then the ownership byte with its opcode.
+    // ownership byte says "not yet" both ways a poller may ask -
+    // MLX5_CQE_INVALID and the previous pass's owner bit (a zeroed
+    // buffer's op_own of 0 carries the new owner bit and would read as a
+    // valid REQ CQE as soon as any other byte is written) - then the CQE
+    // built aside, then the ownership byte with its opcode and owner bit.
     const auto owner = static_cast<uint8_t>((cq.producer >> cq.log_ncqe) & 1);
     __atomic_store_n(cqe + mlx5::kCqeBytes - 1,
-                     static_cast<uint8_t>((MLX5_CQE_INVALID << 4) | owner), __ATOMIC_RELAXED);
+                     static_cast<uint8_t>((MLX5_CQE_INVALID << 4) | (owner ^ 1)), __ATOMIC_RELAXED);
     std::atomic_thread_fence(std::memory_order_release);
     alignas(64) uint8_t built[mlx5::kCqeBytes];
     const uint8_t op_own = mlx5::BuildCqe(c, c.qp_num, built);
