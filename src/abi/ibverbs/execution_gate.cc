@@ -5,13 +5,13 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <deque>
 #include <mutex>
 
 #include "common/log.h"
+#include "datapath/timers.h"
 
 namespace softverbs::provider {
 
@@ -71,12 +71,6 @@ void AfterForkInChild() {
     if (s & 1) rec.seq.store(s + 1, std::memory_order_relaxed);
   }
   if (ExecutionGate::Asymmetric()) Membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
-}
-
-int64_t NowNs() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
 }
 
 }  // namespace
@@ -194,13 +188,13 @@ bool ExecutionGate::AllLeft(const Snapshot& s) {
 bool ExecutionGate::WaitForExecutions(int64_t timeout_ns) {
   const Snapshot s = InProgress();
   if (AllLeft(s)) return true;
-  const int64_t start = NowNs();
+  const uint64_t start = datapath::NowNs();
   for (int spins = 0; !AllLeft(s); ++spins) {
     if (spins < 1000) {
       sched_yield();
       continue;
     }
-    if (NowNs() - start >= timeout_ns) return false;
+    if (datapath::NowNs() - start >= static_cast<uint64_t>(timeout_ns)) return false;
     usleep(50);
   }
   return true;

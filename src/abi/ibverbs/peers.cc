@@ -139,23 +139,17 @@ void PeerCache::FreeRetired() {
     // (it finds only live entries, and its cache is of a newer epoch), but
     // one that began before could: an entry is freed once every execution
     // in progress at the start of its grace period has left.
-    if (!grace_qps_.empty() || !grace_mrs_.empty()) {
-      if (!ExecutionGate::AllLeft(grace_)) return;
-      qps.swap(grace_qps_);
-      mrs.swap(grace_mrs_);
-    }
-    if (!retired_qps_.empty() || !retired_mrs_.empty()) {
+    if (grace_qps_.empty() && grace_mrs_.empty()) {
       grace_qps_.swap(retired_qps_);
       grace_mrs_.swap(retired_mrs_);
       grace_ = ExecutionGate::InProgress();
-      if (ExecutionGate::AllLeft(grace_)) {
-        for (auto& q : grace_qps_) qps.push_back(std::move(q));
-        for (auto& m : grace_mrs_) mrs.push_back(std::move(m));
-        grace_qps_.clear();
-        grace_mrs_.clear();
-      }
     }
-    retired_pending_.store(!grace_qps_.empty() || !grace_mrs_.empty(), std::memory_order_relaxed);
+    if (!ExecutionGate::AllLeft(grace_)) return;
+    qps.swap(grace_qps_);
+    mrs.swap(grace_mrs_);
+    // What was retired meanwhile starts its grace period at the next call.
+    retired_pending_.store(!retired_qps_.empty() || !retired_mrs_.empty(),
+                           std::memory_order_relaxed);
   }
 }
 
