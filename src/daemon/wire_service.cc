@@ -52,7 +52,8 @@ nlohmann::json CountersJson(const dp::WireCounters& k) {
           {"rnr_naks_received", k.rnr_naks_received},
           {"duplicates", k.duplicates},
           {"sequence_errors", k.sequence_errors},
-          {"dropped", k.dropped}};
+          {"dropped", k.dropped},
+          {"read_gaps", k.read_gaps}};
 }
 
 }  // namespace

@@ -123,9 +123,26 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
   }
   if (i == next_send_ || i == sq_.size()) return;
   Pending& p = sq_[i];
-  if (p.info->action != WrAction::kRead ||
-      roce::PsnDiff(f.psn, roce::PsnAdd(p.first_psn, p.read_received)) != 0) {
+  const uint32_t expected = roce::PsnAdd(p.first_psn, p.read_received);
+  if (p.info->action != WrAction::kRead || roce::PsnDiff(f.psn, expected) != 0) {
     counters_.dropped++;
+    // A later response of the READ came first: the expected one was lost
+    // (or is late). Ask again from it now rather than after the ACK
+    // timeout, as rdmavt's requester does (the IBA lets a retried READ
+    // reread the part not yet answered); once, until that READ
+    // completes or the timer fires, so that the responses of the first
+    // request still arriving do not each ask again. It counts as a retry.
+    if (p.info->action == WrAction::kRead && roce::PsnDiff(f.psn, expected) > 0 &&
+        !read_gap_asked_) {
+      if (retries_ >= config_.retry_cnt) {
+        RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);
+        return;
+      }
+      retries_++;
+      read_gap_asked_ = true;
+      counters_.read_gaps++;
+      GoBackTo(expected);
+    }
     return;
   }
   // Earlier WRs are acknowledged by this response (IBA 9.7.5.1.2).
@@ -161,6 +178,7 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
   unacked_psn_ = roce::PsnAdd(f.psn, 1);
   ack_deadline_ = UINT64_MAX;
   if (p.read_received == p.psn_span) {
+    read_gap_asked_ = false;
     // Now the front: everything before it completed above.
     CompleteFront(IBV_WC_SUCCESS, kVendorNone);
   }

@@ -89,6 +89,7 @@ struct WireCounters {
   uint64_t duplicates = 0;       // duplicate requests the responder saw
   uint64_t sequence_errors = 0;  // requests after a gap (NAK PSN sequence error)
   uint64_t dropped = 0;          // packets discarded (bad opcode sequence, UC gap, Q_Key)
+  uint64_t read_gaps = 0;        // READs asked again at once after a gap in their responses
 
   WireCounters& operator+=(const WireCounters& k) {
     packets_sent += k.packets_sent;
@@ -102,6 +103,7 @@ struct WireCounters {
     duplicates += k.duplicates;
     sequence_errors += k.sequence_errors;
     dropped += k.dropped;
+    read_gaps += k.read_gaps;
     return *this;
   }
 };
@@ -244,7 +246,11 @@ class WireQp {
   uint32_t next_psn_ = 0;     // PSN of the next WR posted
   uint32_t unacked_psn_ = 0;  // oldest PSN not acknowledged
   uint64_t ack_deadline_ = UINT64_MAX;
-  uint32_t retries_ = 0;           // timeouts since the last progress
+  uint32_t retries_ = 0;  // timeouts since the last progress
+  // A READ was asked again from its first missing response (a later one
+  // came first); no other such request until that READ completes or the
+  // ACK timer fires (OnReadResponse).
+  bool read_gap_asked_ = false;
   uint32_t rnr_retries_ = 0;       // RNR NAKs of the front WR
   uint64_t rnr_until_ = 0;         // kRnrWait until then
   uint32_t highest_sent_psn_ = 0;  // for counting retransmissions

@@ -312,6 +312,7 @@ void WireQp::OnTimer(uint64_t now) {
   if (error_) return;
   if (ack_deadline_ != UINT64_MAX && now >= ack_deadline_) {
     ack_deadline_ = UINT64_MAX;
+    read_gap_asked_ = false;
     counters_.timeouts++;
     if (retries_ >= config_.retry_cnt) {
       RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);

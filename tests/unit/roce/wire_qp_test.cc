@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "datapath/timers.h"
@@ -301,8 +302,40 @@ TEST_F(WireQpTest, ADuplicatedFetchAddIsReplayedNotExecutedTwice) {
   EXPECT_EQ(sent[0].opcode, IBV_WC_FETCH_ADD);
 }
 
-TEST_F(WireQpTest, ALostReadResponseIsRequestedAgainFromItsFirstMissingByte) {
+// The READ requests among the packets delivered so far.
+std::vector<const Packet*> ReadRequests(const std::vector<Packet>& delivered) {
+  std::vector<const Packet*> out;
+  for (const Packet& p : delivered) {
+    if (Op(p) == IbtaOperation::kReadRequest) out.push_back(&p);
+  }
+  return out;
+}
+
+TEST_F(WireQpTest, ALostLastReadResponseIsRequestedAgainAfterTheAckTimeout) {
   SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 3000, 0x200);
+  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
+  wr.rkey = 0x100;
+  host_.Qp(kQpA).Post(wr);
+  // Nothing comes after the last response: only the timer can tell.
+  host_.Deliver([](const Packet& p) { return Op(p) != IbtaOperation::kReadResponseLast; });
+  EXPECT_TRUE(host_.SendCompletions(kQpA).empty());
+  host_.Advance(AckTimeoutNs(10));
+  host_.Deliver();
+  // The second request starts at byte 2048 with the PSN of the missing packet.
+  const auto requests = ReadRequests(host_.delivered());
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1]->fields.psn, 102u);
+  EXPECT_EQ(requests[1]->fields.va, reinterpret_cast<uint64_t>(src_) + 2048);
+  EXPECT_EQ(requests[1]->fields.dma_len, 3000u - 2048);
+  EXPECT_EQ(host_.Qp(kQpA).counters().timeouts, 1u);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst_, src_, 3000), 0);
+}
+
+TEST_F(WireQpTest, AGapInReadResponsesAsksAgainAtOnceAndOnlyOnce) {
+  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 8000, 0x200);  // 8 responses
   wr.remote_addr = reinterpret_cast<uint64_t>(src_);
   wr.rkey = 0x100;
   host_.Qp(kQpA).Post(wr);
@@ -311,22 +344,46 @@ TEST_F(WireQpTest, ALostReadResponseIsRequestedAgainFromItsFirstMissingByte) {
     if (!dropped && Op(p) == IbtaOperation::kReadResponseMiddle) return !(dropped = true);
     return true;
   });
-  EXPECT_TRUE(host_.SendCompletions(kQpA).empty());
-  host_.Advance(AckTimeoutNs(10));
-  host_.Deliver();
-  // The second request starts at byte 1024 with the PSN of the missing packet.
-  const Packet* again = nullptr;
-  for (const Packet& p : host_.delivered()) {
-    if (Op(p) == IbtaOperation::kReadRequest) again = &p;
-  }
-  ASSERT_NE(again, nullptr);
-  EXPECT_EQ(again->fields.psn, 101u);
-  EXPECT_EQ(again->fields.va, reinterpret_cast<uint64_t>(src_) + 1024);
-  EXPECT_EQ(again->fields.dma_len, 3000u - 1024);
+  // Six later responses each showed the gap; one request went, from the
+  // missing PSN, with no timeout.
+  const auto requests = ReadRequests(host_.delivered());
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1]->fields.psn, 101u);
+  EXPECT_EQ(requests[1]->fields.va, reinterpret_cast<uint64_t>(src_) + 1024);
+  EXPECT_EQ(requests[1]->fields.dma_len, 8000u - 1024);
+  EXPECT_EQ(host_.Qp(kQpA).counters().read_gaps, 1u);
+  EXPECT_EQ(host_.Qp(kQpA).counters().timeouts, 0u);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(dst_, src_, 8000), 0);
+}
+
+TEST_F(WireQpTest, ALateReadResponseIsTakenAndItsRepeatsDropped) {
+  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 3000, 0x200);
+  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
+  wr.rkey = 0x100;
+  host_.Qp(kQpA).Post(wr);
+  // The middle response arrives after the last one (reordered).
+  std::optional<Packet> held;
+  host_.Deliver([&](const Packet& p) {
+    if (!held && Op(p) == IbtaOperation::kReadResponseMiddle) {
+      held = p;
+      return false;
+    }
+    if (held && Op(p) == IbtaOperation::kReadResponseLast && held->fields.psn == 101) {
+      host_.SendPacket(nullptr, nullptr, 0, held->fields, held->payload);
+      held->fields.psn = 0;  // put back once
+    }
+    return true;
+  });
+  EXPECT_EQ(host_.Qp(kQpA).counters().read_gaps, 1u);
+  EXPECT_EQ(ReadRequests(host_.delivered()).size(), 2u);
   auto sent = host_.SendCompletions(kQpA);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
   EXPECT_EQ(memcmp(dst_, src_, 3000), 0);
+  EXPECT_TRUE(host_.SendCompletions(kQpA).empty());  // the repeats complete nothing more
 }
 
 TEST_F(WireQpTest, ABadRkeyIsNakedAsRemoteAccessErrorAndBothSidesFail) {
