@@ -129,9 +129,10 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
     // A later response of the READ came first: the expected one was lost
     // (or is late). Ask again from it now rather than after the ACK
     // timeout, as rdmavt's requester does (the IBA lets a retried READ
-    // reread the part not yet answered); once, until that READ
-    // completes or the timer fires, so that the responses of the first
-    // request still arriving do not each ask again. It counts as a retry.
+    // reread the part not yet answered); once, until the responses reach
+    // the one that showed the gap (the rest of the first request's
+    // responses, still arriving, do not each ask again), the READ
+    // completes or the timer fires. It counts as a retry.
     if (p.info->action == WrAction::kRead && roce::PsnDiff(f.psn, expected) > 0 &&
         !read_gap_asked_) {
       if (retries_ >= config_.retry_cnt) {
@@ -140,6 +141,7 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
       }
       retries_++;
       read_gap_asked_ = true;
+      read_gap_psn_ = f.psn;
       counters_.read_gaps++;
       GoBackTo(expected);
     }
@@ -174,6 +176,7 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
   }
   p.read_received++;
   p.read_bytes += len;
+  if (read_gap_asked_ && roce::PsnDiff(f.psn, read_gap_psn_) >= 0) read_gap_asked_ = false;
   retries_ = 0;
   unacked_psn_ = roce::PsnAdd(f.psn, 1);
   ack_deadline_ = UINT64_MAX;

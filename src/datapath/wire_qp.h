@@ -247,10 +247,12 @@ class WireQp {
   uint32_t unacked_psn_ = 0;  // oldest PSN not acknowledged
   uint64_t ack_deadline_ = UINT64_MAX;
   uint32_t retries_ = 0;  // timeouts since the last progress
-  // A READ was asked again from its first missing response (a later one
-  // came first); no other such request until that READ completes or the
-  // ACK timer fires (OnReadResponse).
+  // A READ was asked again from its first missing response because the
+  // response read_gap_psn_ came first; no other such request until the
+  // responses reach that PSN, the READ completes or the ACK timer fires
+  // (OnReadResponse).
   bool read_gap_asked_ = false;
+  uint32_t read_gap_psn_ = 0;
   uint32_t rnr_retries_ = 0;       // RNR NAKs of the front WR
   uint64_t rnr_until_ = 0;         // kRnrWait until then
   uint32_t highest_sent_psn_ = 0;  // for counting retransmissions
