@@ -510,6 +510,7 @@ std::string WireService::StatusJson() const {
                          {"sent", k.sent},
                          {"gso_sends", k.gso_sends},
                          {"received", k.received},
+                         {"other_ipv4_ids", k.other_ipv4_ids},
                          {"refused", refused},
                          {"icrc_errors", k.refused[static_cast<int>(roce::WireError::kBadIcrc)]},
                          {"send_errors", k.send_errors}};

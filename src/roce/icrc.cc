@@ -48,12 +48,14 @@ size_t BytesAfterId(size_t roce_bytes) {
   return sizeof(Ipv4Header) - 6 + sizeof(UdpHeader) + roce_bytes;
 }
 
-// The deltas of the low kIcrcIpv4IdBits ID bits for one length, as an xor
-// basis (the vector with top bit b in slot b; its span is exactly the
-// deltas of IDs 0 .. kIcrcIpv4Ids - 1), cached for the last few lengths.
+// The deltas of the 16 ID bits for one length, as an xor basis (the
+// vector with top bit b in slot b; its span is exactly the deltas of all
+// IDs), cached for the last few lengths.
+constexpr int kIdBits = 16;
+
 struct IdBasis {
   size_t roce_bytes = SIZE_MAX;
-  uint32_t bit_delta[kIcrcIpv4IdBits] = {};  // the delta of each ID bit alone
+  uint32_t bit_delta[kIdBits] = {};  // the delta of each ID bit alone
   uint32_t by_top_bit[32] = {};
   uint16_t ids[32] = {};  // the ID whose delta by_top_bit[b] is
 };
@@ -72,7 +74,7 @@ uint32_t Reduce(const IdBasis& b, uint32_t v, uint16_t* id) {
 }
 
 const IdBasis& BasisFor(size_t roce_bytes) {
-  thread_local std::array<IdBasis, 4> cache;
+  thread_local std::array<IdBasis, 8> cache;
   thread_local size_t next = 0;
   for (const IdBasis& b : cache) {
     if (b.roce_bytes == roce_bytes) return b;
@@ -82,7 +84,7 @@ const IdBasis& BasisFor(size_t roce_bytes) {
   b = IdBasis{};
   b.roce_bytes = roce_bytes;
   const uLong shift = crc32_combine_gen(static_cast<z_off_t>(BytesAfterId(roce_bytes)));
-  for (int i = 0; i < kIcrcIpv4IdBits; ++i) {
+  for (int i = 0; i < kIdBits; ++i) {
     uint32_t v =
         static_cast<uint32_t>(crc32_combine_op(IdBytesLinear(uint16_t(1u << i)), 0, shift));
     b.bit_delta[i] = v;
@@ -103,16 +105,12 @@ const IdBasis& BasisFor(size_t roce_bytes) {
 
 uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t roce_bytes) {
   if (id == 0) return 0;
-  if (id < kIcrcIpv4Ids) {
-    const IdBasis& b = BasisFor(roce_bytes);
-    uint32_t delta = 0;
-    for (int i = 0; i < kIcrcIpv4IdBits; ++i) {
-      if (id >> i & 1) delta ^= b.bit_delta[i];
-    }
-    return delta;
+  const IdBasis& b = BasisFor(roce_bytes);
+  uint32_t delta = 0;
+  for (int i = 0; i < kIdBits; ++i) {
+    if (id >> i & 1) delta ^= b.bit_delta[i];
   }
-  const uLong shift = crc32_combine_gen(static_cast<z_off_t>(BytesAfterId(roce_bytes)));
-  return static_cast<uint32_t>(crc32_combine_op(IdBytesLinear(id), 0, shift));
+  return delta;
 }
 
 bool Ipv4IdOfIcrcDelta(uint32_t delta, size_t roce_bytes, uint16_t* id) {

@@ -25,19 +25,21 @@ uint32_t ComputeIcrc(std::span<const uint8_t> ip_udp, std::span<const uint8_t> r
 
 // The IPv4 identification. The ICRC covers it, but a UDP socket never shows
 // the receiver the IP header it came with. Linux sends an unconnected DF
-// socket's datagrams with ID 0 (as rxe does) and the segments of one UDP GSO
-// send with IDs 0, 1, 2, ... (inet_gso_segment); so a received ICRC is
-// accepted if it is the packet's ICRC with an ID below kIcrcIpv4Ids, the
-// most segments the carrier sends at once. CRC-32 is linear: the ICRC with
-// ID `id` is the ICRC with ID 0 xor Ipv4IdIcrcDelta(id, roce_bytes), which
-// depends only on the ID and on the bytes after it (roce_bytes: the BTH up
-// to the pad, as ComputeIcrc's roce).
+// socket's datagrams with ID 0 and the segments of one UDP GSO send with IDs
+// 0, 1, 2, ... (inet_gso_segment): softverbs' own packets have an ID below
+// kIcrcIpv4Ids, the most segments its carrier sends at once. rxe
+// (__ip_select_ident) and RoCE NICs take theirs from a per-destination
+// counter: any 16-bit value (ipv4_id_history.h decides when to believe one).
+// CRC-32 is linear: the ICRC with ID `id` is the ICRC with ID 0 xor
+// Ipv4IdIcrcDelta(id, roce_bytes), which depends only on the ID and on the
+// bytes after it (roce_bytes: the BTH up to the pad, as ComputeIcrc's roce).
 inline constexpr int kIcrcIpv4IdBits = 6;
 inline constexpr uint32_t kIcrcIpv4Ids = 1u << kIcrcIpv4IdBits;
 uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t roce_bytes);
-// Whether delta is Ipv4IdIcrcDelta(id, roce_bytes) for an id below
-// kIcrcIpv4Ids (a corrupted packet passes with probability 2^-26); *id
-// receives it.
+// Whether delta is Ipv4IdIcrcDelta(id, roce_bytes) for some 16-bit id (the
+// sixteen deltas of the ID's bits are independent, so at most one); *id
+// receives it. A corrupted packet's delta is such a one with probability
+// 2^-16, and one with an id below kIcrcIpv4Ids with probability 2^-26.
 bool Ipv4IdOfIcrcDelta(uint32_t delta, size_t roce_bytes, uint16_t* id);
 
 // The ICRC's four bytes on the wire.

@@ -17,7 +17,7 @@ struct Ipv4Header {
   uint8_t version_ihl;  // version 4 (bits 7..4), header length in words, 5 (bits 3..0)
   uint8_t tos;          // DSCP and ECN; variant for the ICRC
   Be16 total_length;    // header + UDP + RoCE bytes
-  Be16 id;              // identification; 0 with DF, as rxe and the kernel send it
+  Be16 id;              // identification (icrc.h): 0 from a DF socket, k in a GSO run
   Be16 flags_fragment;  // DF (0x4000) set; no fragments
   uint8_t ttl;          // time to live; variant for the ICRC
   uint8_t protocol;     // 17, UDP

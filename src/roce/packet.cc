@@ -2,9 +2,11 @@
 
 #include <cstring>
 
+#include "roce/cm_mad.h"
 #include "roce/headers.h"
 #include "roce/icrc.h"
 #include "roce/ip_headers.h"
+#include "roce/ipv4_id_history.h"
 
 namespace softverbs::roce {
 namespace {
@@ -111,8 +113,8 @@ size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,
 }
 
 WireError ParseRoce(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce,
-                    TransportFields* fields, std::span<const uint8_t>* payload,
-                    uint16_t* ipv4_id) {
+                    TransportFields* fields, std::span<const uint8_t>* payload, uint16_t* ipv4_id,
+                    Ipv4IdHistory* other_ids) {
   if (roce.size() < sizeof(Bth) + kIcrcBytes) return WireError::kTooShort;
   const auto body = roce.first(roce.size() - kIcrcBytes);
   const WireError e = ParseTransport(body, fields, payload);
@@ -122,10 +124,18 @@ WireError ParseRoce(std::span<const uint8_t> ip_udp, std::span<const uint8_t> ro
   // IPv4: the ICRC may have been made with an ID other than the 0 of ip_udp
   // (icrc.h: a receiving socket does not see it).
   const bool ipv4 = ip_udp.size() == sizeof(Ipv4Header) + sizeof(UdpHeader);
-  uint16_t id = ipv4 ? reinterpret_cast<const Ipv4Header*>(ip_udp.data())->id.get() : 0;
+  const auto* ip = reinterpret_cast<const Ipv4Header*>(ip_udp.data());
+  uint16_t id = ipv4 ? ip->id.get() : 0;
   if (computed != received) {
     if (!ipv4 || id != 0 || !Ipv4IdOfIcrcDelta(computed ^ received, body.size(), &id)) {
       return WireError::kBadIcrc;
+    }
+    if (id >= kIcrcIpv4Ids) {
+      uint32_t src;
+      std::memcpy(&src, ip->src, sizeof(src));
+      if (!other_ids || !other_ids->Accept(src, id, fields->dest_qp == kGsiQpn)) {
+        return WireError::kBadIcrc;
+      }
     }
   }
   if (ipv4_id) *ipv4_id = id;

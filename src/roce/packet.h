@@ -61,10 +61,14 @@ WireError ParsePacket(std::span<const uint8_t> packet, ParsedPacket* out);
 // The transport part of a packet received on a UDP socket (BTH up to the
 // ICRC included), with the IP/UDP headers it came with (ip_udp, e.g. made
 // again by WriteIpUdp from the socket's addresses) for the ICRC.
-// IPv4: ip_udp's ID may differ from the one the ICRC was made for (a socket
-// does not show it); *ipv4_id, when given, receives the latter.
+// IPv4: ip_udp's ID (0) may differ from the one the ICRC was made for (a
+// socket does not show it): an ICRC made for an ID below kIcrcIpv4Ids is
+// accepted, one made for another ID only when other_ids (the receiving
+// carrier's history of its sources) accepts it (icrc.h). *ipv4_id, when
+// given, receives the ID.
+class Ipv4IdHistory;
 WireError ParseRoce(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce,
                     TransportFields* fields, std::span<const uint8_t>* payload,
-                    uint16_t* ipv4_id = nullptr);
+                    uint16_t* ipv4_id = nullptr, Ipv4IdHistory* other_ids = nullptr);
 
 }  // namespace softverbs::roce

@@ -450,9 +450,10 @@ bool UdpCarrier::Receive(ReceivedPacket* out, WireError* verdict, std::string* e
   uint8_t ip_udp[48];
   WriteIpUdp(out->ends, out->bytes.size(), ip_udp);
   *verdict = ParseRoce(std::span(ip_udp, IpUdpBytes(out->ends.ipv6)), out->bytes, &out->fields,
-                       &out->payload, &out->ends.ipv4_id);
+                       &out->payload, &out->ends.ipv4_id, &other_ids_);
   if (*verdict == WireError::kOk) {
     ++counters_.received;
+    if (out->ends.ipv4_id >= kIcrcIpv4Ids) ++counters_.other_ipv4_ids;
   } else {
     ++counters_.refused[static_cast<size_t>(*verdict)];
   }

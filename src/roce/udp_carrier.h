@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "roce/fault_injector.h"
+#include "roce/ipv4_id_history.h"
 #include "roce/packet.h"
 
 namespace softverbs::roce {
@@ -51,6 +52,9 @@ struct CarrierCounters {
   uint64_t gso_sends = 0;    // runs of packets sent as one UDP GSO send
   uint64_t send_errors = 0;  // sendto failures of packets released by the fault injector
   uint64_t received = 0;     // packets accepted by the parser
+  // of which made (ICRC) for an IPv4 ID other than softverbs' 0..63: rxe's,
+  // a NIC's (ipv4_id_history.h)
+  uint64_t other_ipv4_ids = 0;
   uint64_t refused[kWireErrorCount] = {};  // packets refused, by reason (kBadIcrc: ICRC errors)
 };
 
@@ -131,6 +135,7 @@ class UdpCarrier {
   bool TransmitRun(std::string* error);
   // What one read of the receive socket gave: with UDP_GRO, a run of one
   // flow's datagrams of `segment` bytes each (the last may be shorter).
+  Ipv4IdHistory other_ids_;  // the IPv4 IDs of the sources that number their own
   struct ReadRun {
     std::vector<uint8_t> bytes;
     size_t length = 0;  // bytes read

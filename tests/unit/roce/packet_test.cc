@@ -15,6 +15,7 @@
 #include "roce/headers.h"
 #include "roce/icrc.h"
 #include "roce/ip_headers.h"
+#include "roce/ipv4_id_history.h"
 
 namespace softverbs::roce {
 namespace {
@@ -244,6 +245,46 @@ TEST(RoceIcrc, AnIpv4IdOfAGsoRunIsAccepted) {
     buf[kHead + 20] ^= 0x10;
     EXPECT_EQ(ParseRoce(header0, roce, &fields, &payload), WireError::kBadIcrc) << id;
   }
+}
+
+// A packet as rxe sends it over IPv4: the ID from the kernel's counter
+// (__ip_select_ident), here 0x4d21, and the ICRC made for it; built by
+// scapy 2.5's RoCE layer, not by us: IP(src=198.51.100.1, dst=198.51.100.2,
+// id=0x4d21, flags=DF) / UDP(sport=0xc0de, dport=4791) / BTH(opcode=4,
+// dqpn=0x12, psn=0x123, pkey=0xffff) / "rxe says hello!!" (BTH onwards).
+constexpr uint8_t kRxeSendOnly[] = {
+    0x04, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x12, 0x00, 0x00, 0x01, 0x23, 0x72, 0x78, 0x65, 0x20,
+    0x73, 0x61, 0x79, 0x73, 0x20, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x21, 0x21, 0x1b, 0x55, 0x7c, 0x4f};
+
+TEST(RoceIcrc, AnRxePacketIsAcceptedWhenItsIdFollowsItsSourcesLast) {
+  Endpoints ends = V4();
+  ends.src_port = 0xc0de;
+  uint8_t ip_udp[48];
+  WriteIpUdp(ends, sizeof(kRxeSendOnly), ip_udp);  // what the socket shows: ID 0
+  const std::span<const uint8_t> header(ip_udp, IpUdpBytes(false));
+  uint32_t src;
+  std::memcpy(&src, ends.src, 4);
+  TransportFields fields;
+  std::span<const uint8_t> payload;
+  uint16_t id = 0;
+  // Without a history, only softverbs' own IDs (0..63) are believed.
+  EXPECT_EQ(ParseRoce(header, kRxeSendOnly, &fields, &payload, &id), WireError::kBadIcrc);
+  // The first packet of a source is refused, its ID remembered.
+  Ipv4IdHistory first;
+  EXPECT_EQ(ParseRoce(header, kRxeSendOnly, &fields, &payload, &id, &first), WireError::kBadIcrc);
+  // After the source's packet 0x4d20 (a CM MAD, say), 0x4d21 follows.
+  Ipv4IdHistory history;
+  EXPECT_TRUE(history.Accept(src, 0x4d20, /*gsi=*/true));
+  ASSERT_EQ(ParseRoce(header, kRxeSendOnly, &fields, &payload, &id, &history), WireError::kOk);
+  EXPECT_EQ(id, 0x4d21);
+  EXPECT_EQ(fields.dest_qp, 0x12u);
+  EXPECT_EQ(fields.psn, 0x123u);
+  EXPECT_EQ(std::string(payload.begin(), payload.end()), "rxe says hello!!");
+  // A corrupted byte is refused even so.
+  std::vector<uint8_t> bad(std::begin(kRxeSendOnly), std::end(kRxeSendOnly));
+  bad[14] ^= 0x01;
+  EXPECT_TRUE(history.Accept(src, 0x4d21, true));
+  EXPECT_EQ(ParseRoce(header, bad, &fields, &payload, &id, &history), WireError::kBadIcrc);
 }
 
 TEST(RocePacket, MalformedPacketsAreRefusedWithTheirReason) {

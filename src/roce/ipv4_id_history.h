@@ -1,0 +1,42 @@
+// When to believe that a packet's ICRC was made for an IPv4 identification
+// other than the 0..63 of softverbs' own packets (icrc.h): rxe
+// (__ip_select_ident) and RoCE NICs number their packets from a counter
+// per destination that moves forward by one a packet (plus a random step
+// below the ticks it stood idle), and a UDP socket never shows the ID.
+//
+// Solving the ICRC for any 16-bit ID accepts a corrupted packet with
+// probability 2^-16. Accepting only an ID that follows the last one its
+// source used by 1..kWindow makes that 2^-16 * kWindow / 2^16 = 2^-20; the
+// first packet of a source, and one after its counter jumped further, are
+// refused (the transport sends them again), except CM MADs to QP 1 - what a
+// peer usually sends first, and what has no quick resend. Every ID solved
+// is remembered, accepted or not, so one refused packet is the most a jump
+// (or a corrupted packet) costs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace softverbs::roce {
+
+class Ipv4IdHistory {
+ public:
+  static constexpr uint16_t kWindow = 4096;
+  static constexpr size_t kSources = 256;  // least recently seen out first
+
+  // A packet from IPv4 address src (network order) whose ICRC fits id;
+  // gsi: it is for QP 1. Returns whether to accept it.
+  bool Accept(uint32_t src, uint16_t id, bool gsi);
+
+ private:
+  struct Source {
+    uint32_t address;
+    uint16_t last_id;
+    uint64_t seen;  // clock_ when last seen
+  };
+  std::vector<Source> sources_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace softverbs::roce
