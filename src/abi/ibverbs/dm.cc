@@ -193,7 +193,8 @@ ibv_mr* RegDmMrOp(ibv_pd* pd, ibv_dm* ibdm, uint64_t offset, size_t length, unsi
   Dm* dm = FromDm(ibdm);
   const bool inside = offset <= dm->length && length <= dm->length - offset;
   uint8_t* addr = dm->bytes + (inside ? offset : 0);
-  MrBacking backing = inside && length ? AcquireMrBacking(addr, length) : MrBacking{};
+  SelfMaps maps;
+  MrBacking backing = inside && length ? AcquireMrBacking(maps, addr, length) : MrBacking{};
   protocol::RegDmMrRequest req{};
   req.mr.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, 0};
   req.mr.backed_begin = backing.begin;

@@ -269,6 +269,7 @@ void PrivatizeIdleBeforeFork() {
     if (StillMapped(maps, b, b.begin, b.end)) {
       RawMmap(reinterpret_cast<void*>(b.begin), b.end - b.begin, PROT_READ | PROT_WRITE,
               MAP_PRIVATE | MAP_FIXED, b.fd, 0);
+      maps.Forget();
     }
     Drop(i);
   }
@@ -331,7 +332,7 @@ void InstallForkHandlers() {
 
 }  // namespace
 
-MrBacking AcquireMrBacking(void* addr, size_t length) {
+MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
   InstallForkHandlers();
   const uint64_t page = PageSize();
   const uint64_t start = reinterpret_cast<uint64_t>(addr);
@@ -339,7 +340,6 @@ MrBacking AcquireMrBacking(void* addr, size_t length) {
   const uint64_t end = (start + length) & ~(page - 1);
   if (end <= begin) return {};
   std::lock_guard lock(g_mutex);
-  SelfMaps maps;
   for (size_t i = 0; i < g_backings.size();) {
     Backing& b = g_backings[i];
     if (b.detached || b.end <= begin || end <= b.begin) {
@@ -373,6 +373,7 @@ MrBacking AcquireMrBacking(void* addr, size_t length) {
   }
   const bool anonymous = maps.Covered(begin, end, [](const Vma& v) { return v.anonymous(); });
   int fd = CreateBacking(begin, end, anonymous);
+  maps.Forget();  // [begin, end) maps the memfd now
   struct stat st {};
   if (fd >= 0 && fstat(fd, &st) != 0) {
     close(fd);
@@ -400,9 +401,8 @@ MrBacking AcquireMrBacking(void* addr, size_t length) {
   return {b.id, fd, begin, end, 0};
 }
 
-bool MemoryIsAccessible(uintptr_t addr, size_t length, bool need_write) {
+bool MemoryIsAccessible(SelfMaps& maps, uintptr_t addr, size_t length, bool need_write) {
   if (addr + length < addr) return false;
-  SelfMaps maps;
   return maps.Covered(addr, addr + length,
                       [&](const Vma& v) { return v.readable && (v.writable || !need_write); });
 }

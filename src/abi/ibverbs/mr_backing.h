@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "abi/ibverbs/self_maps.h"
+
 namespace softverbs::provider {
 
 struct MrBacking {
@@ -26,12 +28,13 @@ struct MrBacking {
 };
 
 // Backs the whole pages of [addr, addr+length). Failure to back is not an
-// error: the MR is then reached through /proc/self/mem only.
-MrBacking AcquireMrBacking(void* addr, size_t length);
+// error: the MR is then reached through /proc/self/mem only. maps: the
+// registration's view of the mappings (self_maps.h).
+MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length);
 void ReleaseMrBacking(uint64_t id);
 
 // Whether every byte of [addr, addr+length) is mapped readable (and writable
-// if need_write), from /proc/self/maps.
-bool MemoryIsAccessible(uintptr_t addr, size_t length, bool need_write);
+// if need_write), in maps.
+bool MemoryIsAccessible(SelfMaps& maps, uintptr_t addr, size_t length, bool need_write);
 
 }  // namespace softverbs::provider

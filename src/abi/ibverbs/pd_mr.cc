@@ -31,15 +31,16 @@ namespace {
 // of the range is not mapped, or not readable (writable when the access asks
 // for writes); the process's own map gives the same answer without pinning,
 // and keeps the backing copy from faulting on a PROT_NONE page.
-bool RangeIsAccessible(const void* addr, size_t length, unsigned access) {
+bool RangeIsAccessible(SelfMaps& maps, const void* addr, size_t length, unsigned access) {
   const bool need_write =
       access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
-  return MemoryIsAccessible(reinterpret_cast<uintptr_t>(addr), length, need_write);
+  return MemoryIsAccessible(maps, reinterpret_cast<uintptr_t>(addr), length, need_write);
 }
 
 // Checks what the kernel checks before it pins anything: the PD, the length
 // against max_mr_size and the access flags. Returns 0 or the errno.
-int CheckRegistration(ibv_pd* pd, const void* addr, size_t length, unsigned access) {
+int CheckRegistration(SelfMaps& maps, ibv_pd* pd, const void* addr, size_t length,
+                      unsigned access) {
   if (!pd) return Reject(EINVAL, "ibv_reg_mr: pd is NULL");
   const verbs::MrRuleVerdict v = verbs::CheckMrRegistration(reinterpret_cast<uint64_t>(addr),
                                                             length, access, limits::kMaxMrSize);
@@ -64,7 +65,7 @@ int CheckRegistration(ibv_pd* pd, const void* addr, size_t length, unsigned acce
   // On-demand paging: nothing is pinned or copied; the range need not be
   // mapped yet (an access to a page that is not mapped then fails).
   if (access & IBV_ACCESS_ON_DEMAND) return 0;
-  if (!addr || !RangeIsAccessible(addr, length, access)) {
+  if (!addr || !RangeIsAccessible(maps, addr, length, access)) {
     Log("ibv_reg_mr: [%p, +%zu) is not mapped memory the access flags allow", addr, length);
     return EFAULT;
   }
@@ -74,15 +75,17 @@ int CheckRegistration(ibv_pd* pd, const void* addr, size_t length, unsigned acce
 }  // namespace
 
 ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  // Before any backing work: the backing copies the whole range.
-  if (int err = CheckRegistration(pd, addr, length, access)) return FailNull<ibv_mr>(err);
+  // Before any backing work: the backing copies the whole range. One view
+  // of the mappings serves both.
+  SelfMaps maps;
+  if (int err = CheckRegistration(maps, pd, addr, length, access)) return FailNull<ibv_mr>(err);
   Context* ctx = Context::From(pd->context);
   protocol::RegMrBackedRequest req{};
   req.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
   // The data path: whole pages become shared memory peers can map (not for
   // on-demand MRs, reached through the owner's /proc/self/mem at access).
   MrBacking backing =
-      (access & IBV_ACCESS_ON_DEMAND) ? MrBacking{} : AcquireMrBacking(addr, length);
+      (access & IBV_ACCESS_ON_DEMAND) ? MrBacking{} : AcquireMrBacking(maps, addr, length);
   if (!ctx->has_mem_fd && backing.id == 0) {
     // Not dumpable and no shared backing (memory that cannot be remapped,
     // or pages another registration holds differently): unreachable.
@@ -362,7 +365,8 @@ SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t
     }
     const unsigned new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access)
                                                                      : FromPublic<Mr>(mr)->access;
-    if (!RangeIsAccessible(addr, length, new_access)) {
+    SelfMaps maps;
+    if (!RangeIsAccessible(maps, addr, length, new_access)) {
       Log("ibv_rereg_mr: [%p, +%zu) is not mapped memory", addr, length);
       return command_error(EFAULT);
     }

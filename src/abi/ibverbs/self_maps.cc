@@ -101,6 +101,10 @@ std::vector<Vma> ReadMapsText() {
 }  // namespace
 
 bool SelfMaps::At(uint64_t addr, Vma* out) {
+  if (have_last_ && last_.start <= addr && addr < last_.end) {
+    *out = last_;
+    return true;
+  }
   const int fd = MapsFd();
   if (fd >= 0) {
     ProcmapQuery q{};
@@ -117,6 +121,10 @@ bool SelfMaps::At(uint64_t addr, Vma* out) {
       out->inode = q.inode;
       out->dev_major = q.dev_major;
       out->dev_minor = q.dev_minor;
+      if (out->start <= addr) {
+        last_ = *out;
+        have_last_ = true;
+      }
       return true;
     }
     if (errno == ENOENT) return false;  // nothing at or above addr

@@ -29,12 +29,15 @@ struct Vma {
 };
 
 // One view of the mappings; make one per registration (the fallback reads
-// the text once, at the first question).
+// the text once, at the first question; the ioctl's last answer is kept,
+// so the access check and the backing's check of one range ask once).
 class SelfMaps {
  public:
   // The mapping that contains addr or, if none does, the next one above it.
   // False when there is none (or the maps cannot be read).
   bool At(uint64_t addr, Vma* out);
+  // The caller changed the mappings: ask again from now on.
+  void Forget() { have_last_ = false; }
 
   // Whether [begin, end) is mapped without a gap by mappings that all
   // satisfy pred.
@@ -51,6 +54,8 @@ class SelfMaps {
  private:
   bool loaded_ = false;
   std::vector<Vma> text_;  // the fallback's snapshot, sorted by address
+  bool have_last_ = false;
+  Vma last_;  // the ioctl's last mapping that contained the address asked
 };
 
 }  // namespace softverbs::provider
