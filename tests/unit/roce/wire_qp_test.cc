@@ -162,6 +162,15 @@ SendWr Wr(uint32_t opcode, uint64_t wr_id, void* p, uint32_t len, uint32_t key) 
   return wr;
 }
 
+// The READ requests among the packets delivered so far.
+std::vector<const Packet*> ReadRequests(const std::vector<Packet>& delivered) {
+  std::vector<const Packet*> out;
+  for (const Packet& p : delivered) {
+    if (Op(p) == IbtaOperation::kReadRequest) out.push_back(&p);
+  }
+  return out;
+}
+
 class WireQpTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -170,6 +179,29 @@ class WireQpTest : public ::testing::Test {
     host_.AddMr(0x200, dst_, sizeof(dst_));
     host_.AddQp(kQpA, kQpB, 100, 500);
     host_.AddQp(kQpB, kQpA, 500, 100);
+  }
+  // A READ by QP A of src_'s first len bytes into dst_.
+  void PostRead(uint32_t len) {
+    SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, len, 0x200);
+    wr.remote_addr = reinterpret_cast<uint64_t>(src_);
+    wr.rkey = 0x100;
+    host_.Qp(kQpA).Post(wr);
+  }
+  // READ request nth (of total on the wire) asked for src_ from byte on,
+  // with PSN psn: a request again from the first missing response.
+  void ExpectReadRequest(size_t nth, size_t total, uint32_t psn, uint32_t byte, uint32_t len) {
+    const auto requests = ReadRequests(host_.delivered());
+    ASSERT_EQ(requests.size(), total);
+    EXPECT_EQ(requests[nth]->fields.psn, psn);
+    EXPECT_EQ(requests[nth]->fields.va, reinterpret_cast<uint64_t>(src_) + byte);
+    EXPECT_EQ(requests[nth]->fields.dma_len, len - byte);
+  }
+  // That READ completed, once, successfully, with the bytes in place.
+  void ExpectReadDone(uint32_t len) {
+    auto sent = host_.SendCompletions(kQpA);
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(memcmp(dst_, src_, len), 0);
   }
   FakeWire host_;
   alignas(8) uint8_t src_[8192];
@@ -302,43 +334,21 @@ TEST_F(WireQpTest, ADuplicatedFetchAddIsReplayedNotExecutedTwice) {
   EXPECT_EQ(sent[0].opcode, IBV_WC_FETCH_ADD);
 }
 
-// The READ requests among the packets delivered so far.
-std::vector<const Packet*> ReadRequests(const std::vector<Packet>& delivered) {
-  std::vector<const Packet*> out;
-  for (const Packet& p : delivered) {
-    if (Op(p) == IbtaOperation::kReadRequest) out.push_back(&p);
-  }
-  return out;
-}
-
 TEST_F(WireQpTest, ALostLastReadResponseIsRequestedAgainAfterTheAckTimeout) {
-  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 3000, 0x200);
-  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
-  wr.rkey = 0x100;
-  host_.Qp(kQpA).Post(wr);
+  PostRead(3000);
   // Nothing comes after the last response: only the timer can tell.
   host_.Deliver([](const Packet& p) { return Op(p) != IbtaOperation::kReadResponseLast; });
   EXPECT_TRUE(host_.SendCompletions(kQpA).empty());
   host_.Advance(AckTimeoutNs(10));
   host_.Deliver();
   // The second request starts at byte 2048 with the PSN of the missing packet.
-  const auto requests = ReadRequests(host_.delivered());
-  ASSERT_EQ(requests.size(), 2u);
-  EXPECT_EQ(requests[1]->fields.psn, 102u);
-  EXPECT_EQ(requests[1]->fields.va, reinterpret_cast<uint64_t>(src_) + 2048);
-  EXPECT_EQ(requests[1]->fields.dma_len, 3000u - 2048);
+  ExpectReadRequest(1, 2, 102, 2048, 3000);
   EXPECT_EQ(host_.Qp(kQpA).counters().timeouts, 1u);
-  auto sent = host_.SendCompletions(kQpA);
-  ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(memcmp(dst_, src_, 3000), 0);
+  ExpectReadDone(3000);
 }
 
 TEST_F(WireQpTest, AGapInReadResponsesAsksAgainAtOnceAndOnlyOnce) {
-  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 8000, 0x200);  // 8 responses
-  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
-  wr.rkey = 0x100;
-  host_.Qp(kQpA).Post(wr);
+  PostRead(8000);  // 8 responses
   bool dropped = false;
   host_.Deliver([&](const Packet& p) {
     if (!dropped && Op(p) == IbtaOperation::kReadResponseMiddle) return !(dropped = true);
@@ -346,24 +356,14 @@ TEST_F(WireQpTest, AGapInReadResponsesAsksAgainAtOnceAndOnlyOnce) {
   });
   // Six later responses each showed the gap; one request went, from the
   // missing PSN, with no timeout.
-  const auto requests = ReadRequests(host_.delivered());
-  ASSERT_EQ(requests.size(), 2u);
-  EXPECT_EQ(requests[1]->fields.psn, 101u);
-  EXPECT_EQ(requests[1]->fields.va, reinterpret_cast<uint64_t>(src_) + 1024);
-  EXPECT_EQ(requests[1]->fields.dma_len, 8000u - 1024);
+  ExpectReadRequest(1, 2, 101, 1024, 8000);
   EXPECT_EQ(host_.Qp(kQpA).counters().read_gaps, 1u);
   EXPECT_EQ(host_.Qp(kQpA).counters().timeouts, 0u);
-  auto sent = host_.SendCompletions(kQpA);
-  ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(memcmp(dst_, src_, 8000), 0);
+  ExpectReadDone(8000);
 }
 
 TEST_F(WireQpTest, AGapInTheRepeatedResponsesAsksAgainToo) {
-  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 8000, 0x200);  // PSNs 100..107
-  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
-  wr.rkey = 0x100;
-  host_.Qp(kQpA).Post(wr);
+  PostRead(8000);  // PSNs 100..107
   // PSN 101 is lost the first time (102 shows the gap); the repeat passes
   // 102, then loses 105 (106 shows a second gap).
   std::map<uint32_t, int> seen;
@@ -372,24 +372,15 @@ TEST_F(WireQpTest, AGapInTheRepeatedResponsesAsksAgainToo) {
     const int n = ++seen[p.fields.psn];
     return !((p.fields.psn == 101 && n == 1) || (p.fields.psn == 105 && n == 2));
   });
-  const auto requests = ReadRequests(host_.delivered());
-  ASSERT_EQ(requests.size(), 3u);
-  EXPECT_EQ(requests[1]->fields.psn, 101u);
-  EXPECT_EQ(requests[2]->fields.psn, 105u);
-  EXPECT_EQ(requests[2]->fields.va, reinterpret_cast<uint64_t>(src_) + 5 * 1024);
+  ExpectReadRequest(1, 3, 101, 1024, 8000);
+  ExpectReadRequest(2, 3, 105, 5 * 1024, 8000);
   EXPECT_EQ(host_.Qp(kQpA).counters().read_gaps, 2u);
   EXPECT_EQ(host_.Qp(kQpA).counters().timeouts, 0u);
-  auto sent = host_.SendCompletions(kQpA);
-  ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(memcmp(dst_, src_, 8000), 0);
+  ExpectReadDone(8000);
 }
 
 TEST_F(WireQpTest, ALateReadResponseIsTakenAndItsRepeatsDropped) {
-  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 3000, 0x200);
-  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
-  wr.rkey = 0x100;
-  host_.Qp(kQpA).Post(wr);
+  PostRead(3000);
   // The middle response arrives after the last one (reordered).
   std::optional<Packet> held;
   host_.Deliver([&](const Packet& p) {
@@ -405,10 +396,7 @@ TEST_F(WireQpTest, ALateReadResponseIsTakenAndItsRepeatsDropped) {
   });
   EXPECT_EQ(host_.Qp(kQpA).counters().read_gaps, 1u);
   EXPECT_EQ(ReadRequests(host_.delivered()).size(), 2u);
-  auto sent = host_.SendCompletions(kQpA);
-  ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
-  EXPECT_EQ(memcmp(dst_, src_, 3000), 0);
+  ExpectReadDone(3000);
   EXPECT_TRUE(host_.SendCompletions(kQpA).empty());  // the repeats complete nothing more
 }
 
