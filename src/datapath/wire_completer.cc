@@ -135,6 +135,8 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
     // completes or the timer fires. It counts as a retry.
     if (p.info->action == WrAction::kRead && roce::PsnDiff(f.psn, expected) > 0 &&
         !read_gap_asked_) {
+      // Any response of this READ acknowledges the requests before it.
+      if (i > 0 && !CompleteBefore(p.first_psn)) return;
       if (retries_ >= config_.retry_cnt) {
         RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);
         return;

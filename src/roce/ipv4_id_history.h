@@ -1,17 +1,19 @@
 // When to believe that a packet's ICRC was made for an IPv4 identification
 // other than the 0..63 of softverbs' own packets (icrc.h): rxe
 // (__ip_select_ident) and RoCE NICs number their packets from a counter
-// per destination that moves forward by one a packet (plus a random step
-// below the ticks it stood idle), and a UDP socket never shows the ID.
+// that moves forward by one a packet - rxe's per destination (plus a random
+// step below the ticks it stood idle), a NIC's perhaps per flow - and a UDP
+// socket never shows the ID.
 //
 // Solving the ICRC for any 16-bit ID accepts a corrupted packet with
-// probability 2^-16. Accepting only an ID that follows the last one its
-// source used by 1..kWindow makes that 2^-16 * kWindow / 2^16 = 2^-20; the
-// first packet of a source, and one after its counter jumped further, are
+// probability 2^-16. Accepting only an ID that follows by 1..kWindow the
+// last one its source host used, or its flow (source address and UDP source
+// port: a QP's) used, makes that 2 * 2^-16 * kWindow / 2^16 = 2^-19. The
+// first packet of a host, and one after its counter jumped further, are
 // refused (the transport sends them again), except CM MADs to QP 1 - what a
-// peer usually sends first, and what has no quick resend. Every ID solved
-// is remembered, accepted or not, so one refused packet is the most a jump
-// (or a corrupted packet) costs.
+// peer usually sends first, and what has no quick resend. Every ID solved is
+// remembered, accepted or not, so one refused packet is the most a jump (or
+// a corrupted packet) costs.
 #pragma once
 
 #include <cstddef>
@@ -23,15 +25,20 @@ namespace softverbs::roce {
 class Ipv4IdHistory {
  public:
   static constexpr uint16_t kWindow = 4096;
-  static constexpr size_t kSources = 256;  // least recently seen out first
+  static constexpr size_t kSources = 256;  // hosts and flows; least recently seen out first
 
-  // A packet from IPv4 address src (network order) whose ICRC fits id;
-  // gsi: it is for QP 1. Returns whether to accept it.
-  bool Accept(uint32_t src, uint16_t id, bool gsi);
+  // A packet from IPv4 address src (network order) and UDP port src_port
+  // whose ICRC fits id; gsi: it is for QP 1. Returns whether to accept it.
+  bool Accept(uint32_t src, uint16_t src_port, uint16_t id, bool gsi);
 
  private:
+  static constexpr uint16_t kAnyPort = 0;  // a host's entry (RoCE never sends from port 0)
+  // Whether id follows the last ID of (src, port) by 1..kWindow (false for
+  // one not seen yet); remembers id either way.
+  bool Follows(uint32_t src, uint16_t port, uint16_t id);
   struct Source {
     uint32_t address;
+    uint16_t port;
     uint16_t last_id;
     uint64_t seen;  // clock_ when last seen
   };

@@ -133,7 +133,9 @@ WireError ParseRoce(std::span<const uint8_t> ip_udp, std::span<const uint8_t> ro
     if (id >= kIcrcIpv4Ids) {
       uint32_t src;
       std::memcpy(&src, ip->src, sizeof(src));
-      if (!other_ids || !other_ids->Accept(src, id, fields->dest_qp == kGsiQpn)) {
+      const auto* udp = reinterpret_cast<const UdpHeader*>(ip_udp.data() + sizeof(Ipv4Header));
+      if (!other_ids ||
+          !other_ids->Accept(src, udp->src_port.get(), id, fields->dest_qp == kGsiQpn)) {
         return WireError::kBadIcrc;
       }
     }

@@ -274,7 +274,7 @@ TEST(RoceIcrc, AnRxePacketIsAcceptedWhenItsIdFollowsItsSourcesLast) {
   EXPECT_EQ(ParseRoce(header, kRxeSendOnly, &fields, &payload, &id, &first), WireError::kBadIcrc);
   // After the source's packet 0x4d20 (a CM MAD, say), 0x4d21 follows.
   Ipv4IdHistory history;
-  EXPECT_TRUE(history.Accept(src, 0x4d20, /*gsi=*/true));
+  EXPECT_TRUE(history.Accept(src, 0xc0de, 0x4d20, /*gsi=*/true));
   ASSERT_EQ(ParseRoce(header, kRxeSendOnly, &fields, &payload, &id, &history), WireError::kOk);
   EXPECT_EQ(id, 0x4d21);
   EXPECT_EQ(fields.dest_qp, 0x12u);
@@ -283,7 +283,7 @@ TEST(RoceIcrc, AnRxePacketIsAcceptedWhenItsIdFollowsItsSourcesLast) {
   // A corrupted byte is refused even so.
   std::vector<uint8_t> bad(std::begin(kRxeSendOnly), std::end(kRxeSendOnly));
   bad[14] ^= 0x01;
-  EXPECT_TRUE(history.Accept(src, 0x4d21, true));
+  EXPECT_TRUE(history.Accept(src, 0xc0de, 0x4d21, true));
   EXPECT_EQ(ParseRoce(header, bad, &fields, &payload, &id, &history), WireError::kBadIcrc);
 }
 

@@ -379,6 +379,28 @@ TEST_F(WireQpTest, AGapInTheRepeatedResponsesAsksAgainToo) {
   ExpectReadDone(8000);
 }
 
+// A SEND whose ACK is lost, then a READ whose first response is lost: the
+// later responses acknowledge the SEND (it completes now, not when the READ
+// does).
+TEST_F(WireQpTest, AReadResponseAfterAGapAcknowledgesTheRequestsBeforeTheRead) {
+  host_.PostRecv(kQpB, 77, dst_ + 4096, 4096, 0x200);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 5, src_, 100, 0x100));
+  PostRead(3000);
+  int requests = 0;
+  host_.Deliver([&](const Packet& p) {
+    if (Op(p) == IbtaOperation::kAcknowledge) return false;
+    if (Op(p) == IbtaOperation::kReadRequest) return ++requests == 1;  // the second is lost
+    return Op(p) != IbtaOperation::kReadResponseFirst || requests > 1;
+  });
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].wr_id, 5u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  host_.Advance(AckTimeoutNs(10));  // the READ asked again, after the timer
+  host_.Deliver();
+  ExpectReadDone(3000);
+}
+
 TEST_F(WireQpTest, ALateReadResponseIsTakenAndItsRepeatsDropped) {
   PostRead(3000);
   // The middle response arrives after the last one (reordered).
