@@ -1,7 +1,9 @@
 // libFuzzer target: the RoCE v2 parser (src/roce) on arbitrary bytes, which
 // is what a UDP socket on port 4791 may receive from anyone. The input is
 // parsed as a whole IP packet, as a transport part without ICRC (so the
-// fuzzer reaches the header checks behind the ICRC), and as the text of
+// fuzzer reaches the header checks behind the ICRC), as the UDP payload a
+// carrier's socket receives over IPv4 (the ICRC's IPv4 ID solved, and
+// believed or not by a history kept across inputs), and as the text of
 // SOFTVERBS_ROCE_FAULTS. A packet the parser accepts is built again from
 // its fields and must parse to the same fields. Any out-of-bounds access,
 // undefined behaviour or crash is a finding (ASan/UBSan abort).
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "roce/fault_config.h"
+#include "roce/ipv4_id_history.h"
 #include "roce/packet.h"
 
 using namespace softverbs::roce;
@@ -55,6 +58,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Endpoints ends;
     ends.ipv6 = size % 2;
     RoundTrip(ends, fields, payload);
+  }
+  if (size <= 65535 - 28) {
+    static Ipv4IdHistory history;
+    Endpoints v4;
+    const uint8_t a[4] = {198, 51, 100, 1}, b[4] = {198, 51, 100, 2};
+    std::memcpy(v4.src, a, 4);
+    std::memcpy(v4.dst, b, 4);
+    v4.src_port = static_cast<uint16_t>(0xc000 | (size & 0xff));
+    uint8_t ip_udp[48];
+    WriteIpUdp(v4, size, ip_udp);
+    uint16_t id = 0;
+    (void)ParseRoce(std::span(ip_udp, IpUdpBytes(false)), input, &fields, &payload, &id, &history);
   }
   (void)WireErrorName(static_cast<WireError>(size % 16));
   FaultConfig config;

@@ -5,22 +5,19 @@
 namespace softverbs::roce {
 
 bool Ipv4IdHistory::Follows(uint32_t src, uint16_t port, uint16_t id) {
-  auto it = std::find_if(sources_.begin(), sources_.end(),
-                         [&](const Source& s) { return s.address == src && s.port == port; });
+  const uint64_t key = uint64_t{src} << 16 | port;
+  auto it = sources_.find(key);
   if (it == sources_.end()) {
-    if (sources_.size() < kSources) {
-      sources_.push_back({src, port, id, clock_});
-    } else {
-      auto oldest =
-          std::min_element(sources_.begin(), sources_.end(),
-                           [](const Source& a, const Source& b) { return a.seen < b.seen; });
-      *oldest = {src, port, id, clock_};
+    if (sources_.size() >= kSources) {
+      sources_.erase(std::min_element(
+          sources_.begin(), sources_.end(),
+          [](const auto& a, const auto& b) { return a.second.seen < b.second.seen; }));
     }
+    sources_.emplace(key, Source{id, clock_});
     return false;
   }
-  const uint16_t step = static_cast<uint16_t>(id - it->last_id);
-  it->last_id = id;
-  it->seen = clock_;
+  const uint16_t step = static_cast<uint16_t>(id - it->second.last_id);
+  it->second = {id, clock_};
   return step >= 1 && step <= kWindow;
 }
 

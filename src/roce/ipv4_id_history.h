@@ -18,7 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+#include <unordered_map>
 
 namespace softverbs::roce {
 
@@ -37,12 +37,10 @@ class Ipv4IdHistory {
   // one not seen yet); remembers id either way.
   bool Follows(uint32_t src, uint16_t port, uint16_t id);
   struct Source {
-    uint32_t address;
-    uint16_t port;
     uint16_t last_id;
     uint64_t seen;  // clock_ when last seen
   };
-  std::vector<Source> sources_;
+  std::unordered_map<uint64_t, Source> sources_;  // by address << 16 | port
   uint64_t clock_ = 0;
 };
 
