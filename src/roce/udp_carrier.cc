@@ -184,6 +184,10 @@ bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* err
     setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &on, sizeof(on));
     setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &on, sizeof(on));
     setsockopt(recv_fd_, IPPROTO_IPV6, IPV6_FLOWINFO, &on, sizeof(on));
+    // rxe sends RoCE over IPv6 with a zero UDP checksum (its ICRC covers
+    // the packet; RFC 6936 allows zero for such protocols), which Linux
+    // drops for a socket that has not said it takes them.
+    setsockopt(recv_fd_, IPPROTO_UDP, UDP_NO_CHECK6_RX, &on, sizeof(on));
   } else {
     setsockopt(recv_fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof(on));
     setsockopt(recv_fd_, IPPROTO_IP, IP_RECVTTL, &on, sizeof(on));
