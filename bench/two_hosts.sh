@@ -13,6 +13,10 @@
 #
 # usage: bench/two_hosts.sh [BUILD_DIR]   (default build/)
 # SECONDS_PER_RUN: seconds of each bandwidth run (default 5).
+# REPEAT: runs of the three target rows and their references (default 1),
+#   each perftest run next to its reference run; the table then gives the
+#   medians, the ratio of the medians and every run's ratio (this VM's
+#   run-to-run spread is 20-30%).
 # TH_MTU: the veth pair's MTU (default 1500); with 9000 perftest runs with
 #   -m 4096 (4 KiB RoCE packets, as on a jumbo-frame RoCE network).
 set -u
@@ -58,42 +62,78 @@ lat() {  # NAME PROGRAM ARGS: records "typical avg" (us)
   result[$name]=$(awk '$1 == 8 && NF >= 6 { print $5, $6 }' "$log/$name.client" | tail -1)
 }
 
-bw write_bw_8 8 ib_write_bw
-bw write_bw_64k 65536 ib_write_bw
+# The link's reference: iperf3, one TCP stream of 64 KiB writes (Gb/s).
+iperf3_gbps() {
+  th_exec a timeout 60 iperf3 -s -1 -B "$TH_ADDR_A" >"$log/iperf3.server" 2>&1 &
+  local server=$!
+  sleep 0.5
+  th_exec b timeout 60 iperf3 -c "$TH_ADDR_A" -t "$secs" -l 64K -f g >"$log/iperf3.client" 2>&1
+  wait "$server"
+  awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i+1) == "Gbits/sec") print $i }' \
+    "$log/iperf3.client" | tail -1
+}
+# UDP ping-pong: sockperf reports half the round trip (us).
+udp_half_rtt_us() {
+  th_exec a timeout 60 sockperf server -i "$TH_ADDR_A" -p 11111 >"$log/sockperf.server" 2>&1 &
+  local server=$!
+  sleep 0.5
+  th_exec b timeout 60 sockperf ping-pong -i "$TH_ADDR_A" -p 11111 -m 14 -t "$secs" \
+    >"$log/sockperf.client" 2>&1
+  kill "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+  sed -n 's/.*avg-latency=\([0-9.]*\).*/\1/p' "$log/sockperf.client" | tail -1
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# The three target rows, each run next to its reference.
+reps=${REPEAT:-1}
+runs_bw64=() runs_tcp=() runs_lat=() runs_udp=() runs_bw8=()
+for r in $(seq "$reps"); do
+  bw write_bw_8 8 ib_write_bw
+  runs_bw8+=("$(echo "${result[write_bw_8]}" | awk '{ print $2 }')")
+  bw write_bw_64k 65536 ib_write_bw
+  runs_bw64+=("$(echo "${result[write_bw_64k]}" | awk '{ print $1 }')")
+  runs_tcp+=("$(iperf3_gbps)")
+  lat write_lat ib_write_lat
+  runs_lat+=("$(echo "${result[write_lat]}" | awk '{ print $1 }')")
+  runs_udp+=("$(udp_half_rtt_us)")
+done
 bw send_bw_8 8 ib_send_bw
 bw send_bw_64k 65536 ib_send_bw
 bw read_bw_8 8 ib_read_bw
 bw read_bw_64k 65536 ib_read_bw
-lat write_lat ib_write_lat
 lat send_lat ib_send_lat
 lat read_lat ib_read_lat
-
-# The link's reference: iperf3, one TCP stream of 64 KiB writes.
-th_exec a timeout 60 iperf3 -s -1 -B "$TH_ADDR_A" >"$log/iperf3.server" 2>&1 &
-iperf_server=$!
-sleep 0.5
-th_exec b timeout 60 iperf3 -c "$TH_ADDR_A" -t "$secs" -l 64K -f g >"$log/iperf3.client" 2>&1
-wait "$iperf_server"
-tcp_gbps=$(awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i+1) == "Gbits/sec") print $i }' "$log/iperf3.client" | tail -1)
-# UDP ping-pong: sockperf reports half the round trip.
-th_exec a timeout 60 sockperf server -i "$TH_ADDR_A" -p 11111 >"$log/sockperf.server" 2>&1 &
-sp_server=$!
-sleep 0.5
-th_exec b timeout 60 sockperf ping-pong -i "$TH_ADDR_A" -p 11111 -m 14 -t "$secs" >"$log/sockperf.client" 2>&1
-kill "$sp_server" 2>/dev/null
-wait "$sp_server" 2>/dev/null
-udp_half_rtt=$(sed -n 's/.*avg-latency=\([0-9.]*\).*/\1/p' "$log/sockperf.client" | tail -1)
+tcp_gbps=$(median "${runs_tcp[@]}")
+udp_half_rtt=$(median "${runs_udp[@]}")
 
 field() { echo "${result[$1]:-}" | awk -v i="$2" '{ print $i }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 
+bw64=$(median "${runs_bw64[@]}")
+lat8=$(median "${runs_lat[@]}")
+bw8=$(median "${runs_bw8[@]}")
+# The tables and the plot below show the medians for these rows.
+result[write_bw_64k]="$bw64 $(field write_bw_64k 2)"
+result[write_lat]="$lat8 $(field write_lat 2)"
+result[write_bw_8]="$(field write_bw_8 1) $bw8"
+per_run() {  # the ratio of each run: "(runs: 0.82 0.76 ...)", nothing for one run
+  [ "$reps" -gt 1 ] || return 0
+  local -n a=$1 b=$2
+  local out="" i
+  for i in "${!a[@]}"; do out+=" $(ratio "${a[$i]}" "${b[$i]:-}")"; done
+  echo " (runs:$out)"
+}
+all_runs() { if [ "$reps" -gt 1 ]; then echo " (runs: $*)"; fi; }
+
 echo "## softverbs RoCE v2 between two network namespaces (veth MTU ${TH_MTU:-1500}), $(date -u +%F)"
 echo
+[ "$reps" -gt 1 ] && echo "Medians of $reps runs of each target row and its reference." && echo
 echo "| run | softverbs | reference | ratio | target |"
 echo "| --- | --- | --- | --- | --- |"
-echo "| ib_write_bw 64 KiB | $(field write_bw_64k 1) Gb/s | iperf3 TCP $tcp_gbps Gb/s | $(ratio "$(field write_bw_64k 1)" "$tcp_gbps") | >= 0.8 |"
-echo "| ib_write_lat 8 B (typical) | $(field write_lat 1) us | UDP half round trip $udp_half_rtt us | $(ratio "$(field write_lat 1)" "$udp_half_rtt") | <= 1.5 |"
-echo "| ib_write_bw 8 B | $(field write_bw_8 2) M msg/s | | | >= 1 M msg/s |"
+echo "| ib_write_bw 64 KiB | $bw64 Gb/s | iperf3 TCP $tcp_gbps Gb/s | $(ratio "$bw64" "$tcp_gbps")$(per_run runs_bw64 runs_tcp) | >= 0.8 |"
+echo "| ib_write_lat 8 B (typical) | $lat8 us | UDP half round trip $udp_half_rtt us | $(ratio "$lat8" "$udp_half_rtt")$(per_run runs_lat runs_udp) | <= 1.5 |"
+echo "| ib_write_bw 8 B | $bw8 M msg/s$(all_runs "${runs_bw8[@]}") | | | >= 1 M msg/s |"
 echo
 echo "| perftest (RC, 8 B latency runs: typical / average) | 8 B | 64 KiB |"
 echo "| --- | --- | --- |"
