@@ -4,6 +4,9 @@
 #ifdef SOFTVERBS_HAVE_ISAL
 #include <isa-l/crc.h>
 #endif
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -26,9 +29,34 @@ constexpr size_t kOneCallBytes = 256;
 // ISA-L's crc32_gzip_refl computes the same value with carry-less
 // multiplication (roce_unit.RocePacket.SameBytesAsScapy and the captures
 // checked by scapy hold either way).
+//
+// ISA-L's AVX-512 path (longer inputs) returns with the upper halves of the
+// vector registers in use (no VZEROUPPER), and on these Xeons every SSE
+// instruction the daemon runs after that pays for it: the whole packet
+// path took about twice the CPU, and an 8-byte message rate that followed
+// a run of 1 KiB packets stayed at 0.6 instead of 1.0 M msg/s until the
+// daemon restarted (docs/roce.md). So the upper halves are cleared after
+// each call, where the CPU has them (AVX).
+#if defined(SOFTVERBS_HAVE_ISAL) && defined(__x86_64__)
+// A call: every vector register is the caller's to save, so nothing the
+// compiler keeps in one lives across it.
+__attribute__((target("avx"), noinline)) void ZeroUpperHalves() {
+  _mm256_zeroupper();
+}
+
+void AfterVectorCode() {
+  static const bool has_avx = __builtin_cpu_supports("avx");
+  if (has_avx) ZeroUpperHalves();
+}
+#elif defined(SOFTVERBS_HAVE_ISAL)
+void AfterVectorCode() {}
+#endif
+
 uint32_t Crc(uint32_t crc, const uint8_t* p, size_t n) {
 #ifdef SOFTVERBS_HAVE_ISAL
-  return crc32_gzip_refl(crc, p, n);
+  const uint32_t out = crc32_gzip_refl(crc, p, n);
+  AfterVectorCode();
+  return out;
 #else
   return static_cast<uint32_t>(crc32(crc, p, static_cast<uInt>(n)));
 #endif
