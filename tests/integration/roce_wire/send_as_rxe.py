@@ -14,18 +14,21 @@ made; then X+30000 (a jump) and X+30001.
 v6: three RC SENDs to QP 0x12 with a zero UDP checksum, as rxe sends over
 IPv6 (its UDP header is never checksummed: the ICRC covers the packet),
 in Ethernet frames on IFACE (link-local addresses have no route for an
-IP-level send). scapy 2.5's RoCE layer makes no IPv6 ICRC, so it is made
-here as IBA A17.8 says, with scapy masking the variant fields.
+IP-level send). scapy 2.5's RoCE layer makes no IPv6 ICRC; it is made as
+IBA A17.8 says, with scapy masking the variant fields (check_icrc_scapy.py's
+ipv6_icrc, which checks the IPv6 captures too).
 """
 import logging
+import os
 import sys
-import zlib
 
 logging.getLogger("scapy.runtime").setLevel(logging.ERROR)  # no "no route" warnings
 
 try:
     from scapy.all import IP, UDP, Ether, IPv6, Raw, raw, send, sendp
     from scapy.contrib.roce import BTH
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from check_icrc_scapy import ipv6_icrc  # the IPv6 ICRC the capture checks use
 except ImportError as e:
     print(f"SKIP: python3-scapy is not installed ({e})")
     sys.exit(77)
@@ -45,17 +48,8 @@ def v6_packet(src, dst, psn, body):
          / UDP(sport=0xc0de, dport=4791, chksum=0)
          / BTH(opcode=0x04, dqpn=0x12, psn=psn, pkey=0xffff, icrc=0)
          / Raw(body))
-    masked = p.copy()
-    masked[IPv6].tc = 0xff
-    masked[IPv6].fl = 0xfffff
-    masked[IPv6].hlim = 0xff
-    masked[UDP].chksum = 0xffff
-    masked[BTH].fecn = 1
-    masked[BTH].becn = 1
-    masked[BTH].resv6 = 0x3f
-    icrc = zlib.crc32(b"\xff" * 8 + raw(masked)[:-4]) & 0xffffffff
     data = bytearray(raw(p))
-    data[-4:] = icrc.to_bytes(4, "little")
+    data[-4:] = ipv6_icrc(p)
     return IPv6(bytes(data))
 
 
