@@ -87,7 +87,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0)
 
 # The three target rows, each run next to its reference.
 reps=${REPEAT:-1}
-runs_bw64=() runs_tcp=() runs_lat=() runs_udp=() runs_bw8=()
+runs_bw64=() runs_tcp=() runs_lat=() runs_lat_avg=() runs_udp=() runs_bw8=()
 for r in $(seq "$reps"); do
   bw write_bw_8 8 ib_write_bw
   runs_bw8+=("$(echo "${result[write_bw_8]}" | awk '{ print $2 }')")
@@ -96,6 +96,7 @@ for r in $(seq "$reps"); do
   runs_tcp+=("$(iperf3_gbps)")
   lat write_lat ib_write_lat
   runs_lat+=("$(echo "${result[write_lat]}" | awk '{ print $1 }')")
+  runs_lat_avg+=("$(echo "${result[write_lat]}" | awk '{ print $2 }')")
   runs_udp+=("$(udp_half_rtt_us)")
 done
 bw send_bw_8 8 ib_send_bw
@@ -115,7 +116,7 @@ lat8=$(median "${runs_lat[@]}")
 bw8=$(median "${runs_bw8[@]}")
 # The tables and the plot below show the medians for these rows.
 result[write_bw_64k]="$bw64 $(field write_bw_64k 2)"
-result[write_lat]="$lat8 $(field write_lat 2)"
+result[write_lat]="$lat8 $(median "${runs_lat_avg[@]}")"
 result[write_bw_8]="$(field write_bw_8 1) $bw8"
 per_run() {  # the ratio of each run: "(runs: 0.82 0.76 ...)", nothing for one run
   [ "$reps" -gt 1 ] || return 0
