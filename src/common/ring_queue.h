@@ -29,6 +29,12 @@ class RingQueue {
     slots_[(head_ + size_) & mask_] = v;
     size_++;
   }
+  // Appends the slot at the back as it is - an element popped earlier, or a
+  // default one - for the caller to fill in place (no copy of a whole T).
+  T& push_back_slot() {
+    if (size_ == capacity_) Grow();
+    return slots_[(head_ + size_++) & mask_];
+  }
   void pop_front() {
     // Drops what the element holds (nothing to drop for plain data).
     if constexpr (!std::is_trivially_destructible_v<T>) slots_[head_] = T{};

@@ -180,8 +180,9 @@ class WireQp {
 
  private:
   // ---- requester (wire_requester.cc)
-  struct Pending {
-    SendWr wr;
+  // What the requester knows of a WR besides the WR itself (Post resets it
+  // in place).
+  struct PendingProgress {
     const WrOpcodeInfo* info = nullptr;
     uint32_t bytes = 0;          // message length (atomics: 8)
     uint32_t first_psn = 0;      // PSN of its first packet
@@ -190,6 +191,9 @@ class WireQp {
     uint32_t next_packet = 0;    // request packet to send next (READ: 0 or done)
     uint32_t read_received = 0;  // READ: response packets placed so far
     uint64_t read_bytes = 0;     // READ: bytes placed so far
+  };
+  struct Pending : PendingProgress {
+    SendWr wr;
   };
   bool Reliable() const;
   // Packet index of p, the WR at sq_ position pos.

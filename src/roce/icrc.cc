@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -81,11 +82,24 @@ size_t BytesAfterId(size_t roce_bytes) {
 // IDs), cached for the last few lengths.
 constexpr int kIdBits = 16;
 
+// The IDs a softverbs run uses (below kIcrcIpv4Ids) are most packets: their
+// deltas are kept ready, and found again by a small direct-mapped index
+// (slot of a delta -> its ID + 1, 0 empty; a delta that lost its slot to
+// another is still found by Reduce).
+constexpr uint32_t kSmallIdSlots = 256;
+
+uint32_t SmallIdSlot(uint32_t delta) {
+  return (delta * 0x9E3779B1u) >> 24;  // Fibonacci hashing onto 256 slots
+}
+static_assert(kSmallIdSlots == 1u << 8);
+
 struct IdBasis {
   size_t roce_bytes = SIZE_MAX;
   uint32_t bit_delta[kIdBits] = {};  // the delta of each ID bit alone
   uint32_t by_top_bit[32] = {};
-  uint16_t ids[32] = {};  // the ID whose delta by_top_bit[b] is
+  uint16_t ids[32] = {};                    // the ID whose delta by_top_bit[b] is
+  uint32_t small_delta[kIcrcIpv4Ids] = {};  // the delta of each ID below kIcrcIpv4Ids
+  uint8_t small_slot[kSmallIdSlots] = {};
 };
 
 // v reduced by the basis: 0 when v is in its span; *id collects the ID of
@@ -101,13 +115,22 @@ uint32_t Reduce(const IdBasis& b, uint32_t v, uint16_t* id) {
   return v;
 }
 
+uint32_t DeltaOfBits(const IdBasis& b, uint32_t id) {
+  uint32_t delta = 0;
+  for (; id != 0; id &= id - 1) delta ^= b.bit_delta[std::countr_zero(id)];
+  return delta;
+}
+
 const IdBasis& BasisFor(size_t roce_bytes) {
   thread_local std::array<IdBasis, 8> cache;
   thread_local size_t next = 0;
+  thread_local const IdBasis* last = nullptr;
+  if (last && last->roce_bytes == roce_bytes) return *last;
   for (const IdBasis& b : cache) {
-    if (b.roce_bytes == roce_bytes) return b;
+    if (b.roce_bytes == roce_bytes) return *(last = &b);
   }
   IdBasis& b = cache[next];
+  last = &b;
   next = (next + 1) % cache.size();
   b = IdBasis{};
   b.roce_bytes = roce_bytes;
@@ -126,6 +149,11 @@ const IdBasis& BasisFor(size_t roce_bytes) {
       }
     }
   }
+  for (uint32_t id = 1; id < kIcrcIpv4Ids; ++id) {
+    b.small_delta[id] = DeltaOfBits(b, id);
+    uint8_t& slot = b.small_slot[SmallIdSlot(b.small_delta[id])];
+    if (slot == 0) slot = static_cast<uint8_t>(id + 1);
+  }
   return b;
 }
 
@@ -134,15 +162,17 @@ const IdBasis& BasisFor(size_t roce_bytes) {
 uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t roce_bytes) {
   if (id == 0) return 0;
   const IdBasis& b = BasisFor(roce_bytes);
-  uint32_t delta = 0;
-  for (int i = 0; i < kIdBits; ++i) {
-    if (id >> i & 1) delta ^= b.bit_delta[i];
-  }
-  return delta;
+  return id < kIcrcIpv4Ids ? b.small_delta[id] : DeltaOfBits(b, id);
 }
 
 bool Ipv4IdOfIcrcDelta(uint32_t delta, size_t roce_bytes, uint16_t* id) {
-  return Reduce(BasisFor(roce_bytes), delta, id) == 0;
+  const IdBasis& b = BasisFor(roce_bytes);
+  if (const uint8_t slot = b.small_slot[SmallIdSlot(delta)];
+      slot != 0 && b.small_delta[slot - 1] == delta) {
+    *id = static_cast<uint16_t>(slot - 1);
+    return true;
+  }
+  return Reduce(b, delta, id) == 0;
 }
 
 uint32_t ComputeIcrc(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce) {

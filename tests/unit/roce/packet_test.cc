@@ -247,6 +247,29 @@ TEST(RoceIcrc, AnIpv4IdOfAGsoRunIsAccepted) {
   }
 }
 
+// Every 16-bit ID's delta solves back to that ID (the IDs below
+// kIcrcIpv4Ids through their ready table, the others through the basis),
+// for lengths that alternate, as an 8-byte WRITE's packets and their ACKs do.
+TEST(RoceIcrc, EveryIpv4IdIsFoundFromItsDelta) {
+  for (int round = 0; round < 2; ++round) {
+    for (size_t roce_bytes : {size_t{40}, size_t{16}, size_t{1052}}) {
+      for (uint32_t id = 0; id <= 0xffff; ++id) {
+        const uint32_t delta = Ipv4IdIcrcDelta(static_cast<uint16_t>(id), roce_bytes);
+        uint16_t found = 0;
+        ASSERT_TRUE(Ipv4IdOfIcrcDelta(delta, roce_bytes, &found)) << id << " " << roce_bytes;
+        ASSERT_EQ(found, id) << roce_bytes;
+      }
+      // A delta outside the span of the sixteen (a corrupted packet's, 1 -
+      // 2^-16 of them) is no ID's.
+      uint16_t found = 0;
+      int solved = 0;
+      for (uint32_t v = 1; v < 4096; ++v)
+        solved += Ipv4IdOfIcrcDelta(v * 0x01000193u, roce_bytes, &found);
+      EXPECT_LE(solved, 2) << roce_bytes;
+    }
+  }
+}
+
 // A packet as rxe sends it over IPv4: the ID from the kernel's counter
 // (__ip_select_ident), here 0x4d21, and the ICRC made for it; built by
 // scapy 2.5's RoCE layer, not by us: IP(src=198.51.100.1, dst=198.51.100.2,
