@@ -118,7 +118,14 @@ int Server::Run() {
       timeout_ms = wire_ms;
     }
     // Posts in a doorbell ring: look at the sockets and go on at once.
-    if (wire_.ArmDoorbells()) timeout_ms = 0;
+    // Else the packets held back from the last rounds go before the device
+    // can sleep.
+    const bool posts_waiting = wire_.ArmDoorbells();
+    if (posts_waiting) timeout_ms = 0;
+    if (held_rounds_ > 0 && (!posts_waiting || held_rounds_ >= kMaxHeldRounds)) {
+      wire_.FlushSends();
+      held_rounds_ = 0;
+    }
     int n = WaitForEvents(events, 32, timeout_ms);
     if (n < 0 && errno != EINTR) return 1;
     busy_ = false;
@@ -140,9 +147,16 @@ int Server::Run() {
     cm_.RunTimers();
     wire_.RunTimers();
     wire_.ApplyChanges();
-    wire_.TakeRingPosts();
-    // What this round sent goes now, as runs (UDP GSO) where it can.
-    wire_.FlushSends();
+    // What this round sent goes now, as runs (UDP GSO) where it can - unless
+    // the round took posts from a ring: until a ring is found empty (or a
+    // run is full) the packets wait for the next round's, so that a context
+    // posting a batch makes one run of it and wakes the peer's daemon once.
+    if (wire_.TakeRingPosts() > 0) {
+      held_rounds_++;
+    } else {
+      wire_.FlushSends();
+      held_rounds_ = 0;
+    }
     if (!connections_.empty()) {
       idle_since = Clock::now();
     } else if (options_.idle_timeout.count() > 0 &&

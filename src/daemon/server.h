@@ -97,7 +97,10 @@ class Server {
   void WatchWireFd(int fd, bool add);
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
-  bool busy_ = false;  // the last wake-up served a control request (WaitForEvents spins)
+  bool busy_ = false;
+  // Rounds in a row whose packets were held back for the next one (Run).
+  static constexpr uint32_t kMaxHeldRounds = 8;
+  uint32_t held_rounds_ = 0;  // the last wake-up served a control request (WaitForEvents spins)
   // Kept open to be given up when accept4 runs out of descriptors, so that a
   // waiting client can still be told why (and not left hanging).
   int reserve_fd_ = -1;

@@ -106,11 +106,12 @@ bool WireService::ArmDoorbells() {
   return pending;
 }
 
-void WireService::TakeRingPosts() {
+uint32_t WireService::TakeRingPosts() {
+  uint32_t taken = 0;
   for (auto it = doorbells_.begin(); it != doorbells_.end();) {
     Doorbell& d = *it->second;
     d.ring->device_asleep.store(0, std::memory_order_relaxed);
-    if (TakeRing(d)) {
+    if (TakeRing(d, &taken)) {
       ++it;
       continue;
     }
@@ -118,9 +119,10 @@ void WireService::TakeRingPosts() {
     ++it;
     CloseDoorbell(fd);
   }
+  return taken;
 }
 
-bool WireService::TakeRing(Doorbell& d) {
+bool WireService::TakeRing(Doorbell& d, uint32_t* taken) {
   const uint32_t produced = d.ring->produced.load(std::memory_order_acquire);
   const uint32_t waiting = produced - d.consumed;
   if (waiting == 0) return true;
@@ -139,6 +141,7 @@ bool WireService::TakeRing(Doorbell& d) {
     TakePost(d.client, taken_);
   }
   d.consumed += take;
+  *taken += take;
   d.ring->consumed.store(d.consumed, std::memory_order_release);
   return true;
 }

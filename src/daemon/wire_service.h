@@ -72,7 +72,8 @@ class WireService : public datapath::WireHost {
   bool ArmDoorbells();
   // Once a round, after the round's QP changes are applied (so a post made
   // after a modify to RTS finds the QP in RTS): takes what the rings hold.
-  void TakeRingPosts();
+  // Returns how many posts it took.
+  uint32_t TakeRingPosts();
 
   // The device changed QP qpn (attributes, state, destroyed).
   void NoteQpChanged(uint32_t qpn) { changed_.insert(qpn); }
@@ -153,7 +154,9 @@ class WireService : public datapath::WireHost {
   void ReadDoorbell(int fd);
   // Takes up to a round's share of d's ring. False: the ring is broken
   // (explained on the log channel) and the doorbell must close.
-  bool TakeRing(Doorbell& d);
+  // Takes d's posts, counted in *taken; false when the ring is bad (the
+  // caller closes its doorbell).
+  bool TakeRing(Doorbell& d, uint32_t* taken);
   // One record: checked, then run or flushed.
   void TakePost(ClientId c, const datapath::WirePostRecord& rec);
   void CloseDoorbell(int fd);

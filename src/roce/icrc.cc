@@ -175,6 +175,16 @@ bool Ipv4IdOfIcrcDelta(uint32_t delta, size_t roce_bytes, uint16_t* id) {
   return Reduce(b, delta, id) == 0;
 }
 
+void RenumberIpv4Run(uint8_t* run, size_t bytes, size_t segment, uint16_t from_id) {
+  for (size_t off = 0, k = 0; off < bytes; off += segment, ++k) {
+    const size_t transport = std::min(segment, bytes - off) - kIcrcBytes;
+    uint8_t* icrc = run + off + transport;
+    StoreIcrc(LoadIcrc(icrc) ^ Ipv4IdIcrcDelta(static_cast<uint16_t>(from_id + k), transport) ^
+                  Ipv4IdIcrcDelta(static_cast<uint16_t>(k), transport),
+              icrc);
+  }
+}
+
 uint32_t ComputeIcrc(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roce) {
   std::array<uint8_t, kMaxMasked + kOneCallBytes> masked;
   const bool one_call = roce.size() <= kOneCallBytes;

@@ -27,20 +27,30 @@ uint32_t ComputeIcrc(std::span<const uint8_t> ip_udp, std::span<const uint8_t> r
 // the receiver the IP header it came with. Linux sends an unconnected DF
 // socket's datagrams with ID 0 and the segments of one UDP GSO send with IDs
 // 0, 1, 2, ... (inet_gso_segment): softverbs' own packets have an ID below
-// kIcrcIpv4Ids, the most segments its carrier sends at once. rxe
+// kIcrcIpv4Ids, the most segments its carrier sends at once (Linux's
+// UDP_MAX_SEGMENTS since 6.9; 64 before, which the carrier finds out by the
+// kernel's EINVAL). rxe
 // (__ip_select_ident) and RoCE NICs take theirs from a per-destination
 // counter: any 16-bit value (ipv4_id_history.h decides when to believe one).
 // CRC-32 is linear: the ICRC with ID `id` is the ICRC with ID 0 xor
 // Ipv4IdIcrcDelta(id, roce_bytes), which depends only on the ID and on the
 // bytes after it (roce_bytes: the BTH up to the pad, as ComputeIcrc's roce).
-inline constexpr int kIcrcIpv4IdBits = 6;
+inline constexpr int kIcrcIpv4IdBits = 7;
 inline constexpr uint32_t kIcrcIpv4Ids = 1u << kIcrcIpv4IdBits;
+static_assert(kIcrcIpv4Ids <= 255, "icrc.cc's index of small IDs holds an ID + 1 in a byte");
 uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t roce_bytes);
 // Whether delta is Ipv4IdIcrcDelta(id, roce_bytes) for some 16-bit id (the
 // sixteen deltas of the ID's bits are independent, so at most one); *id
 // receives it. A corrupted packet's delta is such a one with probability
 // 2^-16, and one with an id below kIcrcIpv4Ids with probability 2^-26.
 bool Ipv4IdOfIcrcDelta(uint32_t delta, size_t roce_bytes, uint16_t* id);
+
+// A run of IPv4 packets back to back (BTH up to and with the ICRC; each
+// `segment` bytes but the last, which may be shorter), whose packet k has an
+// ICRC made for ID from_id + k: each ICRC is made anew for ID k, as the
+// first packet of a GSO send of its own (the carrier's part of a run that
+// an older kernel refused whole).
+void RenumberIpv4Run(uint8_t* run, size_t bytes, size_t segment, uint16_t from_id);
 
 // The ICRC's four bytes on the wire.
 void StoreIcrc(uint32_t icrc, uint8_t out[4]);

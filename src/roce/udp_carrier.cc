@@ -26,6 +26,8 @@ constexpr uint8_t kIpv4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0
 constexpr size_t kMaxRoceBytes = 4096 + 128;
 // The most bytes one UDP datagram (or GSO send, or GRO read) carries.
 constexpr size_t kMaxUdpPayload = 65507;
+// UDP_MAX_SEGMENTS of Linux before 6.9.
+constexpr size_t kOlderKernelMaxSegments = 64;
 
 uint64_t NowUs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -258,6 +260,11 @@ bool UdpCarrier::TransmitRun(std::string* error) {
     if (n == static_cast<ssize_t>(run.used)) {
       counters_.sent += run.count;
       counters_.gso_sends++;
+    } else if (errno == EINVAL && run.count > kOlderKernelMaxSegments &&
+               max_segments_ > kOlderKernelMaxSegments) {
+      // Linux before 6.9 (Debian 12's 6.1) takes at most 64 segments a send.
+      max_segments_ = kOlderKernelMaxSegments;
+      return TransmitRunInTwo(error);
     } else if (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT || errno == EOPNOTSUPP) {
       // No UDP GSO on this path (an old kernel, a device without checksum
       // offload): one datagram a packet from now on. The IDs the ICRCs were
@@ -273,6 +280,26 @@ bool UdpCarrier::TransmitRun(std::string* error) {
   run.count = 0;
   run.used = 0;
   return ok;
+}
+
+bool UdpCarrier::TransmitRunInTwo(std::string* error) {
+  SendRun& run = run_;
+  const size_t first_count = max_segments_;
+  const size_t first_bytes = first_count * run.segment;
+  const size_t rest_count = run.count - first_count;
+  const size_t rest_bytes = run.used - first_bytes;
+  run.count = first_count;
+  run.used = first_bytes;
+  const bool ok = TransmitRun(error);  // sends, and empties the run
+  // The rest starts the next send: its packets leave with IDs 0, 1, ...
+  // again, for which their ICRCs are made anew.
+  std::memmove(run.bytes.get(), run.bytes.get() + first_bytes, rest_bytes);
+  if (!local_.ipv6) {
+    RenumberIpv4Run(run.bytes.get(), rest_bytes, run.segment, static_cast<uint16_t>(first_count));
+  }
+  run.count = rest_count;
+  run.used = rest_bytes;
+  return TransmitRun(error) && ok;
 }
 
 void UdpCarrier::FlushSends() {
@@ -312,7 +339,7 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
   if (!injector_ && gso_) {
     // Packets of one route go out in runs (one GSO send, FlushSends): a run
     // ends at another route, a longer packet, a shorter one (which may end
-    // it), kIcrcIpv4Ids packets or 64 KiB. Segment k of a run leaves with
+    // it), max_segments_ packets or 64 KiB. Segment k of a run leaves with
     // IPv4 ID k, and its ICRC is made for that ID. The packet is built at
     // the run's end, where it is sent from.
     SendRun& run = run_;
@@ -321,7 +348,7 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
     if (!run.bytes) {
       run.bytes = std::make_unique_for_overwrite<uint8_t[]>(kMaxUdpPayload + kMaxRoceBytes);
     }
-    if (run.count > 0 && (run.route != route || run.closed || run.count == kIcrcIpv4Ids)) {
+    if (run.count > 0 && (run.route != route || run.closed || run.count == max_segments_)) {
       TransmitRun(nullptr);
     }
     uint8_t* at = run.bytes.get() + run.used;

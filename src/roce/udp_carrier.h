@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "roce/fault_injector.h"
+#include "roce/icrc.h"
 #include "roce/ipv4_id_history.h"
 #include "roce/packet.h"
 
@@ -133,6 +134,9 @@ class UdpCarrier {
     size_t used = 0;
   };
   bool TransmitRun(std::string* error);
+  // The run as two GSO sends, the first of max_segments_ (Linux before 6.9
+  // refused it whole).
+  bool TransmitRunInTwo(std::string* error);
   // What one read of the receive socket gave: with UDP_GRO, a run of one
   // flow's datagrams of `segment` bytes each (the last may be shorter).
   Ipv4IdHistory other_ids_;  // the IPv4 IDs of the sources that number their own
@@ -157,6 +161,9 @@ class UdpCarrier {
   SendRun run_;
   ReadRun read_;
   bool gso_ = true;  // until the kernel refuses a GSO send
+  // Segments a GSO send may have: kIcrcIpv4Ids until the kernel refuses a
+  // run of more than its older UDP_MAX_SEGMENTS (64).
+  size_t max_segments_ = kIcrcIpv4Ids;
 };
 
 }  // namespace softverbs::roce

@@ -270,6 +270,45 @@ TEST(RoceIcrc, EveryIpv4IdIsFoundFromItsDelta) {
   }
 }
 
+// The part of a GSO run that an older kernel refused goes as a send of its
+// own: its packet k, made for ID from + k, gets the ICRC of ID k.
+TEST(RoceIcrc, ARunsPacketsAreRenumberedFromIdZero) {
+  constexpr size_t kHead = sizeof(Ipv4Header) + sizeof(UdpHeader);
+  constexpr uint16_t kFrom = 64;
+  // Made for IDs kFrom + k: two packets of one length and a shorter last one.
+  auto made_for = [&](size_t payload, uint16_t id, std::vector<uint8_t>* header0) {
+    std::vector<uint8_t> buf = Good(false, 0x04, payload);
+    header0->assign(buf.begin(), buf.begin() + kHead);
+    buf[4] = static_cast<uint8_t>(id >> 8);
+    buf[5] = static_cast<uint8_t>(id);
+    const size_t transport = buf.size() - kHead - kIcrcBytes;
+    StoreIcrc(ComputeIcrc(std::span(buf.data(), kHead), std::span(buf.data() + kHead, transport)),
+              buf.data() + buf.size() - kIcrcBytes);
+    return std::vector<uint8_t>(buf.begin() + kHead, buf.end());
+  };
+  std::vector<std::vector<uint8_t>> headers(3);
+  std::vector<uint8_t> run;
+  const size_t payloads[] = {100, 100, 36};
+  size_t segment = 0;
+  for (uint16_t k = 0; k < 3; ++k) {
+    const std::vector<uint8_t> roce = made_for(payloads[k], kFrom + k, &headers[k]);
+    if (k == 0) segment = roce.size();
+    run.insert(run.end(), roce.begin(), roce.end());
+  }
+  RenumberIpv4Run(run.data(), run.size(), segment, kFrom);
+  for (uint16_t k = 0; k < 3; ++k) {
+    const size_t off = k * segment;
+    const size_t len = std::min(segment, run.size() - off);
+    const std::span<const uint8_t> roce(run.data() + off, len);
+    TransportFields fields;
+    std::span<const uint8_t> payload;
+    uint16_t found = 0xffff;
+    ASSERT_EQ(ParseRoce(headers[k], roce, &fields, &payload, &found), WireError::kOk) << k;
+    EXPECT_EQ(found, k);  // made for ID k now
+    EXPECT_EQ(payload.size(), payloads[k]);
+  }
+}
+
 // A packet as rxe sends it over IPv4: the ID from the kernel's counter
 // (__ip_select_ident), here 0x4d21, and the ICRC made for it; built by
 // scapy 2.5's RoCE layer, not by us: IP(src=198.51.100.1, dst=198.51.100.2,

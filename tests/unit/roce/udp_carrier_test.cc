@@ -121,9 +121,10 @@ TEST(RoceUdpCarrier, RunsOfEqualPacketsLeaveAsOneGsoSend) {
   std::string error;
   if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.10: " << error;
   ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
-  // 70 SEND MIDDLE packets of 256 bytes and a shorter SEND LAST: runs of
-  // kIcrcIpv4Ids (64) packets, the second ended by the shorter one.
-  constexpr uint32_t kPackets = 71;
+  // kIcrcIpv4Ids + 6 SEND MIDDLE packets of 256 bytes and a shorter SEND
+  // LAST: runs of kIcrcIpv4Ids (128) packets, the second ended by the
+  // shorter one.
+  constexpr uint32_t kPackets = kIcrcIpv4Ids + 7;
   for (uint32_t i = 0; i < kPackets; ++i) {
     TransportFields f;
     f.opcode = i + 1 == kPackets ? 0x02 : 0x01;  // RC SEND LAST / MIDDLE
@@ -132,7 +133,7 @@ TEST(RoceUdpCarrier, RunsOfEqualPacketsLeaveAsOneGsoSend) {
     const std::vector<uint8_t> payload(i + 1 == kPackets ? 100 : 256, static_cast<uint8_t>(i));
     ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), f, payload, &error)) << error;
   }
-  EXPECT_EQ(a.counters().sent, 64u);  // the first run went when full; the rest waits
+  EXPECT_EQ(a.counters().sent, kIcrcIpv4Ids);  // the first run went when full; the rest waits
   EXPECT_EQ(a.counters().gso_sends, 1u);
   a.FlushSends();
   EXPECT_EQ(a.counters().sent, kPackets);
