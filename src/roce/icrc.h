@@ -28,13 +28,13 @@ uint32_t ComputeIcrc(std::span<const uint8_t> ip_udp, std::span<const uint8_t> r
 // socket's datagrams with ID 0 and the segments of one UDP GSO send with IDs
 // 0, 1, 2, ... (inet_gso_segment): softverbs' own packets have an ID below
 // kIcrcIpv4Ids, the most segments its carrier sends at once (Linux's
-// UDP_MAX_SEGMENTS since 6.9; 64 before, which the carrier finds out by the
-// kernel's EINVAL). rxe
-// (__ip_select_ident) and RoCE NICs take theirs from a per-destination
-// counter: any 16-bit value (ipv4_id_history.h decides when to believe one).
-// CRC-32 is linear: the ICRC with ID `id` is the ICRC with ID 0 xor
-// Ipv4IdIcrcDelta(id, roce_bytes), which depends only on the ID and on the
-// bytes after it (roce_bytes: the BTH up to the pad, as ComputeIcrc's roce).
+// UDP_MAX_SEGMENTS since 6.11 and the stable kernels of late 2024; 64 before,
+// which the carrier finds out by the kernel's EINVAL). rxe (__ip_select_ident)
+// and RoCE NICs take theirs from a per-destination counter: any 16-bit value
+// (ipv4_id_history.h decides when to believe one). CRC-32 is linear: the ICRC
+// with ID `id` is the ICRC with ID 0 xor Ipv4IdIcrcDelta(id, roce_bytes),
+// which depends only on the ID and on the bytes after it (roce_bytes: the BTH
+// up to the pad, as ComputeIcrc's roce).
 inline constexpr int kIcrcIpv4IdBits = 7;
 inline constexpr uint32_t kIcrcIpv4Ids = 1u << kIcrcIpv4IdBits;
 static_assert(kIcrcIpv4Ids <= 255, "icrc.cc's index of small IDs holds an ID + 1 in a byte");
@@ -42,7 +42,7 @@ uint32_t Ipv4IdIcrcDelta(uint16_t id, size_t roce_bytes);
 // Whether delta is Ipv4IdIcrcDelta(id, roce_bytes) for some 16-bit id (the
 // sixteen deltas of the ID's bits are independent, so at most one); *id
 // receives it. A corrupted packet's delta is such a one with probability
-// 2^-16, and one with an id below kIcrcIpv4Ids with probability 2^-26.
+// 2^-16, and one with an id below kIcrcIpv4Ids with probability 2^-25.
 bool Ipv4IdOfIcrcDelta(uint32_t delta, size_t roce_bytes, uint16_t* id);
 
 // A run of IPv4 packets back to back (BTH up to and with the ICRC; each

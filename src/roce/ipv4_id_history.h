@@ -1,5 +1,5 @@
 // When to believe that a packet's ICRC was made for an IPv4 identification
-// other than the 0..63 of softverbs' own packets (icrc.h): rxe
+// other than the 0..127 of softverbs' own packets (icrc.h): rxe
 // (__ip_select_ident) and RoCE NICs number their packets from a counter
 // that moves forward by one a packet - rxe's per destination (plus a random
 // step below the ticks it stood idle), a NIC's perhaps per flow - and a UDP

@@ -26,7 +26,8 @@ constexpr uint8_t kIpv4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0
 constexpr size_t kMaxRoceBytes = 4096 + 128;
 // The most bytes one UDP datagram (or GSO send, or GRO read) carries.
 constexpr size_t kMaxUdpPayload = 65507;
-// UDP_MAX_SEGMENTS of Linux before 6.9.
+// UDP_MAX_SEGMENTS of Linux before commit 1382e3b6a350 (6.11, and the stable
+// kernels of September 2024 on, 5.15 and 6.1 among them).
 constexpr size_t kOlderKernelMaxSegments = 64;
 
 uint64_t NowUs() {
@@ -262,7 +263,7 @@ bool UdpCarrier::TransmitRun(std::string* error) {
       counters_.gso_sends++;
     } else if (errno == EINVAL && run.count > kOlderKernelMaxSegments &&
                max_segments_ > kOlderKernelMaxSegments) {
-      // Linux before 6.9 (Debian 12's 6.1) takes at most 64 segments a send.
+      // An older kernel takes at most 64 segments a send.
       max_segments_ = kOlderKernelMaxSegments;
       return TransmitRunInTwo(error);
     } else if (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT || errno == EOPNOTSUPP) {

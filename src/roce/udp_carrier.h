@@ -53,7 +53,7 @@ struct CarrierCounters {
   uint64_t gso_sends = 0;    // runs of packets sent as one UDP GSO send
   uint64_t send_errors = 0;  // sendto failures of packets released by the fault injector
   uint64_t received = 0;     // packets accepted by the parser
-  // of which made (ICRC) for an IPv4 ID other than softverbs' 0..63: rxe's,
+  // of which made (ICRC) for an IPv4 ID other than softverbs' 0..127: rxe's,
   // a NIC's (ipv4_id_history.h)
   uint64_t other_ipv4_ids = 0;
   uint64_t refused[kWireErrorCount] = {};  // packets refused, by reason (kBadIcrc: ICRC errors)
@@ -134,7 +134,7 @@ class UdpCarrier {
     size_t used = 0;
   };
   bool TransmitRun(std::string* error);
-  // The run as two GSO sends, the first of max_segments_ (Linux before 6.9
+  // The run as two GSO sends, the first of max_segments_ (an older kernel
   // refused it whole).
   bool TransmitRunInTwo(std::string* error);
   // What one read of the receive socket gave: with UDP_GRO, a run of one
