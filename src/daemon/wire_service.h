@@ -92,6 +92,9 @@ class WireService : public datapath::WireHost {
 
   // datapath::WireHost
   uint32_t client_id() const override { return 0; }
+  // The device: its event loop serves every request that changes a key
+  // (dereg, invalidate, a client's death) between the packets it handles.
+  bool ChangesKeysBetweenAccesses() const override { return true; }
   const datapath::DeviceTable& table() const override { return memory_.table(); }
   datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override {
     return memory_.FindPeerQp(qpn, generation);

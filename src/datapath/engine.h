@@ -187,6 +187,13 @@ class Host {
   // execution gate). Otherwise they count in MrEntry::inflight like a
   // peer's.
   virtual bool OwnAccessesFenced() const { return false; }
+  // Whether this host is the device: the only writer of the key lines (every
+  // dereg, invalidation and release of a dead owner's MRs is a request the
+  // device serves), in the thread that runs all its accesses, each within
+  // one call. So no access of its is in progress when a key is cleared, and
+  // every later one sees it cleared: its accesses take no in-flight count,
+  // whoever's memory they reach.
+  virtual bool ChangesKeysBetweenAccesses() const { return false; }
   // Where this host notes the counts it holds in MR slot key's shared
   // in-flight counter (MrEntry::inflight), so that the device can take them
   // back if the host dies inside an access (the daemon reads the record at

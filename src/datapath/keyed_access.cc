@@ -67,9 +67,11 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
       e = host.table().MrSlot(key);
     }
     // This process's own memory: its dereg waits for the executions in
-    // progress here (Host::OwnAccessesFenced), so no count is needed.
+    // progress here (Host::OwnAccessesFenced), so no count is needed. Nor
+    // for the device's accesses (Host::ChangesKeysBetweenAccesses).
     const bool own = owner == host.client_id() && host.OwnAccessesFenced() && host.OwnsMemory(*e);
-    if (!own) guards.Enter(&e->inflight, host.AccessRecord(key));
+    if (!own && !host.ChangesKeysBetweenAccesses())
+      guards.Enter(&e->inflight, host.AccessRecord(key));
     uint64_t va = 0;
     switch (
         CheckMrAccess(*e, key, by_rkey, pdn, owner, need_of_mr, sge[i].addr, sge[i].length, &va)) {

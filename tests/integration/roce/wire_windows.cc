@@ -10,160 +10,30 @@
 //
 //   wire_windows server PORT
 //   wire_windows client SERVER_IPV4 PORT
-#include <arpa/inet.h>
-#include <infiniband/verbs.h>
-#include <netinet/in.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cstdint>
+#include "wire_rc_pair.h"
 
 namespace {
 
-constexpr int kGidIndex = 3;  // the port's IPv4 RoCE v2 GID
+using namespace wire_rc_pair;
+
 constexpr uint32_t kWindow = 4096;
 constexpr uint32_t kBuffer = 4 * kWindow;
-
-[[noreturn]] void Die(const char* what) {
-  fprintf(stderr, "wire_windows: %s\n", what);
-  exit(1);
-}
-
-#define CHECK(cond)                           \
-  do {                                        \
-    if (!(cond)) Die("check failed: " #cond); \
-  } while (0)
-
-struct Endpoint {
-  uint32_t qpn;
-  uint32_t psn;
-  uint8_t gid[16];
-};
+#define CHECK WIRE_CHECK
 
 struct Windows {
   uint64_t addr1, addr2;  // the windows' first bytes
   uint32_t rkey1, rkey2;
 };
 
-struct Side {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
-  ibv_qp* qp = nullptr;
-  ibv_mr* mr = nullptr;
-  uint8_t* mem = nullptr;
-};
-
 void Open(Side& s, unsigned mr_access) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  CHECK(list && n > 0);
-  s.ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
-  CHECK(s.ctx);
-  s.pd = ibv_alloc_pd(s.ctx);
-  s.cq = ibv_create_cq(s.ctx, 64, nullptr, nullptr, 0);
-  CHECK(s.pd && s.cq);
-  s.mem = static_cast<uint8_t*>(aligned_alloc(4096, kBuffer));
-  memset(s.mem, 0, kBuffer);
-  s.mr = ibv_reg_mr(s.pd, s.mem, kBuffer, mr_access);
-  CHECK(s.mr);
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = s.cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {16, 16, 1, 1, 0};
-  s.qp = ibv_create_qp(s.pd, &init);
-  CHECK(s.qp);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  CHECK(ibv_modify_qp(s.qp, &a,
-                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-}
-
-Endpoint Local(Side& s) {
-  Endpoint e{s.qp->qp_num, 0x1234, {}};
-  ibv_gid gid;
-  CHECK(ibv_query_gid(s.ctx, 1, kGidIndex, &gid) == 0);
-  memcpy(e.gid, gid.raw, 16);
-  return e;
-}
-
-void Connect(Side& s, const Endpoint& remote) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = remote.qpn;
-  a.rq_psn = remote.psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.port_num = 1;
-  a.ah_attr.grh.sgid_index = kGidIndex;
-  a.ah_attr.grh.hop_limit = 64;
-  memcpy(a.ah_attr.grh.dgid.raw, remote.gid, 16);
-  CHECK(ibv_modify_qp(s.qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 0x1234;
-  a.timeout = 12;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  CHECK(ibv_modify_qp(s.qp, &a,
-                      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-}
-
-ibv_wc Poll(Side& s) {
-  ibv_wc wc{};
-  int n;
-  for (long spins = 0; (n = ibv_poll_cq(s.cq, 1, &wc)) == 0; ++spins) {
-    if (spins > 2000000000L) Die("no completion");
-  }
-  CHECK(n == 1);
-  return wc;
-}
-
-ibv_wc PollOk(Side& s, const char* what) {
-  ibv_wc wc = Poll(s);
-  if (wc.status != IBV_WC_SUCCESS) {
-    fprintf(stderr, "wire_windows: %s: %s (vendor_err 0x%x)\n", what, ibv_wc_status_str(wc.status),
-            wc.vendor_err);
-    exit(1);
-  }
-  return wc;
-}
-
-void SendAll(int fd, const void* p, size_t n) {
-  CHECK(send(fd, p, n, 0) == static_cast<ssize_t>(n));
-}
-void RecvAll(int fd, void* p, size_t n) {
-  CHECK(recv(fd, p, n, MSG_WAITALL) == static_cast<ssize_t>(n));
+  wire_rc_pair::Open(s, kBuffer, mr_access, IBV_ACCESS_REMOTE_WRITE);
 }
 
 int Server(int port) {
   Side s;
   Open(s, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
-  int ls = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  CHECK(bind(ls, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 && listen(ls, 1) == 0);
-  int fd = accept(ls, nullptr, nullptr);
-  CHECK(fd >= 0);
-  Endpoint mine = Local(s), theirs{};
-  SendAll(fd, &mine, sizeof(mine));
-  RecvAll(fd, &theirs, sizeof(theirs));
-  Connect(s, theirs);
+  const int fd = AcceptOne(port);
+  ExchangeAndConnect(s, fd, /*server=*/true);
   ibv_sge rsge{reinterpret_cast<uint64_t>(s.mem + 3 * kWindow), 64, s.mr->lkey};
   ibv_recv_wr rwr{}, *rbad = nullptr;
   rwr.wr_id = 100;
@@ -217,16 +87,8 @@ int Client(const char* host, int port) {
   Side s;
   Open(s, IBV_ACCESS_LOCAL_WRITE);
   for (uint32_t i = 0; i < 2 * kWindow; ++i) s.mem[i] = static_cast<uint8_t>(i * 7 + 1);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  CHECK(inet_pton(AF_INET, host, &sa.sin_addr) == 1);
-  CHECK(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
-  Endpoint mine = Local(s), theirs{};
-  RecvAll(fd, &theirs, sizeof(theirs));
-  SendAll(fd, &mine, sizeof(mine));
-  Connect(s, theirs);
+  const int fd = Dial(host, port);
+  ExchangeAndConnect(s, fd, /*server=*/false);
   Windows w{};
   RecvAll(fd, &w, sizeof(w));
   auto write = [&](uint64_t offset, uint64_t addr, uint32_t rkey) {
@@ -268,6 +130,7 @@ int Client(const char* host, int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  wire_rc_pair::program = "wire_windows";
   if (argc == 3 && strcmp(argv[1], "server") == 0) return Server(atoi(argv[2]));
   if (argc == 4 && strcmp(argv[1], "client") == 0) return Client(argv[2], atoi(argv[3]));
   fprintf(stderr, "usage: wire_windows server PORT | client SERVER_IPV4 PORT\n");

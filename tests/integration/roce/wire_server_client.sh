@@ -1,9 +1,9 @@
 #!/bin/bash
-# Memory windows across two hosts (wire_windows.cc): binds in the server's
-# network send queue, WRITEs through both windows, SEND with invalidate and
-# the responder's NAK for the invalidated key.
+# A two-host test program (wire_rc_pair.h) as a pair: `PROGRAM server PORT`
+# on host A, `PROGRAM client HOST_A_IPV4 PORT` on host B; both must exit 0
+# and the client must print OK.
 #
-# usage: wire_windows.sh SOFTVERBS_CLI WIRE_WINDOWS
+# usage: wire_server_client.sh SOFTVERBS_CLI PROGRAM
 set -u
 source "$(dirname "$0")/../../common/two_hosts.sh"
 cli=$1 program=$2
