@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "wire_rc_pair.h"
+
 namespace {
 
 constexpr uint32_t kChunk = 64 * 1024;
@@ -36,7 +38,7 @@ constexpr uint32_t kWrittenImm = 0x80000000u;
 constexpr uint32_t kEndImm = 0xffffffffu;
 constexpr int kFetchAdds = 2000;
 constexpr int kCompareSwaps = 500;
-constexpr int kGidIndex = 3;  // the port's IPv4 RoCE v2 GID
+using wire_rc_pair::kGidIndex;  // the port's IPv4 RoCE v2 GID
 
 [[noreturn]] void Die(const char* what) {
   fprintf(stderr, "wire_transfer: %s\n", what);
@@ -77,13 +79,8 @@ struct Endpoint {
   uint32_t reserved;
 };
 
-struct Device {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
-  ibv_qp* qp = nullptr;
-  ibv_mr* mr = nullptr;
-  uint8_t* mem = nullptr;  // [send/recv chunks][write area][read area][atomic]
+// [send/recv chunks][write area][read area][atomic] in mem.
+struct Device : wire_rc_pair::Side {
   size_t size = 0;
 };
 
@@ -101,38 +98,15 @@ uint64_t* AtomicWord(Device& d) {
 }
 
 void Open(Device& d) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  CHECK(list && n > 0);
-  d.ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
-  CHECK(d.ctx);
-  d.pd = ibv_alloc_pd(d.ctx);
-  d.cq = ibv_create_cq(d.ctx, 4 * kRecvs + 64, nullptr, nullptr, 0);
-  CHECK(d.pd && d.cq);
-  d.size = kRecvs * kChunk + 2 * kRound + 4096;
-  d.mem = static_cast<uint8_t*>(aligned_alloc(4096, d.size));
-  memset(d.mem, 0, d.size);
-  d.mr = ibv_reg_mr(d.pd, d.mem, d.size,
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        IBV_ACCESS_REMOTE_ATOMIC);
-  CHECK(d.mr);
-  ibv_qp_init_attr init{};
-  init.send_cq = d.cq;
-  init.recv_cq = d.cq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_wr = 256;
-  init.cap.max_recv_wr = kRecvs;
-  init.cap.max_send_sge = 1;
-  init.cap.max_recv_sge = 1;
-  d.qp = ibv_create_qp(d.pd, &init);
-  CHECK(d.qp);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-  CHECK(ibv_modify_qp(d.qp, &a,
-                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  wire_rc_pair::OpenOptions o;
+  o.bytes = d.size = kRecvs * kChunk + 2 * kRound + 4096;
+  o.mr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                IBV_ACCESS_REMOTE_ATOMIC;
+  o.qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  o.cqe = 4 * kRecvs + 64;
+  o.max_send_wr = 256;
+  o.max_recv_wr = kRecvs;
+  wire_rc_pair::Open(d, o);
 }
 
 Endpoint Local(Device& d, uint32_t psn) {
@@ -150,31 +124,11 @@ Endpoint Local(Device& d, uint32_t psn) {
 }
 
 void Connect(Device& d, const Endpoint& local, const Endpoint& remote) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = remote.qpn;
-  a.rq_psn = remote.psn;
-  a.max_dest_rd_atomic = 16;
-  a.min_rnr_timer = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.port_num = 1;
-  a.ah_attr.grh.sgid_index = kGidIndex;
-  a.ah_attr.grh.hop_limit = 64;
-  memcpy(a.ah_attr.grh.dgid.raw, remote.gid, 16);
-  CHECK(ibv_modify_qp(d.qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = local.psn;
-  a.timeout = 10;  // 4.2 ms: a lost last packet costs one timeout
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 16;
-  CHECK(ibv_modify_qp(d.qp, &a,
-                      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  wire_rc_pair::PathOptions o;
+  o.sq_psn = local.psn;
+  o.timeout = 10;  // 4.2 ms: a lost last packet costs one timeout
+  o.rd_atomic = 16;
+  wire_rc_pair::ConnectQp(d.qp, remote.qpn, remote.psn, remote.gid, o);
 }
 
 void PostRecv(Device& d, uint32_t slot) {
@@ -220,13 +174,7 @@ void Exchange(int fd, const Endpoint& out, Endpoint* in) {
 }
 
 int Server(int port) {
-  int ls = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  CHECK(bind(ls, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 && listen(ls, 1) == 0);
+  const int ls = wire_rc_pair::Listen(port);
   printf("listening\n");
   fflush(stdout);
   int fd = accept(ls, nullptr, nullptr);
@@ -265,12 +213,7 @@ int Server(int port) {
 }
 
 int Client(const char* host, int port, uint32_t mib) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  CHECK(inet_pton(AF_INET, host, &sa.sin_addr) == 1);
-  CHECK(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
+  const int fd = wire_rc_pair::Dial(host, port);
   Device d;
   Open(d);
   Endpoint local = Local(d, 0xfffff0), remote{};  // PSNs wrap during the run
