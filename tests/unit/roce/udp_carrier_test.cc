@@ -5,7 +5,10 @@
 #include "roce/udp_carrier.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
 #include <gtest/gtest.h>
+#include <linux/udp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -20,6 +23,38 @@
 #include "datapath/ibta_opcode.h"
 #include "roce/flow.h"
 #include "roce/ip_headers.h"
+
+// Linux before commit 1382e3b6a350 (6.11; backported to the 2024 stable
+// kernels) refuses a UDP GSO send of more than 64 segments with EINVAL
+// (udp_send_skb: datalen > gso_size * UDP_MAX_SEGMENTS). This machine's
+// kernel takes 128, so a test that sets older_kernel_max_segments gets that
+// answer from this sendmsg, which stands in for the kernel's in this test
+// program only (the executable's definition comes before libc's) and passes
+// everything else to libc's.
+namespace {
+size_t older_kernel_max_segments = 0;  // 0: the kernel's own answer
+int older_kernel_refusals = 0;
+}  // namespace
+
+extern "C" ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
+  using Sendmsg = ssize_t (*)(int, const msghdr*, int);
+  static const Sendmsg libc_sendmsg = reinterpret_cast<Sendmsg>(dlsym(RTLD_NEXT, "sendmsg"));
+  if (older_kernel_max_segments > 0) {
+    for (cmsghdr* c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(const_cast<msghdr*>(msg), c)) {
+      if (c->cmsg_level != IPPROTO_UDP || c->cmsg_type != UDP_SEGMENT) continue;
+      uint16_t segment = 0;
+      std::memcpy(&segment, CMSG_DATA(c), sizeof(segment));
+      size_t bytes = 0;
+      for (size_t i = 0; i < msg->msg_iovlen; ++i) bytes += msg->msg_iov[i].iov_len;
+      if (bytes > segment * older_kernel_max_segments) {
+        ++older_kernel_refusals;
+        errno = EINVAL;
+        return -1;
+      }
+    }
+  }
+  return libc_sendmsg(fd, msg, flags);
+}
 
 namespace softverbs::roce {
 namespace {
@@ -147,6 +182,53 @@ TEST(RoceUdpCarrier, RunsOfEqualPacketsLeaveAsOneGsoSend) {
     ASSERT_EQ(received[i].first.payload.size(), i + 1 == kPackets ? 100u : 256u);
     EXPECT_EQ(received[i].first.payload[0], static_cast<uint8_t>(i));
   }
+}
+
+// On a kernel that takes 64 segments a send, the first run of 100 is
+// refused whole and goes as 64 + 36, the second part's ICRCs made anew for
+// the IDs its own send gives it (0..35: the receiver solves each packet's
+// ID from its ICRC, so a wrong one shows as 64 + k); runs stop at 64 from
+// then on, with no other refusal.
+TEST(RoceUdpCarrier, AnOlderKernelsLimitOf64SegmentsSplitsTheRun) {
+  unsetenv(kFaultsEnvironmentVariable);
+  uint8_t ga[16], gb[16];
+  Gid("127.0.0.13", ga);
+  Gid("127.0.0.14", gb);
+  UdpCarrier a, b;
+  std::string error;
+  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.14: " << error;
+  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  older_kernel_max_segments = 64;
+  older_kernel_refusals = 0;
+  constexpr uint32_t kPackets = 100;
+  for (int round = 0; round < 2; ++round) {
+    for (uint32_t i = 0; i < kPackets; ++i) {
+      TransportFields f;
+      f.opcode = 0x0a;  // RC RDMA WRITE ONLY
+      f.dest_qp = 0x42;
+      f.psn = round * kPackets + i;
+      f.va = 0x1000;
+      f.rkey = 0x55;
+      f.dma_len = 8;
+      const std::vector<uint8_t> payload(8, static_cast<uint8_t>(i));
+      ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x78), f, payload, &error)) << error;
+    }
+    a.FlushSends();
+    const auto received = ReceiveUpTo(b, kPackets);
+    ASSERT_EQ(received.size(), kPackets);
+    for (uint32_t i = 0; i < kPackets; ++i) {
+      ASSERT_EQ(received[i].second, WireError::kOk)
+          << i << ": " << WireErrorName(received[i].second);
+      EXPECT_EQ(received[i].first.fields.psn, round * kPackets + i);
+      EXPECT_EQ(received[i].first.ends.ipv4_id, i < 64 ? i : i - 64) << i;
+      EXPECT_EQ(received[i].first.payload[0], static_cast<uint8_t>(i));
+    }
+  }
+  EXPECT_EQ(older_kernel_refusals, 1);  // the first run only
+  EXPECT_EQ(a.counters().sent, 2 * kPackets);
+  EXPECT_EQ(a.counters().gso_sends, 4u);  // 64 + 36, twice
+  EXPECT_EQ(a.counters().send_errors, 0u);
+  older_kernel_max_segments = 0;
 }
 
 TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
