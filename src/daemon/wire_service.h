@@ -155,10 +155,9 @@ class WireService : public datapath::WireHost {
   };
   // The socket is readable: wake-up bytes, or the context closed it.
   void ReadDoorbell(int fd);
-  // Takes up to a round's share of d's ring. False: the ring is broken
-  // (explained on the log channel) and the doorbell must close.
-  // Takes d's posts, counted in *taken; false when the ring is bad (the
-  // caller closes its doorbell).
+  // Takes up to a round's share of d's ring, adding the count to *taken.
+  // False: the ring is broken (explained on the log channel) and the
+  // doorbell must close.
   bool TakeRing(Doorbell& d, uint32_t* taken);
   // One record: checked, then run or flushed.
   void TakePost(ClientId c, const datapath::WirePostRecord& rec);
