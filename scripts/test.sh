@@ -11,4 +11,7 @@ cd build
 # address is this machine's interface must not send to that interface's
 # network (docs/roce.md, "Multicast").
 export SOFTVERBS_ROCE_MCAST=host
-ctest --output-on-failure -j"$(nproc)" --timeout 600
+status=0
+ctest --output-on-failure -j"$(nproc)" --timeout 600 || status=$?
+if ((status != 0)); then ../scripts/failed_test_output.sh . 80; fi
+exit "$status"

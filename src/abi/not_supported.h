@@ -19,7 +19,7 @@ namespace softverbs::abi {
 
 // "Returns the errno value" (most int-returning verbs).
 inline int ErrnoValueNotSupported(const char* fn = __builtin_FUNCTION()) {
-  return RejectErrno(EOPNOTSUPP, "%s is not supported by softverbs", fn);
+  return Reject(EOPNOTSUPP, "%s is not supported by softverbs", fn);
 }
 
 // "Returns -1 and sets errno".

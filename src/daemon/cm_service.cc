@@ -429,7 +429,9 @@ Verdict CmService::Reject(Id& id, const CmConnParam& conn) {
   memset(msg.conn.private_data, 0, sizeof(msg.conn.private_data));
   memcpy(msg.conn.private_data, conn.private_data,
          std::min<size_t>(conn.private_data_len, CmUserPrivateData(CmMsgKind::kRej)));
-  msg.status = ud ? 2 /* IB_SIDR_REJECT */ : 28 /* IB_CM_REJ_CONSUMER_DEFINED */;
+  // IB_SIDR_REJECT; else the reason asked for (rdma_reject_ece: 35, vendor
+  // option not supported) or IB_CM_REJ_CONSUMER_DEFINED.
+  msg.status = ud ? 2 : (conn.reject_reason ? conn.reject_reason : 28);
   id.state = CmState::kRejected;
   ReleaseRequest(id);
   Send(msg);

@@ -4,8 +4,10 @@
 // peers. The data itself never passes through here (docs/datapath.md).
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -282,7 +284,31 @@ void Device::UnpublishMr(Mr& mr) {
     mr_gone_(mr.lkey);
     mr_gone_(mr.rkey);
   }
-  if (mr.backing_fd >= 0) close(mr.backing_fd);
+}
+
+bool Device::HoldBacking(Mr& mr, int borrowed_fd) {
+  struct stat st {};
+  if (fstat(borrowed_fd, &st) != 0) return false;
+  const std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
+  auto it = backings_.find(id);
+  if (it == backings_.end()) {
+    const int fd = fcntl(borrowed_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return false;
+    it = backings_.emplace(id, HeldBacking{fd, 0}).first;
+  }
+  it->second.mrs++;
+  mr.backing_fd = it->second.fd;
+  mr.backing_id = id;
+  return true;
+}
+
+void Device::ReleaseBacking(Mr& mr) {
+  if (mr.backing_fd < 0) return;
+  auto it = backings_.find(mr.backing_id);
+  if (it != backings_.end() && --it->second.mrs == 0) {
+    close(it->second.fd);
+    backings_.erase(it);
+  }
   mr.backing_fd = -1;
 }
 
@@ -299,7 +325,6 @@ Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req,
                             protocol::RegMrReply* out, bool zero_length_ok) {
   if (backing_fd >= 0 && (req.backed_begin >= req.backed_end || req.backed_begin < req.reg.addr ||
                           req.backed_end > req.reg.addr + req.reg.length)) {
-    close(backing_fd);
     return Verdict::Fail(EINVAL, "reg_mr: the backed range is not inside the MR");
   }
   // Peers (and the network transport, here) map the backing: one that its
@@ -308,19 +333,22 @@ Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req,
   if (backing_fd >= 0) {
     const int seals = fcntl(backing_fd, F_GET_SEALS);
     if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-      close(backing_fd);
       return Verdict::Fail(EINVAL,
                            "reg_mr: the backing memfd is not sealed against shrinking "
                            "(F_SEAL_SHRINK): the peers that map it could fault");
     }
   }
   Verdict v = RegMr(c, req.reg, out, zero_length_ok);
-  if (!v.ok()) {
-    if (backing_fd >= 0) close(backing_fd);
-    return v;
-  }
+  if (!v.ok()) return v;
   Mr& mr = mrs_.at(out->handle);
-  mr.backing_fd = backing_fd;
+  if (backing_fd >= 0 && !HoldBacking(mr, backing_fd)) {
+    // Registered all the same: peers reach it through the owner's
+    // /proc/self/mem, as a range without whole pages.
+    fprintf(stderr,
+            "softverbsd: reg_mr: cannot hold the backing of MR 0x%x (%s): peers reach it "
+            "through the owner's memory descriptor\n",
+            mr.lkey, strerror(errno));
+  }
   mr.backed_begin = req.backed_begin;
   mr.backed_end = req.backed_end;
   mr.backed_offset = req.backed_offset;

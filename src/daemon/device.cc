@@ -144,8 +144,7 @@ Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
   if (req.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
     // The old backing no longer describes the range: peers fall back to
     // the owner's /proc/self/mem for the new one.
-    if (mr->backing_fd >= 0) close(mr->backing_fd);
-    mr->backing_fd = -1;
+    ReleaseBacking(*mr);
     mr->addr = req.addr;
     mr->iova = req.addr;
     mr->length = req.length;
@@ -176,6 +175,7 @@ Verdict Device::DeregMr(ClientId c, Handle h) {
   pds_[mr->pd].users--;
   if (mr->dm) dms_.at(mr->dm).mrs--;
   UnpublishMr(*mr);
+  ReleaseBacking(*mr);
   mr_by_index_.erase(MrKeyIndex(mr->lkey));
   mrs_.erase(h);
   return Verdict::Ok();

@@ -153,7 +153,7 @@ class Device {
   Verdict QueryMr(ClientId c, Handle mr, protocol::QueryMrReply* out);
   Verdict QueryDm(ClientId c, Handle dm, protocol::QueryDmReply* out);
   Verdict RegDmMr(ClientId c, const protocol::RegDmMrRequest& req, int backing_fd,
-                  protocol::RegMrReply* out);
+                  protocol::RegMrReply* out);  // backing_fd borrowed, as RegMrBacked
 
   // `softverbs status --json`.
   std::string StatusJson() const;
@@ -170,6 +170,8 @@ class Device {
   int CqRingFd(Handle cq) const;
   int QpRecvQueueFd(Handle qp_handle) const;
   int SrqRingFd(Handle srq) const;
+  // backing_fd (-1: none) is borrowed: the device holds the backing with a
+  // descriptor of its own, one per distinct memfd however many MRs use it.
   Verdict RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
                       protocol::RegMrReply* out, bool zero_length_ok = false);
   Verdict MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::vector<int>* fds);
@@ -235,6 +237,13 @@ class Device {
   void UnpublishQp(Qp& qp);
   void PublishMr(const Mr& mr);
   void UnpublishMr(Mr& mr);
+  // MRs' backings (datapath_tables.cc): HoldBacking makes mr use the memfd
+  // borrowed_fd names, held once by the device for every MR on it (an
+  // application registers one buffer many times: one descriptor each ran
+  // the daemon out of them, locking every process of its user out);
+  // ReleaseBacking lets mr's go. False: no descriptor to hold it with.
+  bool HoldBacking(Mr& mr, int borrowed_fd);
+  void ReleaseBacking(Mr& mr);
   void PublishMw(const Mw& mw);
   void UnbindMw(Mw& mw);
   Mw* FindMwByKey(uint32_t rkey);
@@ -290,10 +299,15 @@ class Device {
   NumberSink qp_changed_;
   NumberSink mr_gone_;
   int table_fd_ = -1;
-  std::map<ClientId, int> mem_fds_;                        // each client's /proc/self/mem
-  std::map<ClientId, int> access_records_;                 // each client's access record
-  std::unique_ptr<DevxService, DevxServiceDeleter> devx_;  // made on first DEVX request
-  friend class DevxDeviceObjects;                          // DEVX objects share these tables
+  struct HeldBacking {
+    int fd;
+    uint32_t mrs;  // MRs using it
+  };
+  std::map<std::pair<uint64_t, uint64_t>, HeldBacking> backings_;  // by (st_dev, st_ino)
+  std::map<ClientId, int> mem_fds_;                                // each client's /proc/self/mem
+  std::map<ClientId, int> access_records_;                         // each client's access record
+  std::unique_ptr<DevxService, DevxServiceDeleter> devx_;          // made on first DEVX request
+  friend class DevxDeviceObjects;  // DEVX objects share these tables
 };
 
 }  // namespace softverbs::daemon

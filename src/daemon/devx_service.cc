@@ -93,14 +93,18 @@ uint16_t DevxService::AllocUid() {
   return 0;
 }
 
-Verdict DevxService::Open(ClientId c, protocol::DevxOpenReply* out) {
+uint16_t DevxService::EnsureUid(ClientId c) {
   auto it = uids_.find(c);
-  if (it == uids_.end()) {
-    uint16_t uid = AllocUid();
-    if (uid == 0) return Verdict::Fail(ENOMEM, "devx: every DEVX uid is in use");
-    it = uids_.emplace(c, uid).first;
-  }
-  *out = {it->second, 0};
+  if (it != uids_.end()) return it->second;
+  const uint16_t uid = AllocUid();
+  if (uid != 0) uids_.emplace(c, uid);
+  return uid;
+}
+
+Verdict DevxService::Open(ClientId c, protocol::DevxOpenReply* out) {
+  const uint16_t uid = EnsureUid(c);
+  if (uid == 0) return Verdict::Fail(ENOMEM, "devx: every DEVX uid is in use");
+  *out = {uid, 0};
   return Verdict::Ok();
 }
 
@@ -118,6 +122,10 @@ Verdict DevxService::Command(ClientId c, const uint8_t* body, size_t len,
     return Verdict::Fail(EINVAL, "devx command: box larger than " +
                                      std::to_string(protocol::kMaxDevxBox) + " bytes");
   }
+  // Every context is a DEVX context, as rdma-core's libmlx5 opens them (it
+  // asks for a DEVX ucontext unless told otherwise): a context's first
+  // DEVX command gets it its uid if mlx5dv_open_device did not.
+  EnsureUid(c);
   std::span<const uint8_t> in(body + sizeof(req), in_len);
   std::vector<uint8_t> out(req.out_len);
   devx::ObjectHandle handle = req.handle;
@@ -191,6 +199,11 @@ Verdict DevxService::UmemReg(ClientId c, const protocol::DevxUmemRegRequest& req
     return Verdict::Fail(EINVAL,
                          "umem_reg: only LOCAL_WRITE, REMOTE_WRITE and REMOTE_READ are allowed");
   }
+  // The kernel's ib_check_mr_access, as for an MR.
+  if ((req.access & IBV_ACCESS_REMOTE_WRITE) && !(req.access & IBV_ACCESS_LOCAL_WRITE)) {
+    return Verdict::Fail(EINVAL, "umem_reg: REMOTE_WRITE needs LOCAL_WRITE");
+  }
+  EnsureUid(c);
   *out = {objects_.RegisterUmem(c, req.addr, req.size, req.access), 0};
   return Verdict::Ok();
 }

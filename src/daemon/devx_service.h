@@ -55,6 +55,8 @@ class DevxService {
 
  private:
   devx::CallerContext CallerOf(ClientId c) const;
+  // c's DEVX uid, allocated on first use (0: every uid is taken).
+  uint16_t EnsureUid(ClientId c);
   uint16_t AllocUid();
   // Tells the device about a CQ or QP the firmware just created, modified
   // or destroyed (its data-path shadow follows).

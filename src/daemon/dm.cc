@@ -57,10 +57,7 @@ constexpr uint32_t kDmMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRIT
 
 Verdict Device::RegDmMr(ClientId c, const protocol::RegDmMrRequest& req, int backing_fd,
                         protocol::RegMrReply* out) {
-  auto fail = [&](int err, std::string why) {
-    if (backing_fd >= 0) close(backing_fd);
-    return Verdict::Fail(err, "reg_dm_mr: " + why);
-  };
+  auto fail = [&](int err, std::string why) { return Verdict::Fail(err, "reg_dm_mr: " + why); };
   Dm* dm = FindOwned(dms_, c, req.dm);
   if (!dm) return fail(EINVAL, "no such device memory in this context");
   const uint32_t access = req.mr.reg.access;
@@ -77,7 +74,7 @@ Verdict Device::RegDmMr(ClientId c, const protocol::RegDmMrRequest& req, int bac
                             " bytes of device memory");
   }
   Verdict v = RegMrBacked(c, req.mr, backing_fd, out, /*zero_length_ok=*/true);
-  if (!v.ok()) return v;  // RegMrBacked closed the backing
+  if (!v.ok()) return v;
   mrs_.at(out->handle).dm = dm->handle;
   dm->mrs++;
   return Verdict::Ok();

@@ -27,7 +27,7 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
           Reply(conn, hdr.seq, Verdict::Fail(EBADF, "reg_mr: backing memfd missing"), nullptr, 0);
           return true;
         }
-        backing = dup(fds[0]);
+        backing = fds[0];  // borrowed: the device holds its own
       }
       protocol::RegMrReply out{};
       Verdict v = device_.RegMrBacked(c, req, backing, &out);
@@ -121,7 +121,7 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
                 0);
           return true;
         }
-        backing = dup(fds[0]);
+        backing = fds[0];  // borrowed: the device holds its own
       }
       protocol::RegMrReply out{};
       Verdict v = device_.RegDmMr(c, req, backing, &out);

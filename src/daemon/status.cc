@@ -32,8 +32,11 @@ std::string Device::StatusJson() const {
       if (pd.owner == id) pds.push_back({{"pdn", pd.pdn}, {"users", pd.users}});
     for (const auto& [h, mr] : mrs_)
       if (mr.owner == id)
-        mrs.push_back(
-            {{"lkey", mr.lkey}, {"rkey", mr.rkey}, {"length", mr.length}, {"access", mr.access}});
+        mrs.push_back({{"lkey", mr.lkey},
+                       {"rkey", mr.rkey},
+                       {"length", mr.length},
+                       {"access", mr.access},
+                       {"backed", mr.backing_fd >= 0}});
     for (const auto& [h, cq] : cqs_)
       if (cq.owner == id && !cq.devx)
         cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});
@@ -75,9 +78,11 @@ std::string Device::StatusJson() const {
   }
   // Every object the device holds, whoever owns it: what a leak check
   // compares (0 everywhere once every client is gone).
-  json objects{{"pd", pds_.size()}, {"mr", mrs_.size()},     {"mw", mws_.size()},
-               {"cq", cqs_.size()}, {"srq", srqs_.size()},   {"qp", qps_.size()},
-               {"ah", ahs_.size()}, {"xrcd", xrcds_.size()}, {"dm", dms_.size()}};
+  json objects{{"pd", pds_.size()},   {"mr", mrs_.size()},
+               {"mw", mws_.size()},   {"cq", cqs_.size()},
+               {"srq", srqs_.size()}, {"qp", qps_.size()},
+               {"ah", ahs_.size()},   {"xrcd", xrcds_.size()},
+               {"dm", dms_.size()},   {"mr_backings", backings_.size()}};
   json all{{"device", dev}, {"clients", clients}, {"objects", objects}};
   return all.dump(2);
 }

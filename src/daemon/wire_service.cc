@@ -513,7 +513,8 @@ std::string WireService::StatusJson() const {
                          {"other_ipv4_ids", k.other_ipv4_ids},
                          {"refused", refused},
                          {"icrc_errors", k.refused[static_cast<int>(roce::WireError::kBadIcrc)]},
-                         {"send_errors", k.send_errors}};
+                         {"send_errors", k.send_errors},
+                         {"send_sockets_closed", k.send_sockets_closed}};
     if (const roce::FaultInjector* f = c->udp.faults()) {
       const roce::FaultCounters& fc = f->counters();
       cj["faults"] = {{"dropped", fc.dropped},

@@ -37,11 +37,15 @@ struct Target {
   uint32_t pdn = 0;
 };
 
-// The responder detected an error on an RC/UC QP: it moves to the error
-// state; its own receive queue is flushed (an SRQ is not: other QPs use it).
-void FailTarget(Host& host, const Target& t) {
+// The responder detected an error on an RC/UC QP, in hardware's order: the
+// QP moves to the error state before anything of the error can be seen -
+// the receive's error completion, if the error consumed one, then the flush
+// of its own receive queue (an SRQ's is not flushed: other QPs use it) - so
+// a program that polls the error completion and queries the QP finds ERR.
+void FailTarget(Host& host, const Target& t, const Completion* receive_error = nullptr) {
   host.SetQpError(t.qpn);
   PeerQp& peer = *t.peer;
+  if (receive_error) Complete(peer.recv_cq, peer.cq_event_fd, *receive_error);
   if (!peer.srqn && peer.rq.valid()) {
     FlushRecvQueue(peer.rq, peer.recv_cq, peer.cq_event_fd, t.qpn);
   }
@@ -178,8 +182,7 @@ void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const W
     recv.status = why == kVendorRecvTooSmall ? IBV_WC_LOC_LEN_ERR : IBV_WC_LOC_PROT_ERR;
     recv.vendor_err = why;
     recv.byte_len = needed;
-    Complete(peer->recv_cq, peer->cq_event_fd, recv);
-    FailTarget(host, target);
+    FailTarget(host, target, &recv);
     if (rc)
       return Nak(out, why == kVendorRecvTooSmall ? IBV_WC_REM_INV_REQ_ERR : IBV_WC_REM_OP_ERR, why);
     out->response = Response::kDropped;
@@ -209,8 +212,7 @@ void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const W
       !host.InvalidateWindow(target.qpn, wr.imm_data, true)) {
     recv.status = IBV_WC_REM_INV_REQ_ERR;
     recv.vendor_err = kVendorRemoteInvalidate;
-    Complete(peer->recv_cq, peer->cq_event_fd, recv);
-    FailTarget(host, target);
+    FailTarget(host, target, &recv);
     return Nak(out, IBV_WC_REM_INV_REQ_ERR, kVendorRemoteInvalidate);
   }
   Complete(peer->recv_cq, peer->cq_event_fd, recv);
@@ -237,8 +239,7 @@ void DeliverMatched(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpc
                                     IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
     c.status = IBV_WC_LOC_PROT_ERR;
     c.vendor_err = kVendorRecvBadLkey;
-    Complete(peer->recv_cq, peer->cq_event_fd, c);
-    FailTarget(host, target);
+    FailTarget(host, target, &c);
     return Nak(out, IBV_WC_REM_OP_ERR, kVendorRecvBadLkey);
   }
   if (tmh.opcode == IBV_TMH_EAGER) {
@@ -246,8 +247,7 @@ void DeliverMatched(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpc
     if (c.byte_len > dst.bytes) {
       c.status = IBV_WC_LOC_LEN_ERR;
       c.vendor_err = kVendorRecvTooSmall;
-      Complete(peer->recv_cq, peer->cq_event_fd, c);
-      FailTarget(host, target);
+      FailTarget(host, target, &c);
       return Nak(out, IBV_WC_REM_INV_REQ_ERR, kVendorRecvTooSmall);
     }
     if (!CopyPieces(dst, SkipBytes(src, kTmhBytes))) c.status = IBV_WC_LOC_ACCESS_ERR;

@@ -180,21 +180,25 @@ class ShmSendQueue {
         break;
     }
     const Completion& c = out.completion;
-    if (c.status != IBV_WC_SUCCESS || port.SignalsAll() || (wr.send_flags & IBV_SEND_SIGNALED)) {
+    const bool failed = c.status != IBV_WC_SUCCESS;
+    // A failed WR puts the QP in its error state before its completion is
+    // seen, as hardware does: a program that polls the error completion
+    // and then queries the QP finds ERR (SQE), never RTS.
+    if (failed) port.SetError();
+    if (failed || port.SignalsAll() || (wr.send_flags & IBV_SEND_SIGNALED)) {
       port.CompleteSend(c);
     }
     // A rendezvous to a tag-matching SRQ: its FIN comes after our completion.
     if (out.rendezvous.pending) FinishRendezvous(port.host(), qp, out.rendezvous);
-    return c.status == IBV_WC_SUCCESS ? Step::kFinished : Step::kFailed;
+    return failed ? Step::kFailed : Step::kFinished;
   }
 
-  // After a WR failed (and left the queue): the QP's error state, the
-  // other WRs flushed, then a reliable QP's receives. A drain in progress
-  // ends here: the QP left SQD without draining.
+  // After a WR failed (and left the queue, the QP in its error state since
+  // RunOne): the other WRs flushed, then a reliable QP's receives. A drain
+  // in progress ends here: the QP left SQD without draining.
   template <ShmQpPort Port>
   void Fail(Port& port) {
     drain_notify_ = false;
-    port.SetError();
     Flush(port);
     port.FlushReceivesAfterError();
   }

@@ -249,19 +249,21 @@ void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
 }
 
 void WireQp::RequesterError(ibv_wc_status status, uint32_t vendor_err) {
+  // A reliable QP goes to ERR; an unreliable one's send queue to SQE (its
+  // receive side keeps working). The device publishes either, before the
+  // error completion is seen, as hardware does: a program that polls it
+  // and then queries the QP finds the error state.
+  if (Reliable()) {
+    host_.SetQpError(config_.qpn);
+  } else {
+    host_.SetSendQueueError(config_.qpn);
+  }
   if (!sq_.empty()) CompleteFront(status, vendor_err);
   error_ = true;
   next_send_ = sq_.size();
   while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
   ack_deadline_ = UINT64_MAX;
   rnr_until_ = 0;
-  // A reliable QP goes to ERR; an unreliable one's send queue to SQE (its
-  // receive side keeps working). The device publishes either.
-  if (Reliable()) {
-    host_.SetQpError(config_.qpn);
-  } else {
-    host_.SetSendQueueError(config_.qpn);
-  }
 }
 
 }  // namespace softverbs::datapath

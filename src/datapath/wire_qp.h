@@ -233,7 +233,16 @@ class WireQp {
                        uint32_t vendor_err);
   void SendAck(uint32_t psn);
   void SendNak(uint32_t psn, uint8_t syndrome);
-  void ResponderError(uint32_t psn, uint8_t nak_syndrome, bool access_error);
+  // A receive the failed message consumed, completed with its error inside
+  // ResponderError (after the QP entered the error state).
+  struct FailedReceive {
+    const roce::TransportFields& f;
+    uint32_t byte_len;
+    ibv_wc_status status;
+    uint32_t vendor_err;
+  };
+  void ResponderError(uint32_t psn, uint8_t nak_syndrome, bool access_error,
+                      const FailedReceive* failed_receive = nullptr);
   void SendResponse(roce::TransportFields& f, std::span<const uint8_t> payload);
   // The transport of the ACKs this QP sends (XRC for an XRC receive QP).
   IbtaTransport ResponseTransport() const;

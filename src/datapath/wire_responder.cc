@@ -286,9 +286,9 @@ bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
   uint64_t room = 0;
   for (uint32_t i = 0; i < wqe_.num_sge; ++i) room += wqe_.sge[i].length;
   if (rx_offset_ + len > room) {
-    CompleteReceive(f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_LOC_LEN_ERR,
-                    kVendorRecvTooSmall);
-    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
+    const FailedReceive failed{f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_LOC_LEN_ERR,
+                               kVendorRecvTooSmall};
+    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false, &failed);
     return false;
   }
   if (len) {
@@ -298,9 +298,10 @@ bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
     PieceList dst;
     if (AddKeyedPieces(host_, guards, slice, n, false, rx_pdn_, rx_->owner, IBV_ACCESS_LOCAL_WRITE,
                        &dst) != kVendorNone) {
-      CompleteReceive(f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_LOC_PROT_ERR,
-                      kVendorRecvBadLkey);
-      ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteOperationalError), false);
+      const FailedReceive failed{f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_LOC_PROT_ERR,
+                                 kVendorRecvBadLkey};
+      ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteOperationalError), false,
+                     &failed);
       return false;
     }
     PieceList src;
@@ -542,14 +543,24 @@ void WireQp::SendNak(uint32_t psn, uint8_t syndrome) {
   SendResponse(a, {});
 }
 
-void WireQp::ResponderError(uint32_t psn, uint8_t nak_syndrome, bool access_error) {
+void WireQp::ResponderError(uint32_t psn, uint8_t nak_syndrome, bool access_error,
+                            const FailedReceive* failed_receive) {
+  const auto complete_failed_receive = [&] {
+    if (!failed_receive) return;
+    const FailedReceive& r = *failed_receive;
+    CompleteReceive(r.f, r.byte_len, r.status, r.vendor_err);
+  };
   if (config_.type == IBV_QPT_UC) {
+    complete_failed_receive();
     counters_.dropped++;  // UC: the message is dropped, the QP stays
     return;
   }
   SendNak(psn, nak_syndrome);
   rsp_state_ = ResponderState::kError;
+  // The error state first, as hardware: a program that polls the failed
+  // receive's completion and then queries the QP finds ERR.
   host_.SetQpError(config_.qpn);
+  complete_failed_receive();
   if (rx_ && !rx_->srqn && rx_->rq.valid()) {
     FlushRecvQueue(rx_->rq, rx_->recv_cq, rx_->cq_event_fd, config_.qpn);
   }

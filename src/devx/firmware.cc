@@ -52,8 +52,11 @@ int Firmware::ExecuteLocked(EntryPoint entry_point, const CallerContext& caller,
     }
     return EINVAL;
   };
-  if (in.size() < in_hdr::kBytes || out.size() < out_hdr::kBytes) {
-    return reject("the in and out boxes must hold at least their 16-byte headers",
+  // The kernel's UVERBS_ATTR_MIN_SIZE of general_obj_{in,out}_cmd_hdr: 16
+  // bytes each (the 8-byte command header and the object fields after it).
+  constexpr size_t kMinBoxBytes = 16;
+  if (in.size() < kMinBoxBytes || out.size() < kMinBoxBytes) {
+    return reject("the in and out boxes must hold at least 16 bytes",
                   in.size() >= in_hdr::kBytes ? OpcodeOf(in) : 0u);
   }
   const uint16_t op = OpcodeOf(in);

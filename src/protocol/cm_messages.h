@@ -35,7 +35,7 @@ struct CmConnParam {
   uint8_t rnr_retry_count;      // 0..7
   uint8_t srq;                  // the sender's QP takes receives from an SRQ
   uint8_t private_data_len;     // bytes of private_data that are meaningful
-  uint8_t reserved;
+  uint8_t reject_reason;        // kCmReject: the REJ's IBTA reason (0: 28, consumer defined)
   uint8_t private_data[kCmMaxPrivateData];
 };
 static_assert(sizeof(CmConnParam) == 16 + kCmMaxPrivateData);

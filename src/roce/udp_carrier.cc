@@ -123,6 +123,7 @@ int UdpCarrier::SendSocket(uint16_t src_port, uint16_t* bound, std::string* erro
     *bound = it->second.second;
     return it->second.first;
   }
+  if (send_fds_.size() >= kMaxSendSockets) CloseOldestSendSocket();
   const int family = local_.ipv6 ? AF_INET6 : AF_INET;
   const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -160,7 +161,27 @@ int UdpCarrier::SendSocket(uint16_t src_port, uint16_t* bound, std::string* erro
   *bound = ntohs(sa.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
                                           : reinterpret_cast<sockaddr_in*>(&sa)->sin_port);
   send_fds_[src_port] = {fd, *bound};
+  send_fd_order_.push_back(src_port);
   return fd;
+}
+
+void UdpCarrier::CloseOldestSendSocket() {
+  // The run and the held packets name their routes by index: they go now,
+  // before a route's slot can be given to another.
+  FlushSends();
+  FlushFaults();
+  const uint16_t port = send_fd_order_.front();
+  send_fd_order_.pop_front();
+  auto socket = send_fds_.find(port);
+  close(socket->second.first);
+  send_fds_.erase(socket);
+  for (auto it = route_index_.lower_bound({port, {}});
+       it != route_index_.end() && it->first.first == port;) {
+    routes_[it->second].fd = -1;
+    free_routes_.push_back(it->second);
+    it = route_index_.erase(it);
+  }
+  counters_.send_sockets_closed++;
 }
 
 bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* error) {
@@ -223,9 +244,16 @@ int64_t UdpCarrier::RouteTo(const Endpoints& ends, std::string* error) {
   if (fd < 0) return -1;
   Route route{fd, bound, {}, 0};
   route.to_len = SockaddrOf(ends, /*source=*/false, kRoceV2Port, scope_id_, &route.to);
-  routes_.push_back(route);
-  route_index_[key] = routes_.size() - 1;
-  return static_cast<int64_t>(routes_.size() - 1);
+  size_t slot = routes_.size();
+  if (free_routes_.empty()) {
+    routes_.push_back(route);
+  } else {
+    slot = free_routes_.back();
+    free_routes_.pop_back();
+    routes_[slot] = route;
+  }
+  route_index_[key] = slot;
+  return static_cast<int64_t>(slot);
 }
 
 bool UdpCarrier::TransmitRun(std::string* error) {

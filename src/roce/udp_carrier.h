@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -52,7 +53,10 @@ struct CarrierCounters {
   uint64_t sent = 0;         // packets handed to the kernel
   uint64_t gso_sends = 0;    // runs of packets sent as one UDP GSO send
   uint64_t send_errors = 0;  // sendto failures of packets released by the fault injector
-  uint64_t received = 0;     // packets accepted by the parser
+  // flow sockets closed to stay within kMaxSendSockets (their flows get a
+  // new one at their next packet)
+  uint64_t send_sockets_closed = 0;
+  uint64_t received = 0;  // packets accepted by the parser
   // of which made (ICRC) for an IPv4 ID other than softverbs' 0..127: rxe's,
   // a NIC's (ipv4_id_history.h)
   uint64_t other_ipv4_ids = 0;
@@ -61,6 +65,14 @@ struct CarrierCounters {
 
 class UdpCarrier {
  public:
+  // Flow sockets (one per source port in use, made on first use) a carrier
+  // keeps open at most: past it, the oldest is closed - the run being
+  // gathered and the packets the fault injector holds are sent first - and
+  // its routes forgotten. Flows come from QP numbers (16,384 ports), so a
+  // long-lived daemon whose QPs come and go would otherwise hold up to
+  // 16,384 sockets.
+  static constexpr size_t kMaxSendSockets = 1024;
+
   UdpCarrier() = default;
   ~UdpCarrier();
   UdpCarrier(const UdpCarrier&) = delete;
@@ -118,6 +130,9 @@ class UdpCarrier {
   // another socket holds that port, the kernel picks one (*bound says
   // which): the port is only flow entropy, the ICRC covers whichever goes.
   int SendSocket(uint16_t src_port, uint16_t* bound, std::string* error);
+  // Closes the oldest flow socket and forgets its routes (their slots in
+  // routes_ are reused), after sending what refers to routes by index.
+  void CloseOldestSendSocket();
   // The index of the route (made on first use), or -1 with *error.
   int64_t RouteTo(const Endpoints& ends, std::string* error);
   bool Transmit(std::span<const uint8_t> roce, uint64_t route, std::string* error);
@@ -154,7 +169,9 @@ class UdpCarrier {
   uint32_t scope_id_ = 0;
   int recv_fd_ = -1;
   std::map<uint16_t, std::pair<int, uint16_t>> send_fds_;  // flow port -> socket, bound port
+  std::deque<uint16_t> send_fd_order_;  // flow ports of send_fds_, oldest socket first
   std::vector<Route> routes_;
+  std::vector<size_t> free_routes_;  // slots of routes_ whose socket was closed
   std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, size_t> route_index_;
   std::unique_ptr<FaultInjector> injector_;
   CarrierCounters counters_;

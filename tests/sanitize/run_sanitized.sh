@@ -33,6 +33,9 @@ cmake --build "$build" -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd "$build"
-exec ctest --output-on-failure -j"$(nproc)" --timeout 300 \
+status=0
+ctest --output-on-failure -j"$(nproc)" --timeout 300 \
   -L "unit|integration|devx|datapath|reliability|xrc|rdmacm" \
-  -E "^(thirdparty|kernel_view)\.|^rdmacm\.(hosts_)?(fi_pingpong|ib_)"
+  -E "^(thirdparty|kernel_view)\.|^rdmacm\.(hosts_)?(fi_pingpong|ib_)" || status=$?
+if ((status != 0)); then "$src/scripts/failed_test_output.sh" "$build" 60; fi
+exit "$status"

@@ -166,6 +166,14 @@ int DaemonChannel::Connect(protocol::Role role) {
 int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
                         const int* fds, size_t nfds, size_t* rep_body_len,
                         std::vector<int>* fds_out) {
+  const int err = Exchange(op, req, req_len, rep, rep_len, fds, nfds, rep_body_len, fds_out);
+  if (err) errno = err;
+  return err;
+}
+
+int DaemonChannel::Exchange(protocol::Op op, const void* req, size_t req_len, void* rep,
+                            size_t rep_len, const int* fds, size_t nfds, size_t* rep_body_len,
+                            std::vector<int>* fds_out) {
   CallLock lock(shared_.get());
   if (fd_ < 0) return ENODEV;
   auto device_gone = [&] {

@@ -48,6 +48,9 @@ class DaemonChannel {
   // went with the device, device_fatal.h); on success copies up to rep_len bytes of the
   // reply body into rep. *rep_body_len, if given, receives the body length.
   // fds the reply carries are appended to *fds_out (closed when it is null).
+  // A failed call also leaves its errno in errno, as a failed command to the
+  // kernel does under rdma-core (programs print strerror(errno) after a
+  // verb that returns the errno value).
   int Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
            const int* fds = nullptr, size_t nfds = 0, size_t* rep_body_len = nullptr,
            std::vector<int>* fds_out = nullptr);
@@ -66,6 +69,9 @@ class DaemonChannel {
  private:
   struct SharedCallState;  // daemon_channel.cc
   class CallLock;
+  // Call without the errno: the request/reply exchange itself.
+  int Exchange(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
+               const int* fds, size_t nfds, size_t* rep_body_len, std::vector<int>* fds_out);
   // Receives the reply to request `seq`, skipping stale ones.
   ssize_t ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf, std::vector<int>* fds_out);
   // Mapped at Connect, shared with forked children and adopting channels.

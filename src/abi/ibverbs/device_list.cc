@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/fork_state.h"
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/gid_table.h"
@@ -68,6 +69,9 @@ uint64_t DeviceGuid() {
 using namespace softverbs::provider;
 
 SV_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
+  if (num_devices) *num_devices = 0;  // as libibverbs, also on failure
+  static std::once_flag fork_env_once;
+  std::call_once(fork_env_once, ForkInitFromEnvironment);
   auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
   if (!list) return RejectNull(ENOMEM, "ibv_get_device_list: out of memory for the list");
   list[0] = const_cast<ibv_device*>(SoftverbsDevice());

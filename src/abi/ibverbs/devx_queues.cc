@@ -145,10 +145,16 @@ uint32_t SendCompletionOpcode(uint32_t wr_opcode) {
   }
 }
 
-// The QP is in the error state now (published by the daemon): posted
-// receives complete with WR_FLUSH_ERR; send WQEs are flushed as they come.
+// A WQE failed: the QP enters the error state (published by the daemon)
+// before its error completion is written, as hardware does - a program that
+// polls the error CQE and then queries the QP finds ERR.
 void EnterError(Context* ctx, DevxQp& qp) {
   ctx->peers->SetQpError(qp.qpn);
+}
+
+// After the error completion: posted receives complete with WR_FLUSH_ERR;
+// send WQEs are flushed as they come.
+void FlushAfterError(DevxQp& qp) {
   qp.has_pending = false;
   if (qp.shadow_rq.valid()) dp::FlushRecvQueue(qp.shadow_rq, qp.recv_ring, -1, qp.qpn);
 }
@@ -205,17 +211,18 @@ bool RunPending(Context* ctx, DevxQp& qp) {
     return false;
   }
   dp::Completion& c = out.completion;
-  if (c.status != IBV_WC_SUCCESS || (wr.send_flags & IBV_SEND_SIGNALED)) {
-    CompleteSend(qp, wqe, c.status,
-                 c.status == IBV_WC_SUCCESS ? c.opcode : SendCompletionOpcode(wr.opcode),
-                 c.byte_len, c.vendor_err);
-  }
-  if (out.rendezvous.pending) dp::FinishRendezvous(*ctx->peers, local, out.rendezvous);
-  if (c.status != IBV_WC_SUCCESS) {
+  const bool failed = c.status != IBV_WC_SUCCESS;
+  if (failed) {
     Log("devx: QP 0x%x: WQE %u (%s) completed with %s: the QP moves to ERR", qp.qpn, wqe.wqe_index,
         wqe.info->name, ibv_wc_status_str(static_cast<ibv_wc_status>(c.status)));
     EnterError(ctx, qp);
   }
+  if (failed || (wr.send_flags & IBV_SEND_SIGNALED)) {
+    CompleteSend(qp, wqe, c.status, failed ? SendCompletionOpcode(wr.opcode) : c.opcode, c.byte_len,
+                 c.vendor_err);
+  }
+  if (out.rendezvous.pending) dp::FinishRendezvous(*ctx->peers, local, out.rendezvous);
+  if (failed) FlushAfterError(qp);
   return true;
 }
 
@@ -239,9 +246,10 @@ bool ServiceSendQueue(Context* ctx, DevxQp& qp, uint32_t state) {
       if (error != mlx5::WqeError::kNone) {
         Log("devx: QP 0x%x: send WQE at basic block %u: %s: LOCAL_QP_OP_ERR, the QP moves to ERR",
             qp.qpn, qp.sq_head, mlx5::WqeErrorName(error));
+        EnterError(ctx, qp);
         CompleteSend(qp, qp.pending, IBV_WC_LOC_QP_OP_ERR, IBV_WC_SEND, 0, 0);
         qp.sq_head += qp.pending.basic_blocks;
-        EnterError(ctx, qp);
+        FlushAfterError(qp);
         return true;  // flushed from the next pass on
       }
       qp.has_pending = true;
@@ -256,7 +264,7 @@ bool ServiceSendQueue(Context* ctx, DevxQp& qp, uint32_t state) {
     const uint32_t blocks = qp.pending.basic_blocks;
     if (!RunPending(ctx, qp)) return busy;
     busy = true;
-    if (!qp.has_pending) {  // EnterError: the rest is flushed from the next pass on
+    if (!qp.has_pending) {  // FlushAfterError: the rest is flushed from the next pass on
       qp.sq_head += blocks;
       return busy;
     }

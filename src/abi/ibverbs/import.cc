@@ -48,6 +48,7 @@ SV_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
   auto* mr = new (std::nothrow) Mr{};
   if (!mr) return RejectNull(ENOMEM, "ibv_import_mr: out of memory for the MR");
   mr->handle = mr_handle;
+  mr->imported = true;
   mr->ibv.context = pd->context;
   mr->ibv.pd = pd;
   mr->ibv.addr = nullptr;

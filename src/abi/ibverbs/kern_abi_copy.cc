@@ -63,9 +63,9 @@ SOFTVERBS_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_
   dst->port_num = src->port_num;
 }
 
-// ibv_qp_attr::rate_limit has no kernel counterpart and is left untouched.
+// ibv_qp_attr::rate_limit has no kernel counterpart and is left untouched,
+// and so is qp_state: rdma-core's copy (marshall.c) starts at cur_qp_state.
 SOFTVERBS_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
-  dst->qp_state = static_cast<ibv_qp_state>(src->qp_state);
   dst->cur_qp_state = static_cast<ibv_qp_state>(src->cur_qp_state);
   dst->path_mtu = static_cast<ibv_mtu>(src->path_mtu);
   dst->path_mig_state = static_cast<ibv_mig_state>(src->path_mig_state);

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -149,18 +151,86 @@ bool CopyIntoFile(int fd, const char* from, size_t bytes, off_t at) {
   return true;
 }
 
+// Where the backings' descriptors live: above the application's. Each
+// backing holds a descriptor while it lives (in use, or idle), and an
+// application registering many ranges would otherwise find its own
+// descriptors taken (EMFILE at its soft RLIMIT_NOFILE) and its registrations
+// unbacked. So a backing's descriptor is moved at or above the larger of
+// FD_SETSIZE and the soft limit the process had at its first registration,
+// and the soft limit - never the hard one - is raised, kDescriptorStep at a
+// time, to make room there. The application keeps every descriptor its own
+// limit gave it, all below FD_SETSIZE if they were (select() works on
+// them); it is handed descriptors above its old limit only where it would
+// have had EMFILE instead. Where there is no room above the floor (the
+// hard limit is not above it: soft and hard limits equal, as in some
+// containers) the descriptor stays where memfd_create put it.
+constexpr rlim_t kDescriptorStep = 1024;
+
+struct DescriptorFloor {
+  rlim_t floor = FD_SETSIZE;
+  bool room_above = false;  // the hard limit was above the floor
+};
+
+const DescriptorFloor& Floor() {  // under g_mutex
+  static const DescriptorFloor f = [] {
+    DescriptorFloor d;
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return d;
+    if (limit.rlim_cur != RLIM_INFINITY) d.floor = std::max<rlim_t>(d.floor, limit.rlim_cur);
+    d.room_above = limit.rlim_max > d.floor;
+    return d;
+  }();
+  return f;
+}
+
+// Raises the soft RLIMIT_NOFILE to make room above the floor. Whether it did.
+bool RaiseSoftDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return false;
+  const rlim_t base = std::max(limit.rlim_cur, Floor().floor);
+  limit.rlim_cur =
+      limit.rlim_max - base < kDescriptorStep ? limit.rlim_max : base + kDescriptorStep;
+  return setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
+
+// Moves fd at or above the floor (closing the original). Answers the
+// descriptor to use: fd itself when there is no room above the floor.
+int MoveAboveApplication(int fd) {
+  if (!Floor().room_above) return fd;
+  const int floor = static_cast<int>(std::min<rlim_t>(Floor().floor, INT32_MAX));
+  if (fd >= floor) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  if (moved < 0 && (errno == EINVAL || errno == EMFILE) && RaiseSoftDescriptorLimit()) {
+    moved = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+  }
+  if (moved < 0) return fd;
+  close(fd);
+  return moved;
+}
+
 // Copies [begin, end) into a new memfd and maps it over the same addresses.
 // Only pages that hold data are copied (and allocated in the memfd): a
 // large buffer that was never touched costs neither time nor memory. The
 // copy is a pwrite from the range itself (one pass, no second mapping to
-// fault in and tear down); the pages that hold data are then mapped at once
-// (MADV_POPULATE_WRITE): the application touched them before, and without it
-// its next touch of each page would fault again (about 3 us a page here).
+// fault in and tear down); the pages that hold data are then mapped at once:
+// the application touched them before, and without it its next touch of
+// each page would fault again (about 3 us a page here). They are populated
+// for reading (MADV_POPULATE_READ), which maps them writable all the same -
+// a shared mapping of shmem needs no write notification, so its page
+// protection is writable from the first fault - and lets the kernel map the
+// pages around each one in the same fault (fault-around, 16 by default),
+// where populating for writing faults page by page (1 MiB: 123 -> 69 us).
 int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
   const size_t size = end - begin;
   const uint64_t page = PageSize();
   int fd = memfd_create("softverbs-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  // Every descriptor below the soft limit is taken: room above it (the
+  // descriptor is moved there at once).
+  if (fd < 0 && errno == EMFILE && RaiseSoftDescriptorLimit()) {
+    fd = memfd_create("softverbs-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  }
   if (fd < 0) return -1;
+  fd = MoveAboveApplication(fd);
   // Peers and the device map it: nobody may shrink it under them (SIGBUS);
   // the device refuses a backing without this seal.
   if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
@@ -185,10 +255,10 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
     close(fd);
     return -1;
   }
-#ifdef MADV_POPULATE_WRITE
+#ifdef MADV_POPULATE_READ
   for (auto [first, last] : runs) {
     RawMadvise(reinterpret_cast<void*>(begin + first * page), (last - first) * page,
-               MADV_POPULATE_WRITE);
+               MADV_POPULATE_READ);
   }
 #endif
   if (g_fork_initialized) RawMadvise(placed, size, MADV_DONTFORK);
@@ -220,6 +290,23 @@ void Detach(size_t i) {
   } else {
     g_backings[i].detached = true;
   }
+}
+
+// Forgets every idle entry (their pages stay mapped: the application's
+// memory) and answers how many: for a process out of file descriptors,
+// whose next registration needs one more than the cache of idle ranges
+// holds.
+size_t DropAllIdle() {
+  size_t dropped = 0;
+  for (size_t i = 0; i < g_backings.size();) {
+    if (g_backings[i].refs == 0) {
+      Drop(i);
+      ++dropped;
+    } else {
+      ++i;
+    }
+  }
+  return dropped;
 }
 
 // Keeps the idle entries within bounds, least recently used out first.
@@ -373,6 +460,11 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
   }
   const bool anonymous = maps.Covered(begin, end, [](const Vma& v) { return v.anonymous(); });
   int fd = CreateBacking(begin, end, anonymous);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && DropAllIdle() > 0) {
+    // Out of descriptors at memfd_create, before any change: the ranges
+    // kept converted give theirs back and the registration tries again.
+    fd = CreateBacking(begin, end, anonymous);
+  }
   maps.Forget();  // [begin, end) maps the memfd now
   struct stat st {};
   if (fd >= 0 && fstat(fd, &st) != 0) {

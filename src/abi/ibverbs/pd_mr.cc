@@ -9,6 +9,7 @@
 
 #include "abi/ibverbs/execution_gate.h"
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/fork_state.h"
 #include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
@@ -37,11 +38,19 @@ bool RangeIsAccessible(SelfMaps& maps, const void* addr, size_t length, unsigned
   return MemoryIsAccessible(maps, reinterpret_cast<uintptr_t>(addr), length, need_write);
 }
 
-// Checks what the kernel checks before it pins anything: the PD, the length
-// against max_mr_size and the access flags. Returns 0 or the errno.
-int CheckRegistration(SelfMaps& maps, ibv_pd* pd, const void* addr, size_t length,
+// Checks what the kernel checks before it pins anything: the PD, the iova's
+// offset in its page against the address's, the length against max_mr_size
+// and the access flags. Returns 0 or the errno.
+int CheckRegistration(SelfMaps& maps, ibv_pd* pd, const void* addr, size_t length, uint64_t iova,
                       unsigned access) {
   if (!pd) return Reject(EINVAL, "ibv_reg_mr: pd is NULL");
+  const uint64_t page_mask = static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) - 1;
+  if ((reinterpret_cast<uint64_t>(addr) & page_mask) != (iova & page_mask)) {
+    return Reject(EINVAL,
+                  "ibv_reg_mr_iova: iova 0x%llx and addr %p lie at different offsets in "
+                  "their pages",
+                  static_cast<unsigned long long>(iova), addr);
+  }
   const verbs::MrRuleVerdict v = verbs::CheckMrRegistration(reinterpret_cast<uint64_t>(addr),
                                                             length, access, limits::kMaxMrSize);
   if (!v.ok()) {
@@ -78,8 +87,12 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   // Before any backing work: the backing copies the whole range. One view
   // of the mappings serves both.
   SelfMaps maps;
-  if (int err = CheckRegistration(maps, pd, addr, length, access)) return FailNull<ibv_mr>(err);
+  if (int err = CheckRegistration(maps, pd, addr, length, iova, access)) {
+    return FailNull<ibv_mr>(err);
+  }
   Context* ctx = Context::From(pd->context);
+  // libibverbs calls ibv_dontfork_range here (not for on-demand MRs).
+  if (!(access & IBV_ACCESS_ON_DEMAND)) NoteRangeRegistered();
   protocol::RegMrBackedRequest req{};
   req.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
   // The data path: whole pages become shared memory peers can map (not for
@@ -311,10 +324,13 @@ SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
 
 // ibv_rereg_mr(3) and rdma-core's verbs.c: 0, or a negative
 // ibv_rereg_mr_err_code with errno set. Bad arguments found before the
-// command (unknown flags, a translation without address or length, an
-// address without a translation) are IBV_REREG_MR_ERR_INPUT; a command the
-// device rejects is IBV_REREG_MR_ERR_CMD with the command's errno. Either
-// way the MR is unchanged (the daemon applies all changes or none).
+// command (an imported MR, unknown flags, a translation without address or
+// length, access flags without IBV_REREG_MR_CHANGE_ACCESS) are
+// IBV_REREG_MR_ERR_INPUT; a command the device rejects is
+// IBV_REREG_MR_ERR_CMD with the command's errno. An address or length
+// without IBV_REREG_MR_CHANGE_TRANSLATION is ignored, as the kernel's
+// command ignores it. Either way the MR is unchanged (the daemon applies all
+// changes or none).
 SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length,
                            int access) {
   auto input_error = [](const char* why) {
@@ -327,6 +343,7 @@ SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t
     return IBV_REREG_MR_ERR_CMD;
   };
   if (!mr) return input_error("mr is NULL");
+  if (FromPublic<Mr>(mr)->imported) return input_error("an imported MR cannot be reregistered");
   if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) {
     Log("ibv_rereg_mr: flags 0x%x have unknown bits 0x%x", flags,
         flags & ~IBV_REREG_MR_FLAGS_SUPPORTED);
@@ -337,8 +354,12 @@ SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t
   if (translate && (!addr || length == 0)) {
     return input_error("IBV_REREG_MR_CHANGE_TRANSLATION needs an address and a length");
   }
-  if (!translate && (addr || length)) {
-    return input_error("an address or length without IBV_REREG_MR_CHANGE_TRANSLATION");
+  if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) {
+    return input_error("access flags without IBV_REREG_MR_CHANGE_ACCESS");
+  }
+  if (!translate) {
+    addr = nullptr;
+    length = 0;
   }
   // What the kernel's command checks, in its order.
   if (flags == 0) {

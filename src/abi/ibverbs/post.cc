@@ -171,7 +171,7 @@ int PostRecvOp(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     return Reject(EINVAL, "ibv_post_recv: QP 0x%x is in RESET; post receives from INIT on",
                   ibqp->qp_num);
   }
-  std::lock_guard lock(qp->rq_mutex);
+  std::lock_guard lock(qp->rq_lock);
   int err = PostReceives<false>(
       wr, bad_wr, qp->cap.max_recv_sge,
       [&](uint64_t id, auto* sge, uint32_t n) { return qp->rq.Post(id, sge, n); });
@@ -189,7 +189,7 @@ int PostSrqRecvOp(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     if (bad_wr) *bad_wr = wr;
     return Reject(EINVAL, "ibv_post_srq_recv: SRQ 0x%x has no receive ring", srq->srqn);
   }
-  std::lock_guard lock(srq->post_mutex);
+  std::lock_guard lock(srq->post_lock);
   return PostReceives<true>(wr, bad_wr, srq->max_sge, [&](uint64_t id, auto* sge, uint32_t n) {
     return srq->rq.Post(id, sge, n);
   });

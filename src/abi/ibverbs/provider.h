@@ -20,6 +20,7 @@
 
 #include "abi/ibverbs/daemon_channel.h"
 #include "common/gid_table.h"
+#include "common/spin_lock.h"
 #include "datapath/cq_ring.h"
 #include "datapath/device_table.h"
 #include "datapath/engine.h"
@@ -145,6 +146,7 @@ struct Mr {
   Handle handle;
   uint64_t backing_id = 0;  // mr_backing.h: the memfd backing its whole pages (0: none)
   unsigned access = 0;      // ibv_access_flags as last registered (rereg checks the new range)
+  bool imported = false;    // ibv_import_mr's (rdma-core's IBV_MR_TYPE_IMPORTED_MR)
 };
 
 // A memory window (mw.cc): the device's object; its key lives in the
@@ -174,7 +176,7 @@ struct Cq {
   uint32_t events_delivered = 0;       // ring.header()->events_raised already handed out
                                        // (under the channel's mutex): comp events reported
   uint32_t async_events_reported = 0;  // async events handed out (under ibv.mutex)
-  std::mutex poll_mutex;               // one consumer at a time
+  SpinLock poll_lock;                  // one consumer at a time
   datapath::Completion current{};      // the entry the ibv_cq_ex read_* calls read
 };
 
@@ -188,7 +190,7 @@ struct Srq {
   uint32_t max_sge = 0;
   datapath::SharedMapping ring_mapping;
   datapath::RecvQueue rq;
-  std::mutex post_mutex;  // the ring has one producer
+  SpinLock post_lock;  // the ring has one producer
 };
 
 struct Qp {
@@ -205,14 +207,14 @@ struct Qp {
   datapath::QpEntry* entry = nullptr;  // this QP in the device table
   datapath::SharedMapping rq_mapping;
   datapath::RecvQueue rq;  // own receive queue (invalid with an SRQ)
-  std::mutex rq_mutex;     // one producer
+  SpinLock rq_lock;        // one producer
   // The attributes the requester needs are the device's (entry: dest_qpn,
   // qkey, sl, requester - RequesterOf below), as ibv_modify_qp left them.
   // The send queue on the shared-memory engine (datapath/shm_send_queue.h):
   // WRs that could not complete yet and WRs posted in SQD, in order.
-  std::mutex sq_mutex;
-  datapath::ShmSendQueue sq;  // under sq_mutex
-  // The target last reached (datapath::LocalQp::peer_cache; under sq_mutex).
+  SpinLock sq_lock;
+  datapath::ShmSendQueue sq;  // under sq_lock
+  // The target last reached (datapath::LocalQp::peer_cache; under sq_lock).
   datapath::PeerQpCache peer_cache;
   // Work requests posted over the network (wire_post.cc; under the
   // context's wire_mutex): with the device's QpEntry::wire_retired, what

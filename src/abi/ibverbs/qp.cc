@@ -281,7 +281,7 @@ SV_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
   if (!qp || !attr || !init_attr) {
     return Reject(EINVAL, "ibv_query_qp: %s is NULL", !qp ? "qp" : !attr ? "attr" : "init_attr");
   }
-  (void)attr_mask;  // like hardware drivers, every attribute is returned
+  // Like hardware drivers, every attribute is returned, whatever attr_mask.
   Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
   protocol::HandleRequest req{q->handle, 0};
   protocol::QueryQpReply rep{};
@@ -300,7 +300,8 @@ SV_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
   init_attr->qp_type =
       qp->qp_type == kLegacyQptXrc ? kLegacyQptXrc : static_cast<ibv_qp_type>(rep.qp_type);
   init_attr->sq_sig_all = static_cast<int>(rep.sq_sig_all);
-  qp->state = attr->qp_state;
+  // As libibverbs: the cached state follows a query that asked for it.
+  if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;
   return 0;
 }
 

@@ -21,15 +21,21 @@ Qp* QpOf(ibv_qp_ex* q) {
   return FromPublic<Qp>(q);
 }
 
+// Remembers err for wr_complete unless an earlier call of the batch failed
+// already: the first error is the one reported, as libmlx5 does.
+void FailBatch(Qp* qp, int err) {
+  if (!qp->batch_error) qp->batch_error = err;
+}
+
 // Each wr_<opcode> call opens a new WR in the batch; the wr_set_* calls
 // fill the last one. Errors are remembered and reported by wr_complete, as
 // rdma-core providers do.
 dp::SendWr* Open(ibv_qp_ex* q, ibv_wr_opcode opcode) {
   Qp* qp = QpOf(q);
   if (!(qp->send_ops_flags & dp::WrOpcode(opcode).send_ops_flag)) {
-    qp->batch_error =
-        Reject(EINVAL, "ibv_wr_*: QP 0x%x: opcode %u was not in send_ops_flags at QP creation",
-               q->qp_base.qp_num, opcode);
+    FailBatch(
+        qp, Reject(EINVAL, "ibv_wr_*: QP 0x%x: opcode %u was not in send_ops_flags at QP creation",
+                   q->qp_base.qp_num, opcode));
   }
   dp::SendWr& wr = qp->batch.emplace_back();
   wr.wr_id = q->wr_id;
@@ -41,9 +47,9 @@ dp::SendWr* Open(ibv_qp_ex* q, ibv_wr_opcode opcode) {
 dp::SendWr* Last(ibv_qp_ex* q) {
   Qp* qp = QpOf(q);
   if (qp->batch.empty()) {
-    qp->batch_error =
-        Reject(EINVAL, "ibv_wr_set_*: QP 0x%x: no WR is open (call ibv_wr_<opcode> first)",
-               q->qp_base.qp_num);
+    FailBatch(qp,
+              Reject(EINVAL, "ibv_wr_set_*: QP 0x%x: no WR is open (call ibv_wr_<opcode> first)",
+                     q->qp_base.qp_num));
     static thread_local dp::SendWr scratch;
     return &scratch;
   }
@@ -108,7 +114,7 @@ void WrAtomicWrite(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* atomi
   wr->rkey = rkey;
   wr->remote_addr = addr;
   if (atomic_wr == nullptr) {
-    QpOf(q)->batch_error = Reject(EINVAL, "ibv_wr_atomic_write: atomic_wr is NULL");
+    FailBatch(QpOf(q), Reject(EINVAL, "ibv_wr_atomic_write: atomic_wr is NULL"));
     return;
   }
   memcpy(wr->inline_data, atomic_wr, 8);
@@ -123,7 +129,7 @@ void WrSendImm(ibv_qp_ex* q, __be32 imm) {
 }
 // Operations softverbs never advertises in send_ops_flags.
 void WrUnsupported(ibv_qp_ex* q, const char* verb) {
-  QpOf(q)->batch_error = Reject(EOPNOTSUPP, "%s is not supported by softverbs", verb);
+  FailBatch(QpOf(q), Reject(EOPNOTSUPP, "%s is not supported by softverbs", verb));
 }
 void WrSendInv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
   Open(q, IBV_WR_SEND_WITH_INV)->imm_data = invalidate_rkey;
@@ -134,16 +140,16 @@ void WrSendTso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
 void WrBindMw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
   dp::SendWr* wr = Open(q, IBV_WR_BIND_MW);
   if (!info) {
-    QpOf(q)->batch_error = Reject(EINVAL, "ibv_wr_bind_mw: bind_info is NULL");
+    FailBatch(QpOf(q), Reject(EINVAL, "ibv_wr_bind_mw: bind_info is NULL"));
     return;
   }
   if (mw && mw->type != IBV_MW_TYPE_2) {
-    QpOf(q)->batch_error =
-        Reject(EINVAL, "ibv_wr_bind_mw: binds type 2 windows (type 1: ibv_bind_mw)");
+    FailBatch(QpOf(q),
+              Reject(EINVAL, "ibv_wr_bind_mw: binds type 2 windows (type 1: ibv_bind_mw)"));
     return;
   }
   if (int err = SetBindWr(&q->qp_base, mw, rkey, *info, wr, "ibv_wr_bind_mw")) {
-    QpOf(q)->batch_error = err;
+    FailBatch(QpOf(q), err);
   }
 }
 void WrLocalInv(ibv_qp_ex* q, uint32_t invalidate_rkey) {
@@ -156,10 +162,12 @@ void WrSetXrcSrqn(ibv_qp_ex* q, uint32_t remote_srqn) {
 }
 void WrSetUdAddr(ibv_qp_ex* q, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   if (!ah) {
-    QpOf(q)->batch_error = Reject(EINVAL, "ibv_wr_set_ud_addr: ah is NULL");
+    FailBatch(QpOf(q), Reject(EINVAL, "ibv_wr_set_ud_addr: ah is NULL"));
     return;
   }
-  SetUdAddress(Context::From(q->qp_base.context), ah, remote_qpn, remote_qkey, Last(q));
+  if (int err =
+          SetUdAddress(Context::From(q->qp_base.context), ah, remote_qpn, remote_qkey, Last(q)))
+    FailBatch(QpOf(q), err);
 }
 void WrSetInlineDataList(ibv_qp_ex* q, size_t num_buf, const ibv_data_buf* buf) {
   Qp* qp = QpOf(q);
@@ -167,9 +175,11 @@ void WrSetInlineDataList(ibv_qp_ex* q, size_t num_buf, const ibv_data_buf* buf) 
   size_t total = 0;
   for (size_t i = 0; i < num_buf; ++i) total += buf[i].length;
   if (total > qp->cap.max_inline_data || total > dp::kMaxInline) {
-    qp->batch_error = Reject(
-        EINVAL, "ibv_wr_set_inline_data: QP 0x%x: %zu inline bytes, above max_inline_data %u",
-        q->qp_base.qp_num, total, std::min<uint32_t>(qp->cap.max_inline_data, dp::kMaxInline));
+    FailBatch(qp,
+              Reject(EINVAL,
+                     "ibv_wr_set_inline_data: QP 0x%x: %zu inline bytes, above max_inline_data %u",
+                     q->qp_base.qp_num, total,
+                     std::min<uint32_t>(qp->cap.max_inline_data, dp::kMaxInline)));
     return;
   }
   wr->send_flags |= IBV_SEND_INLINE;
@@ -188,9 +198,11 @@ void WrSetSgeList(ibv_qp_ex* q, size_t num_sge, const ibv_sge* sge) {
   Qp* qp = QpOf(q);
   dp::SendWr* wr = Last(q);
   if (num_sge > qp->cap.max_send_sge || num_sge > dp::kMaxSendSge) {
-    qp->batch_error = Reject(
-        EINVAL, "ibv_wr_set_sge_list: QP 0x%x: num_sge %zu is above the QP's max_send_sge %u",
-        q->qp_base.qp_num, num_sge, std::min<uint32_t>(qp->cap.max_send_sge, dp::kMaxSendSge));
+    FailBatch(qp,
+              Reject(EINVAL,
+                     "ibv_wr_set_sge_list: QP 0x%x: num_sge %zu is above the QP's max_send_sge %u",
+                     q->qp_base.qp_num, num_sge,
+                     std::min<uint32_t>(qp->cap.max_send_sge, dp::kMaxSendSge)));
     return;
   }
   wr->num_sge = static_cast<uint32_t>(num_sge);

@@ -92,6 +92,9 @@ int QueryPortOp(ibv_context* context, uint8_t port_num, ibv_port_attr* attr, siz
   if (!context || !attr) {
     return Reject(EINVAL, "ibv_query_port: %s is NULL", !context ? "context" : "port_attr");
   }
+  // As libibverbs' __lib_query_port: a full-size attr is zeroed before the
+  // provider looks at the port (a shorter one only gets a copy on success).
+  if (attr_len >= sizeof(ibv_port_attr)) memset(attr, 0, attr_len);
   if (int err = CheckPort(port_num, "ibv_query_port")) return err;
   ibv_port_attr full;
   Context* ctx = Context::From(context);

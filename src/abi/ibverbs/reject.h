@@ -6,8 +6,10 @@
 //   return Reject(EINVAL, "ibv_modify_srq: attr is NULL");         // errno value
 //   return RejectMinusOne(EINVAL, "ibv_query_gid: ...");            // -1 + errno
 //   return RejectNull(EINVAL, "ibv_create_qp: attr is NULL");       // NULL + errno
-//   return RejectErrno(EINVAL, "mlx5dv_init_obj: ...");             // errno value + errno
 //
+// errno is set in all three: under rdma-core a verb that returns the errno
+// value has errno set too when the kernel refused its command (the failed
+// write or ioctl), and programs print strerror(errno) after one.
 // They are cold and out of line, so the success paths of post and poll gain
 // no work: the formatting happens only when a call is rejected, and nothing
 // is formatted while the channel is off beyond the cached "enabled" check.
@@ -25,12 +27,22 @@
 
 namespace softverbs::abi {
 
-// Explains and returns err; errno is left alone ("returns the errno value").
+// Explains only, errno untouched: for a refusal whose answer follows a
+// convention of its own (rdma_getaddrinfo's EAI_* codes).
+__attribute__((cold, noinline, format(printf, 1, 2))) inline void Explain(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  softverbs_vlog(fmt, ap);
+  va_end(ap);
+}
+
+// Explains, sets errno and returns err ("returns the errno value").
 SOFTVERBS_REJECT_ATTRS inline int Reject(int err, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   softverbs_vlog(fmt, ap);
   va_end(ap);
+  errno = err;
   return err;
 }
 
@@ -54,22 +66,10 @@ SOFTVERBS_REJECT_ATTRS inline std::nullptr_t RejectNull(int err, const char* fmt
   return nullptr;
 }
 
-// Explains, sets errno and returns err (mlx5dv's convention: the errno value,
-// with errno set for callers that print it).
-SOFTVERBS_REJECT_ATTRS inline int RejectErrno(int err, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  softverbs_vlog(fmt, ap);
-  va_end(ap);
-  errno = err;
-  return err;
-}
-
 }  // namespace softverbs::abi
 
 namespace softverbs::provider {
 using abi::Reject;
-using abi::RejectErrno;
 using abi::RejectMinusOne;
 using abi::RejectNull;
 }  // namespace softverbs::provider

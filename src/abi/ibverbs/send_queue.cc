@@ -91,7 +91,7 @@ class QpPort {
 
 static_assert(dp::ShmQpPort<QpPort>);
 
-// Runs f on qp's send queue (sq_mutex held) and keeps the context's count
+// Runs f on qp's send queue (sq_lock held) and keeps the context's count
 // of waiting WRs, which spares ibv_poll_cq a lock when nothing waits.
 template <typename F>
 void WithSendQueue(Context* ctx, Qp* qp, F f) {
@@ -103,7 +103,7 @@ void WithSendQueue(Context* ctx, Qp* qp, F f) {
 }
 
 void ProgressQp(Context* ctx, Qp* qp) {
-  std::lock_guard lock(qp->sq_mutex);
+  std::lock_guard lock(qp->sq_lock);
   QpPort port(ctx, qp);
   WithSendQueue(ctx, qp, [&] {
     const uint32_t state = SharedState(qp);
@@ -117,7 +117,7 @@ void ProgressQp(Context* ctx, Qp* qp) {
 void ProgressWaitingLocked(Context* ctx) {
   for (Qp* qp : ctx->waiting_qps) ProgressQp(ctx, qp);
   std::erase_if(ctx->waiting_qps, [](Qp* qp) {
-    std::lock_guard sq(qp->sq_mutex);
+    std::lock_guard sq(qp->sq_lock);
     return qp->sq.empty();
   });
 }
@@ -165,7 +165,7 @@ void CompleteLocal(ibv_cq* cq, const dp::Completion& c) {
 int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
   bool wait = false;
   {
-    std::lock_guard lock(qp->sq_mutex);
+    std::lock_guard lock(qp->sq_lock);
     // IBA 10.3.1: a WR posted in ERR or SQE completes with WR_FLUSH_ERR.
     const uint32_t state = SharedState(qp);
     if (SendQueueInError(state)) {
@@ -212,7 +212,7 @@ void ForgetQp(Context* ctx, Qp* qp) {
 void FlushQp(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
   {
-    std::lock_guard lock(qp->sq_mutex);
+    std::lock_guard lock(qp->sq_lock);
     QpPort port(ctx, qp);
     WithSendQueue(ctx, qp, [&] { qp->sq.Flush(port); });
   }
@@ -225,7 +225,7 @@ void FlushQp(Qp* qp) {
 void EmptyQp(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
   {
-    std::lock_guard lock(qp->sq_mutex);
+    std::lock_guard lock(qp->sq_lock);
     WithSendQueue(ctx, qp, [&] { qp->sq.Clear(); });
   }
   dp::ClaimedRecv r;
@@ -239,7 +239,7 @@ void EmptyQp(Qp* qp) {
 
 void StartDrainNotify(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
-  std::lock_guard lock(qp->sq_mutex);
+  std::lock_guard lock(qp->sq_lock);
   // WRs that completed since the daemon published SQD are already gone
   // from the queue.
   QpPort port(ctx, qp);
@@ -249,7 +249,7 @@ void StartDrainNotify(Qp* qp) {
 void ResumeSends(Qp* qp) {
   Context* ctx = Context::From(qp->ibv.qp_base.context);
   {
-    std::lock_guard lock(qp->sq_mutex);
+    std::lock_guard lock(qp->sq_lock);
     if (qp->sq.empty()) return;
     qp->sq.Unhold();
   }
@@ -259,14 +259,14 @@ void ResumeSends(Qp* qp) {
   ProgressQp(ctx, qp);
   bool waiting;
   {
-    std::lock_guard lock(qp->sq_mutex);
+    std::lock_guard lock(qp->sq_lock);
     waiting = !qp->sq.empty();
   }
   if (waiting) NoteWaiting(ctx, qp);
 }
 
 void CancelDrainNotify(Qp* qp) {
-  std::lock_guard lock(qp->sq_mutex);
+  std::lock_guard lock(qp->sq_lock);
   qp->sq.CancelDrainNotify();
 }
 
@@ -284,7 +284,7 @@ void CleanQpCompletions(Qp* qp) {
   auto clean = [&](ibv_cq* cq) {
     Cq* c = CqOf(cq);
     if (!c) return;
-    std::lock_guard lock(c->poll_mutex);
+    std::lock_guard lock(c->poll_lock);
     c->ring.Clean(drop);
   };
   clean(q.send_cq);

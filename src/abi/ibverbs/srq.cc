@@ -148,7 +148,7 @@ SV_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
                       attr->max_wr <= static_cast<uint32_t>(softverbs::limits::kMaxSrqWr) &&
                       s->rq.header();
   if (!resize) return call();
-  std::lock_guard lock(s->post_mutex);
+  std::lock_guard lock(s->post_lock);
   return s->rq.Resize(attr->max_wr, s->ring_mapping.size(), [&](uint32_t posted) {
     if (posted > attr->max_wr) {
       return Reject(EINVAL, "ibv_modify_srq: %u WQEs are posted, more than max_wr %u", posted,

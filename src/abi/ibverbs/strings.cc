@@ -11,6 +11,9 @@ const char* Lookup(const char* const (&names)[N], unsigned value) {
 }
 
 // IBV_RATE_* in enum order, with the multiple of 2.5 Gb/s and the Mb/s of each.
+// The multiple is 0 where libibverbs has none: the 64b/66b rates (14, 56,
+// 112, 168 Gb/s) and 25, 100, 200 and 300 Gb/s (ibv_rate_to_mult gives -1,
+// and no multiple maps to them), though 28, 50 and 400-1200 Gb/s have one.
 struct RateRow {
   ibv_rate rate;
   int mult;
@@ -23,9 +26,9 @@ constexpr RateRow kRates[] = {
     {IBV_RATE_60_GBPS, 24, 60000},      {IBV_RATE_80_GBPS, 32, 80000},
     {IBV_RATE_120_GBPS, 48, 120000},    {IBV_RATE_14_GBPS, 0, 14062},
     {IBV_RATE_56_GBPS, 0, 56250},       {IBV_RATE_112_GBPS, 0, 112500},
-    {IBV_RATE_168_GBPS, 0, 168750},     {IBV_RATE_25_GBPS, 10, 25781},
-    {IBV_RATE_100_GBPS, 40, 103125},    {IBV_RATE_200_GBPS, 80, 206250},
-    {IBV_RATE_300_GBPS, 120, 309375},   {IBV_RATE_28_GBPS, 11, 28125},
+    {IBV_RATE_168_GBPS, 0, 168750},     {IBV_RATE_25_GBPS, 0, 25781},
+    {IBV_RATE_100_GBPS, 0, 103125},     {IBV_RATE_200_GBPS, 0, 206250},
+    {IBV_RATE_300_GBPS, 0, 309375},     {IBV_RATE_28_GBPS, 11, 28125},
     {IBV_RATE_50_GBPS, 20, 53125},      {IBV_RATE_400_GBPS, 160, 425000},
     {IBV_RATE_600_GBPS, 240, 637500},   {IBV_RATE_800_GBPS, 320, 850000},
     {IBV_RATE_1200_GBPS, 480, 1275000},
@@ -43,8 +46,8 @@ SV_EXPORT const char* ibv_node_type_str(ibv_node_type node_type) {
 }
 
 SV_EXPORT const char* ibv_port_state_str(ibv_port_state port_state) {
-  static const char* const kNames[] = {"PORT_NOP",   "PORT_DOWN",   "PORT_INIT",
-                                       "PORT_ARMED", "PORT_ACTIVE", "PORT_ACTIVE_DEFER"};
+  static const char* const kNames[] = {"no state change (NOP)", "down", "init", "armed", "active",
+                                       "active defer"};
   return Lookup(kNames, static_cast<unsigned>(port_state));
 }
 
@@ -96,7 +99,7 @@ SV_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) {
                                        "response timeout error",
                                        "general error",
                                        "TM error",
-                                       "TM rendezvous error"};
+                                       "TM software rendezvous"};
   return Lookup(kNames, static_cast<unsigned>(status));
 }
 

@@ -20,7 +20,7 @@
 
 #include "abi/mlx5/devx_internal.h"
 
-using softverbs::mlx5::RejectErrno;
+using softverbs::mlx5::Reject;
 using softverbs::mlx5::RejectNull;
 using softverbs::mlx5::ReturnErrno;
 
@@ -73,19 +73,19 @@ SV_MLX5_EXPORT int mlx5dv_devx_obj_query_async(mlx5dv_devx_obj* obj, const void*
                                                size_t outlen, uint64_t wr_id,
                                                mlx5dv_devx_cmd_comp* cmd_comp) {
   if (obj == nullptr || cmd_comp == nullptr) {
-    return RejectErrno(EINVAL, "mlx5dv_devx_obj_query_async: %s is NULL",
-                       obj == nullptr ? "obj" : "cmd_comp");
+    return Reject(EINVAL, "mlx5dv_devx_obj_query_async: %s is NULL",
+                  obj == nullptr ? "obj" : "cmd_comp");
   }
   // The kernel carries outlen as a 16-bit attribute.
   if (outlen > 0xffff) {
-    return RejectErrno(EINVAL, "mlx5dv_devx_obj_query_async: outlen %zu is above 0xffff", outlen);
+    return Reject(EINVAL, "mlx5dv_devx_obj_query_async: outlen %zu is above 0xffff", outlen);
   }
   CmdComp* comp = FromPublic(cmd_comp);
   if (comp->pending_bytes + outlen > kMaxPendingBytes) {
-    return RejectErrno(EAGAIN,
-                       "mlx5dv_devx_obj_query_async: more than %zu bytes of answers would be "
-                       "pending on the cmd_comp: read some first",
-                       kMaxPendingBytes);
+    return Reject(EAGAIN,
+                  "mlx5dv_devx_obj_query_async: more than %zu bytes of answers would be "
+                  "pending on the cmd_comp: read some first",
+                  kMaxPendingBytes);
   }
 
   std::vector<uint8_t> event(sizeof(mlx5dv_devx_async_cmd_hdr) + outlen);
@@ -98,8 +98,7 @@ SV_MLX5_EXPORT int mlx5dv_devx_obj_query_async(mlx5dv_devx_obj* obj, const void*
   memcpy(event.data(), &wr_id, sizeof(wr_id));
   if (send(comp->write_fd, event.data(), event.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
     const int err = errno == EWOULDBLOCK ? EAGAIN : errno;
-    return RejectErrno(err, "mlx5dv_devx_obj_query_async: cannot queue the answer: %s",
-                       strerror(err));
+    return Reject(err, "mlx5dv_devx_obj_query_async: cannot queue the answer: %s", strerror(err));
   }
   comp->pending_bytes += outlen;
   return 0;
@@ -109,8 +108,8 @@ SV_MLX5_EXPORT int mlx5dv_devx_get_async_cmd_comp(mlx5dv_devx_cmd_comp* cmd_comp
                                                   mlx5dv_devx_async_cmd_hdr* cmd_resp,
                                                   size_t cmd_resp_len) {
   if (cmd_comp == nullptr || cmd_resp == nullptr) {
-    return RejectErrno(EINVAL, "mlx5dv_devx_get_async_cmd_comp: %s is NULL",
-                       cmd_comp == nullptr ? "cmd_comp" : "cmd_resp");
+    return Reject(EINVAL, "mlx5dv_devx_get_async_cmd_comp: %s is NULL",
+                  cmd_comp == nullptr ? "cmd_comp" : "cmd_resp");
   }
   CmdComp* comp = FromPublic(cmd_comp);
   // Peek first: the kernel keeps an event the buffer cannot hold (ENOSPC).
@@ -119,17 +118,16 @@ SV_MLX5_EXPORT int mlx5dv_devx_get_async_cmd_comp(mlx5dv_devx_cmd_comp* cmd_comp
   const ssize_t event_len = recv(comp->pub.fd, &probe, sizeof(probe), MSG_PEEK | MSG_TRUNC);
   if (event_len < 0) return ReturnErrno(errno);
   if (static_cast<size_t>(event_len) > cmd_resp_len) {
-    return RejectErrno(ENOSPC,
-                       "mlx5dv_devx_get_async_cmd_comp: the next event has %zd bytes, more than "
-                       "cmd_resp_len %zu (it stays queued)",
-                       event_len, cmd_resp_len);
+    return Reject(ENOSPC,
+                  "mlx5dv_devx_get_async_cmd_comp: the next event has %zd bytes, more than "
+                  "cmd_resp_len %zu (it stays queued)",
+                  event_len, cmd_resp_len);
   }
   const ssize_t got = recv(comp->pub.fd, cmd_resp, cmd_resp_len, MSG_DONTWAIT);
   if (got < 0) return ReturnErrno(errno);
   if (static_cast<size_t>(got) < sizeof(*cmd_resp)) {
-    return RejectErrno(EINVAL,
-                       "mlx5dv_devx_get_async_cmd_comp: cmd_resp_len %zu is below the header",
-                       cmd_resp_len);
+    return Reject(EINVAL, "mlx5dv_devx_get_async_cmd_comp: cmd_resp_len %zu is below the header",
+                  cmd_resp_len);
   }
   comp->pending_bytes -= static_cast<size_t>(got) - sizeof(*cmd_resp);
   return 0;

@@ -1,12 +1,12 @@
 // Opening softverbs0 through libmlx5: mlx5dv_is_supported, mlx5dv_open_device
-// (MLX5DV_CONTEXT_FLAGS_DEVX gives the context's daemon client a DEVX uid),
+// (every context is a DEVX context, as libmlx5 opens them),
 // mlx5dv_query_device and mlx5dv_devx_query_eqn.
 #include <cstring>
 
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
 
-using softverbs::mlx5::RejectErrno;
+using softverbs::mlx5::Reject;
 using softverbs::mlx5::RejectNull;
 
 SV_MLX5_EXPORT bool mlx5dv_is_supported(ibv_device* device) {
@@ -26,14 +26,16 @@ SV_MLX5_EXPORT ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_contex
   }
   if (attr != nullptr && (attr->flags & ~uint32_t{MLX5DV_CONTEXT_FLAGS_DEVX})) {
     return RejectNull(
-        EOPNOTSUPP, "mlx5dv_open_device: flags 0x%llx: only MLX5DV_CONTEXT_FLAGS_DEVX is supported",
+        EINVAL, "mlx5dv_open_device: flags 0x%llx: MLX5DV_CONTEXT_FLAGS_DEVX is the only flag",
         static_cast<unsigned long long>(attr->flags));
   }
   ibv_context* context = ibv_open_device(device);
   if (context == nullptr) return nullptr;
-  if (attr != nullptr && (attr->flags & MLX5DV_CONTEXT_FLAGS_DEVX)) {
-    // The kernel runs CREATE_UCTX here; the daemon hands out the uid it will
-    // stamp on every command of this context.
+  {
+    // The kernel runs CREATE_UCTX here, with or without the flag (libmlx5
+    // asks for a DEVX ucontext in any case); the daemon hands out the uid it
+    // will stamp on every command of this context. A context opened by
+    // ibv_open_device gets its uid at its first DEVX command.
     softverbs::protocol::HandleRequest req{};
     softverbs::protocol::DevxOpenReply rep{};
     if (int err = softverbs::mlx5::CallDaemon(context, softverbs::protocol::Op::kDevxOpen, &req,
@@ -48,11 +50,11 @@ SV_MLX5_EXPORT ibv_context* mlx5dv_open_device(ibv_device* device, mlx5dv_contex
 
 SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* attrs_out) {
   if (context == nullptr || attrs_out == nullptr) {
-    return RejectErrno(EINVAL, "mlx5dv_query_device: %s is NULL",
-                       context == nullptr ? "context" : "attrs_out");
+    return Reject(EINVAL, "mlx5dv_query_device: %s is NULL",
+                  context == nullptr ? "context" : "attrs_out");
   }
   if (!softverbs_is_device(context->device)) {
-    return RejectErrno(EOPNOTSUPP, "mlx5dv_query_device: the context is not softverbs'");
+    return Reject(EOPNOTSUPP, "mlx5dv_query_device: the context is not softverbs'");
   }
   // None of the optional capabilities (CQE compression, striding RQ, SW
   // parsing, tunnel offloads, dynamic BF registers, ...) exist on softverbs:
@@ -67,14 +69,15 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
 
 SV_MLX5_EXPORT int mlx5dv_devx_query_eqn(ibv_context* context, uint32_t vector, uint32_t* eqn) {
   if (context == nullptr || eqn == nullptr) {
-    return RejectErrno(EINVAL, "mlx5dv_devx_query_eqn: %s is NULL",
-                       context == nullptr ? "context" : "eqn");
+    return Reject(EINVAL, "mlx5dv_devx_query_eqn: %s is NULL",
+                  context == nullptr ? "context" : "eqn");
   }
   // The firmware numbers its completion EQs after the completion vectors
   // (CREATE_CQ accepts c_eqn < num_comp_vectors).
   if (vector >= static_cast<uint32_t>(context->num_comp_vectors)) {
-    return RejectErrno(EINVAL, "mlx5dv_devx_query_eqn: vector %u is not below num_comp_vectors %d",
-                       vector, context->num_comp_vectors);
+    // mlx5_vector2eqn finds no such completion EQ: ENOENT.
+    return Reject(ENOENT, "mlx5dv_devx_query_eqn: vector %u is not below num_comp_vectors %d",
+                  vector, context->num_comp_vectors);
   }
   *eqn = vector;
   return 0;

@@ -56,7 +56,6 @@ void NoteDevxModified(ibv_context* context, const void* in, size_t inlen, uint64
 void NoteDevxDestroyed(ibv_context* context, uint64_t handle);
 
 using abi::Reject;
-using abi::RejectErrno;
 using abi::RejectNull;
 
 }  // namespace softverbs::mlx5

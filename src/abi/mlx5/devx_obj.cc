@@ -8,7 +8,6 @@
 #include "abi/mlx5/devx_internal.h"
 
 using softverbs::mlx5::Reject;
-using softverbs::mlx5::RejectErrno;
 using softverbs::mlx5::RejectNull;
 using softverbs::mlx5::ReturnErrno;
 using softverbs::mlx5::RunDevxCommand;
@@ -36,14 +35,14 @@ SV_MLX5_EXPORT mlx5dv_devx_obj* mlx5dv_devx_obj_create(ibv_context* context, con
 
 SV_MLX5_EXPORT int mlx5dv_devx_obj_query(mlx5dv_devx_obj* obj, const void* in, size_t inlen,
                                          void* out, size_t outlen) {
-  if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_obj_query: obj is NULL");
+  if (obj == nullptr) return Reject(EINVAL, "mlx5dv_devx_obj_query: obj is NULL");
   return ReturnErrno(
       RunDevxCommand(obj->context, DevxEntryPoint::kObjQuery, obj->handle, in, inlen, out, outlen));
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_obj_modify(mlx5dv_devx_obj* obj, const void* in, size_t inlen,
                                           void* out, size_t outlen) {
-  if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_obj_modify: obj is NULL");
+  if (obj == nullptr) return Reject(EINVAL, "mlx5dv_devx_obj_modify: obj is NULL");
   const int err =
       RunDevxCommand(obj->context, DevxEntryPoint::kObjModify, obj->handle, in, inlen, out, outlen);
   if (err == 0) softverbs::mlx5::NoteDevxModified(obj->context, in, inlen, obj->handle);
@@ -51,7 +50,7 @@ SV_MLX5_EXPORT int mlx5dv_devx_obj_modify(mlx5dv_devx_obj* obj, const void* in, 
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_obj_destroy(mlx5dv_devx_obj* obj) {
-  if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_obj_destroy: obj is NULL");
+  if (obj == nullptr) return Reject(EINVAL, "mlx5dv_devx_obj_destroy: obj is NULL");
   const softverbs::protocol::DevxDestroyRequest req{obj->handle};
   if (int err = softverbs::mlx5::CallDaemon(obj->context, softverbs::protocol::Op::kDevxDestroy,
                                             &req, sizeof(req), nullptr, 0)) {

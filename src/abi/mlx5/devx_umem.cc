@@ -10,7 +10,7 @@
 #include "abi/mlx5/devx_internal.h"
 
 using softverbs::mlx5::CallDaemon;
-using softverbs::mlx5::RejectErrno;
+using softverbs::mlx5::Reject;
 using softverbs::mlx5::RejectNull;
 using softverbs::mlx5::ReturnErrno;
 
@@ -47,16 +47,28 @@ SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg(ibv_context* context, void
 SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg_ex(ibv_context* context,
                                                          mlx5dv_devx_umem_in* in) {
   if (in == nullptr) return RejectNull(EINVAL, "mlx5dv_devx_umem_reg_ex: in is NULL");
-  // dma-buf UMEMs need a kernel; the page-size bitmap only constrains how
-  // the kernel splits the range, which the emulation never does.
+  // dma-buf UMEMs need a kernel; other comp_mask bits do not exist.
+  if (in->comp_mask & ~uint64_t{MLX5DV_UMEM_MASK_DMABUF}) {
+    return RejectNull(EOPNOTSUPP, "mlx5dv_devx_umem_reg_ex: comp_mask 0x%llx has unknown bits",
+                      static_cast<unsigned long long>(in->comp_mask));
+  }
   if (in->comp_mask & MLX5DV_UMEM_MASK_DMABUF) {
     return RejectNull(EOPNOTSUPP, "mlx5dv_devx_umem_reg_ex: dma-buf UMEMs need a kernel");
+  }
+  // The page-size bitmap only constrains how the kernel splits the range,
+  // which the emulation never does; but as the kernel, it must offer a page
+  // size of 4 KiB or more (devx_umem_find_best_pgsize).
+  if ((in->pgsz_bitmap & ~uint64_t{4095}) == 0) {
+    return RejectNull(EINVAL,
+                      "mlx5dv_devx_umem_reg_ex: pgsz_bitmap 0x%llx offers no page size of 4 KiB "
+                      "or more",
+                      static_cast<unsigned long long>(in->pgsz_bitmap));
   }
   return mlx5dv_devx_umem_reg(context, in->addr, in->size, in->access);
 }
 
 SV_MLX5_EXPORT int mlx5dv_devx_umem_dereg(mlx5dv_devx_umem* dv_umem) {
-  if (dv_umem == nullptr) return RejectErrno(EINVAL, "mlx5dv_devx_umem_dereg: umem is NULL");
+  if (dv_umem == nullptr) return Reject(EINVAL, "mlx5dv_devx_umem_dereg: umem is NULL");
   auto* umem = reinterpret_cast<Umem*>(dv_umem);
   const softverbs::protocol::DevxUmemDeregRequest req{umem->pub.umem_id, 0};
   if (int err = CallDaemon(umem->context, softverbs::protocol::Op::kDevxUmemDereg, &req,

@@ -11,7 +11,6 @@
 #include "abi/mlx5/devx_internal.h"
 
 using softverbs::mlx5::Reject;
-using softverbs::mlx5::RejectErrno;
 using softverbs::mlx5::ReturnErrno;
 
 namespace {
@@ -97,14 +96,15 @@ int InitPd(ibv_pd* in, mlx5dv_pd* out) {
 }  // namespace
 
 SV_MLX5_EXPORT int mlx5dv_init_obj(mlx5dv_obj* obj, uint64_t obj_type) {
-  if (obj == nullptr) return RejectErrno(EINVAL, "mlx5dv_init_obj: obj is NULL");
-  if (obj_type == 0 || (obj_type & ~kKnownTypes)) {
-    return RejectErrno(EINVAL, "mlx5dv_init_obj: obj_type 0x%llx is 0 or has unknown bits",
-                       static_cast<unsigned long long>(obj_type));
+  if (obj == nullptr) return Reject(EINVAL, "mlx5dv_init_obj: obj is NULL");
+  // As libmlx5: bits it does not know are ignored; none it knows is EINVAL.
+  if ((obj_type & kKnownTypes) == 0) {
+    return Reject(EINVAL, "mlx5dv_init_obj: obj_type 0x%llx names no object libmlx5 knows",
+                  static_cast<unsigned long long>(obj_type));
   }
+  obj_type &= kKnownTypes;
   if (obj_type & ~kSupportedTypes) {
-    return RejectErrno(EOPNOTSUPP,
-                       "mlx5dv_init_obj: RWQ, DM and AH objects do not exist on softverbs");
+    return Reject(EOPNOTSUPP, "mlx5dv_init_obj: RWQ, DM and AH objects do not exist on softverbs");
   }
   int err = 0;
   if (!err && (obj_type & MLX5DV_OBJ_QP)) err = InitQp(obj->qp.in, obj->qp.out);

@@ -97,14 +97,19 @@ SV_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdma
   if (node || service) {
     addrinfo ai_hints = HintsFor(h);
     addrinfo* ai = nullptr;
-    ret = getaddrinfo(node, service, hints ? &ai_hints : nullptr, &ai);
-    if (ret == 0) {
-      ret = FromAddrinfo(rai, h, ai);
-      freeaddrinfo(ai);
-    } else {
-      softverbs::abi::RejectMinusOne(ret, "rdma_getaddrinfo: %s: %s", node ? node : "(no node)",
-                                     gai_strerror(ret));
+    const int gai = getaddrinfo(node, service, hints ? &ai_hints : nullptr, &ai);
+    if (gai != 0) {
+      // librdmacm answers getaddrinfo's own code (EAI_*, negative), for
+      // gai_strerror, and leaves errno as getaddrinfo left it (EAI_SYSTEM).
+      const int saved = errno;
+      softverbs::abi::Explain("rdma_getaddrinfo: %s: %s", node ? node : "(no node)",
+                              gai_strerror(gai));
+      rdma_freeaddrinfo(rai);
+      errno = saved;
+      return gai;
     }
+    ret = FromAddrinfo(rai, h, ai);
+    freeaddrinfo(ai);
   } else {
     rai->ai_flags = h.ai_flags;
     rai->ai_family = h.ai_family;
@@ -121,7 +126,7 @@ SV_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const rdma
   }
   if (ret) {
     rdma_freeaddrinfo(rai);
-    errno = ret;  // librdmacm's answer: -1, errno the getaddrinfo code or ENOMEM
+    errno = ret;  // out of memory: -1 with errno, as librdmacm's ERR(ENOMEM)
     return -1;
   }
   *res = rai;

@@ -175,17 +175,17 @@ SV_EXPORT int rdma_accept(rdma_cm_id* id, rdma_conn_param* conn_param) {
     errno = err;
     return -1;
   }
-  if (IsUd(priv)) {
-    if (priv->sync && id->event) {
-      rdma_ack_cm_event(id->event);
-      id->event = nullptr;
-    }
-    return 0;
-  }
+  // UD: done (librdmacm keeps a synchronous id's request event in
+  // id->event until its next call that waits, or rdma_destroy_id).
+  if (IsUd(priv)) return 0;
   return Complete(priv);
 }
 
-SV_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+namespace {
+
+// rdma_reject with the REJ's reason (0: consumer defined, 28).
+int RejectWithReason(rdma_cm_id* id, const void* private_data, uint8_t private_data_len,
+                     uint8_t reason) {
   if (!id) return RejectMinusOne(EINVAL, "rdma_reject: id is NULL");
   if (private_data_len > kRejPrivateData) {
     return RejectMinusOne(EINVAL,
@@ -198,11 +198,19 @@ SV_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t priv
     memcpy(req.conn.private_data, private_data, private_data_len);
     req.conn.private_data_len = private_data_len;
   }
+  req.conn.reject_reason = reason;
   return Call(Op::kCmReject, req, nullptr);
 }
 
+}  // namespace
+
+SV_EXPORT int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  return RejectWithReason(id, private_data, private_data_len, 0);
+}
+
+// As librdmacm: the REJ says 35, IBTA's "vendor option not supported".
 SV_EXPORT int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
-  return rdma_reject(id, private_data, private_data_len);
+  return RejectWithReason(id, private_data, private_data_len, 35);
 }
 
 SV_EXPORT int rdma_establish(rdma_cm_id* id) {

@@ -180,7 +180,8 @@ SV_EXPORT int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
     return RejectMinusOne(EINVAL, "rdma_create_qp_ex: the PD is of another device context");
   }
   if (id->qp_type == IBV_QPT_XRC_SEND) attr->cap.max_recv_wr = attr->cap.max_recv_sge = 0;
-  attr->qp_type = id->qp_type;
+  // The QP is of the type the caller asked for (librdmacm passes attr on as
+  // it is): a UC QP on an RDMA_PS_TCP id stays UC.
   if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
       (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq)) {
     return RejectMinusOne(EINVAL, "rdma_create_qp_ex: the CQs differ from the id's CQs");

@@ -67,6 +67,9 @@ int SendConnect(Rsocket& rs) {
   return rdma_connect(rs.id, &param);
 }
 
+// A new socket on id (the caller's, or a request's), in the table.
+Rsocket* NewSocket(rdma_cm_id* id, int domain, const Rsocket* options);
+
 // The peer's RsConnData from the event (REQ or REP), or nullptr (errno set).
 const RsConnData* ConnDataOf(const rdma_cm_event* e) {
   const auto& conn = e->param.conn;
@@ -145,6 +148,44 @@ void WaitForCm(Rsocket& rs, std::unique_lock<std::mutex>& lock, int timeout_ms) 
   lock.lock();
 }
 
+Rsocket* AcceptRequest(Rsocket& ls, std::unique_lock<std::mutex>& lock, rdma_cm_id* id) {
+  // The request's REQ data, before rdma_accept acknowledges its event.
+  const RsConnData* creq = ConnDataOf(id->event);
+  RsConnData peer_data{};
+  if (creq) peer_data = *creq;
+  rdma_conn_param param = id->event->param.conn;
+  Rsocket* rs = creq ? NewSocket(id, ls.domain, &ls) : nullptr;
+  lock.unlock();
+  if (!rs || CreateEndpoint(*rs)) {
+    rdma_reject(id, nullptr, 0);
+    if (rs) {
+      FreeSocket(rs);
+    } else {
+      rdma_destroy_id(id);
+    }
+    lock.lock();
+    return nullptr;
+  }
+  std::unique_lock new_lock(rs->mu);
+  SaveConnData(*rs, peer_data);
+  RsConnData data;
+  FormatConnData(*rs, &data);
+  param.private_data = &data;
+  param.private_data_len = sizeof(data);
+  rs->phase = Phase::kAccepting;
+  if (rdma_accept(id, &param) == 0) {
+    MarkConnected(*rs);
+  } else if (errno != EAGAIN) {
+    new_lock.unlock();
+    FreeSocket(rs);
+    lock.lock();
+    return nullptr;
+  }
+  new_lock.unlock();
+  lock.lock();
+  return rs;
+}
+
 int DriveConnect(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking) {
   for (;;) {
     if (!IsOpening(rs.phase) && rs.phase != Phase::kFresh && rs.phase != Phase::kBound) return 0;
@@ -169,7 +210,6 @@ int DriveConnect(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocki
 
 namespace {
 
-// A new socket on id (the caller's, or a request's), in the table.
 Rsocket* NewSocket(rdma_cm_id* id, int domain, const Rsocket* options) {
   auto* rs = new (std::nothrow) Rsocket;
   if (!rs) return nullptr;
@@ -213,10 +253,11 @@ bool ValidAddress(const char* verb, const Rsocket& rs, const sockaddr* addr, soc
 
 }  // namespace
 
+// A domain, type or protocol rsockets do not have: ENOTSUP, as librdmacm
+// answers (not socket(2)'s EAFNOSUPPORT / EPROTONOSUPPORT).
 SV_EXPORT int rsocket(int domain, int type, int protocol) {
   if (domain != AF_INET && domain != AF_INET6) {
-    return RejectMinusOne(EAFNOSUPPORT, "rsocket: domain %d is neither AF_INET nor AF_INET6",
-                          domain);
+    return RejectMinusOne(ENOTSUP, "rsocket: domain %d is neither AF_INET nor AF_INET6", domain);
   }
   const int base_type = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (base_type == SOCK_DGRAM) {
@@ -224,10 +265,10 @@ SV_EXPORT int rsocket(int domain, int type, int protocol) {
                           "rsocket: SOCK_DGRAM (UD rsockets) is not supported by softverbs");
   }
   if (base_type != SOCK_STREAM) {
-    return RejectMinusOne(EPROTONOSUPPORT, "rsocket: type %d is not SOCK_STREAM", type);
+    return RejectMinusOne(ENOTSUP, "rsocket: type %d is not SOCK_STREAM", type);
   }
   if (protocol && protocol != IPPROTO_TCP) {
-    return RejectMinusOne(EPROTONOSUPPORT, "rsocket: protocol %d is not IPPROTO_TCP", protocol);
+    return RejectMinusOne(ENOTSUP, "rsocket: protocol %d is not IPPROTO_TCP", protocol);
   }
   rdma_cm_id* id = nullptr;
   if (rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP)) return -1;
@@ -270,10 +311,12 @@ SV_EXPORT int rlisten(int socket, int backlog) {
     return RejectMinusOne(EINVAL, "rlisten: rsocket %d is connected or connecting", socket);
   }
   if (rdma_listen(rs->id, backlog)) return -1;
+  if (StartAcceptor(*rs)) return -1;
   rs->phase = Phase::kListening;
   return 0;
 }
 
+// The next connection the listening socket's acceptor made (rsocket_accept.cc).
 SV_EXPORT int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
   Rsocket* ls = LookupSocket(socket, "raccept");
   if (!ls) return -1;
@@ -281,48 +324,11 @@ SV_EXPORT int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
   if (ls->phase != Phase::kListening) {
     return RejectMinusOne(EINVAL, "raccept: rsocket %d is not listening", socket);
   }
-  rdma_cm_id* id = nullptr;
-  while (rdma_get_request(ls->id, &id)) {
-    if (errno != EAGAIN) return -1;
-    if (ls->nonblocking) return -1;
-    WaitForCm(*ls, lock, -1);
-  }
-  // The request's REQ data, before rdma_accept acknowledges its event.
-  const RsConnData* creq = ConnDataOf(id->event);
-  RsConnData peer_data{};
-  if (creq) peer_data = *creq;
-  rdma_conn_param param = id->event->param.conn;
-  Rsocket* rs = creq ? NewSocket(id, ls->domain, ls) : nullptr;
+  Rsocket* rs = TakeAccepted(*ls, lock);
+  if (!rs) return -1;
   lock.unlock();
-  if (!rs || CreateEndpoint(*rs)) {
-    int err = errno;
-    rdma_reject(id, nullptr, 0);
-    if (rs) {
-      FreeSocket(rs);
-    } else {
-      rdma_destroy_id(id);
-    }
-    errno = err == EPROTO ? ECONNABORTED : err;
-    return -1;
-  }
-  std::unique_lock new_lock(rs->mu);
-  SaveConnData(*rs, peer_data);
-  RsConnData data;
-  FormatConnData(*rs, &data);
-  param.private_data = &data;
-  param.private_data_len = sizeof(data);
-  rs->phase = Phase::kAccepting;
-  if (rdma_accept(id, &param) == 0) {
-    MarkConnected(*rs);
-  } else if (errno != EAGAIN) {
-    int err = errno;
-    new_lock.unlock();
-    FreeSocket(rs);
-    errno = err;
-    return -1;
-  }
   if (addr && addrlen) {
-    const sockaddr* peer = rdma_get_peer_addr(id);
+    const sockaddr* peer = rdma_get_peer_addr(rs->id);
     socklen_t len = peer->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
     memcpy(addr, peer, std::min(len, *addrlen));
     *addrlen = len;
@@ -335,18 +341,18 @@ SV_EXPORT int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
   if (!rs) return -1;
   std::unique_lock lock(rs->mu);
   if (!ValidAddress("rconnect", *rs, addr, addrlen)) return -1;
-  if (IsOpening(rs->phase)) {
-    errno = EALREADY;
-    return -1;
-  }
-  if (rs->phase == Phase::kConnected) {
-    return RejectMinusOne(EISCONN, "rconnect: rsocket %d is connected", socket);
+  // Again on an rsocket that is not fresh, as librdmacm's rs_do_connect
+  // answers: one still connecting is driven on (EINPROGRESS, or 0 once
+  // connected), a connected one is 0, one whose connection failed or ended
+  // ENOTCONN, a listening one EINVAL.
+  if (IsOpening(rs->phase)) return DriveConnect(*rs, lock, rs->nonblocking);
+  if (rs->phase == Phase::kConnected) return 0;
+  if (rs->phase == Phase::kConnectFailed || rs->phase == Phase::kDisconnected ||
+      rs->phase == Phase::kError) {
+    return RejectMinusOne(ENOTCONN, "rconnect: rsocket %d's connection failed or ended", socket);
   }
   if (rs->phase != Phase::kFresh && rs->phase != Phase::kBound) {
-    return RejectMinusOne(EINVAL,
-                          "rconnect: rsocket %d listens, or was connected before (an rsocket "
-                          "connects once)",
-                          socket);
+    return RejectMinusOne(EINVAL, "rconnect: rsocket %d listens", socket);
   }
   memset(&rs->peer, 0, sizeof(rs->peer));
   memcpy(&rs->peer, addr, addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));

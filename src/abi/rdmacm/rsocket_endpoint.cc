@@ -163,6 +163,7 @@ int CreateEndpoint(Rsocket& rs) {
 }
 
 void FreeSocket(Rsocket* rs) {
+  StopAcceptor(*rs);  // a listening socket's thread first: it uses the id
   RemoveSocket(rs);
   for (IomapBuffer& b : rs->iomaps) ibv_dereg_mr(b.mr);
   if (rs->smr) ibv_dereg_mr(rs->smr);

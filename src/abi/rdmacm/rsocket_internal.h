@@ -10,17 +10,23 @@
 // the target area (the target SGL and iomap the peer writes to tell us
 // where to write). Both the event channel and the completion channel are
 // non-blocking: every wait is a poll(2) on those two fds (Progress,
-// WaitForCm), so nothing needs a thread of its own.
+// WaitForCm). A listening socket alone has a thread, its acceptor
+// (rsocket_accept.cc), as rdma-core's listen service accepts requests
+// before raccept asks for them.
 #pragma once
 
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <deque>
 #include <list>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "abi/rdmacm/rsocket_wire.h"
@@ -133,6 +139,17 @@ struct Rsocket {
 
   std::list<IomapBuffer> iomaps;  // riomap
   std::vector<bool> iomap_used;   // entries of the peer's target iomap we hold
+
+  // Listening (rsocket_accept.cc): the acceptor thread takes the requests
+  // off the channel and accepts them; raccept takes the sockets from
+  // `accepted`, which accept_ready counts (an eventfd in semaphore mode:
+  // what rpoll sleeps on). accept_stop ends the thread; acceptor_pid is the
+  // process it runs in (a forked child starts its own).
+  std::deque<Rsocket*> accepted;
+  int accept_ready = -1;
+  int accept_stop = -1;
+  std::unique_ptr<std::thread> acceptor;
+  pid_t acceptor_pid = 0;
 };
 
 // The descriptor table (rsocket_table.cc).
@@ -161,6 +178,24 @@ void FreeSocket(Rsocket* rs);
 int DriveConnect(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking);
 // Sleeps until the id's event channel has an event (or timeout_ms).
 void WaitForCm(Rsocket& rs, std::unique_lock<std::mutex>& lock, int timeout_ms);
+// Accepts the connection request on id (rdma_get_request's) on the
+// listening socket ls, whose lock is held (released meanwhile): the new
+// socket, in the table, rdma_accept'ed (it may still wait for ESTABLISHED);
+// nullptr when the request was refused (not an rsocket's, no endpoint).
+Rsocket* AcceptRequest(Rsocket& ls, std::unique_lock<std::mutex>& lock, rdma_cm_id* id);
+
+// Accepting in the background (rsocket_accept.cc).
+// Starts ls's acceptor (rlisten). 0, or -1 with errno.
+int StartAcceptor(Rsocket& ls);
+// Ends it and closes the sockets accepted but not taken (rclose). Without
+// ls's lock.
+void StopAcceptor(Rsocket& ls);
+// raccept: the next accepted socket, waiting for one unless ls is
+// non-blocking (then nullptr, EAGAIN). ls's lock is held.
+Rsocket* TakeAccepted(Rsocket& ls, std::unique_lock<std::mutex>& lock);
+// rpoll: whether a socket waits to be taken, and the fd to sleep on.
+bool HasAccepted(Rsocket& ls);
+int AcceptedFd(Rsocket& ls);
 
 // Progress (rsocket_progress.cc).
 using Ready = bool (*)(const Rsocket&);

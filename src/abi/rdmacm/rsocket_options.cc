@@ -53,9 +53,10 @@ int PutInt(void* optval, socklen_t* optlen, int value) {
   return 0;
 }
 
+// ENOTSUP, as librdmacm's rsetsockopt / rgetsockopt (not ENOPROTOOPT).
 int NotSupported(const char* verb, int level, int optname) {
-  return RejectMinusOne(ENOPROTOOPT, "%s: option level %d name %d is not supported on rsockets",
-                        verb, level, optname);
+  return RejectMinusOne(ENOTSUP, "%s: option level %d name %d is not supported on rsockets", verb,
+                        level, optname);
 }
 
 bool HasEndpoint(const Rsocket& rs) {

@@ -53,7 +53,7 @@ short SocketEvents(Rsocket& rs, short events) {
   short revents = 0;
   switch (rs.phase) {
     case Phase::kListening:
-      return FdReadable(rs.id->channel->fd) ? (events & POLLIN) : 0;
+      return HasAccepted(rs) ? (events & POLLIN) : 0;
     case Phase::kFresh:
     case Phase::kBound:
       return (events & POLLOUT) | POLLHUP;
@@ -104,6 +104,11 @@ void ArmAll(pollfd* fds, nfds_t nfds, const std::vector<Rsocket*>& sockets,
       continue;
     }
     std::lock_guard lock(rs->mu);
+    if (rs->phase == Phase::kListening) {  // the acceptor counts what it accepted
+      wait->push_back({AcceptedFd(*rs), POLLIN, 0});
+      owner->push_back(nullptr);
+      continue;
+    }
     if (rs->cq) {
       ArmForSleep(*rs);
       wait->push_back({rs->comp->fd, POLLIN, 0});

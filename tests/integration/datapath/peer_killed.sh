@@ -4,11 +4,13 @@
 # its memory for 10 s; the client must fail (retry exceeded) within seconds.
 # usage: peer_killed.sh SOFTVERBS_CLI
 set -u
+# shellcheck source=../../common/free_port.sh
+source "$(dirname "$0")/../../common/free_port.sh"
 cli=$1
 runtime=$(mktemp -d /tmp/softverbs-dp-XXXXXX)
 trap '"$cli" daemon stop >/dev/null 2>&1; rm -rf "$runtime"' EXIT
 export SOFTVERBS_RUNTIME_DIR=$runtime SOFTVERBS_IDLE_TIMEOUT=5
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 "$cli" run -- ib_write_bw -d softverbs0 -x 1 -F -D 10 -p "$port" >"$runtime/server.log" 2>&1 &
 server=$!  # `softverbs run` execs the program: this is the server itself
 sleep 1

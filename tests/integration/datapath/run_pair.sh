@@ -11,6 +11,8 @@
 #   PAIR_SERVER_ARGS: extra arguments for the server only (ibv_xsrq_pingpong -c N)
 #   PAIR_CLIENTS: how many clients run at once (default 1); each must pass
 set -u
+# shellcheck source=../../common/free_port.sh
+source "$(dirname "$0")/../../common/free_port.sh"
 cli=$1 port_flag=$2 expect=$3
 shift 3
 [ "$1" = "--" ] && shift
@@ -20,34 +22,46 @@ trap 'kill $server 2>/dev/null; "$cli" daemon stop >/dev/null 2>&1; rm -rf "$run
 export SOFTVERBS_RUNTIME_DIR=$runtime
 export SOFTVERBS_IDLE_TIMEOUT=5
 
-# A free port: bind port 0 and read back what the kernel chose.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-
 listening() {  # whether something listens on $port (without connecting to it)
   local hex
   hex=$(printf '%04X' "$port")
   grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# shellcheck disable=SC2086  # PAIR_SERVER_ARGS is a list of words
-timeout 60 "$cli" run -- "$@" ${PAIR_SERVER_ARGS:-} "$port_flag" "$port" >"$runtime/server.log" 2>&1 &
-server=$!
-for _ in $(seq 200); do
-  listening && break
-  sleep 0.05
-done
-clients=()
-for i in $(seq "${PAIR_CLIENTS:-1}"); do
-  timeout 60 "$cli" run -- "$@" "$port_flag" "$port" 127.0.0.1 >"$runtime/client$i.log" 2>&1 &
-  clients+=($!)
+run_pair_once() {
+  # A free port below the ephemeral range (tests/common/free_port.sh).
+  port=$(free_port)
+  # shellcheck disable=SC2086  # PAIR_SERVER_ARGS is a list of words
+  timeout 60 "$cli" run -- "$@" ${PAIR_SERVER_ARGS:-} "$port_flag" "$port" >"$runtime/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 200); do
+    listening && break
+    sleep 0.05
+  done
+  clients=()
+  for i in $(seq "${PAIR_CLIENTS:-1}"); do
+    timeout 60 "$cli" run -- "$@" "$port_flag" "$port" 127.0.0.1 >"$runtime/client$i.log" 2>&1 &
+    clients+=($!)
+  done
+  for i in "${!clients[@]}"; do
+    wait "${clients[$i]}"
+    client_rc[$i]=$?
+  done
+  wait $server
+  server_rc=$?
+}
+
+# The port is free when chosen, not reserved: another process's socket (with
+# tests running in parallel) can take it before the server binds it, and the
+# server then says "Couldn't listen to port". The pair then runs again on
+# another port, at most three times in all, each printed.
+for attempt in 1 2 3; do
+  run_pair_once "$@"
+  grep -q "Couldn't listen to port" "$runtime/server.log" || break
+  echo "--- attempt $attempt: port $port was taken before the server bound it; server said:"
+  cat "$runtime/server.log"
 done
 ok=1
-for i in "${!clients[@]}"; do
-  wait "${clients[$i]}"
-  client_rc[$i]=$?
-done
-wait $server
-server_rc=$?
 echo "--- server (rc=$server_rc)"; cat "$runtime/server.log"
 [ $server_rc -eq 0 ] || ok=0
 for i in "${!clients[@]}"; do

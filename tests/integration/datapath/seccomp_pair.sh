@@ -5,6 +5,8 @@
 # it owns. Needs root to switch user; skips (77) otherwise.
 # usage: seccomp_pair.sh SOFTVERBS_CLI LAUNCHER
 set -u
+# shellcheck source=../../common/free_port.sh
+source "$(dirname "$0")/../../common/free_port.sh"
 cli=$1 launcher=$2
 [ "$(id -u)" = 0 ] || { echo "not root: cannot switch to nobody"; exit 77; }
 command -v setpriv >/dev/null || exit 77
@@ -25,7 +27,7 @@ export -f as_nobody 2>/dev/null
 rc=0
 for prog in "ibv_rc_pingpong -d softverbs0 -g 1 -n 100 -s 5000 -c" \
             "ib_write_bw -d softverbs0 -x 1 -F -n 200"; do
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   as_nobody "$cli" run -- $prog -p "$port" >"$runtime/server.log" 2>&1 &
   server=$!
   sleep 1

@@ -125,12 +125,36 @@ TEST_F(DevxTest, WrongEntryPointIsEinvalWithTheBoxUntouched) {
   EXPECT_TRUE(cout.Untouched());
 }
 
-TEST_F(DevxTest, CreateOutputTooShortForTheIdIsBadOutputLength) {
+// The kernel takes no box shorter than 16 bytes (UVERBS_ATTR_MIN_SIZE of
+// the general command headers): EINVAL before the firmware, the box
+// untouched.
+TEST_F(DevxTest, BoxesShorterThan16BytesAreEinval) {
   Box pd(16, kAllocPd);
   Out out(8);
+  errno = 0;
   EXPECT_EQ(mlx5dv_devx_obj_create(ctx_, pd.data(), pd.size(), out.data(), out.size()), nullptr);
-  EXPECT_EQ(errno, EREMOTEIO);
-  EXPECT_EQ(out.status(), kStatusBadOutputLength);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_TRUE(out.Untouched());
+  Box short_pd(12, kAllocPd);
+  Out out16(16);
+  errno = 0;
+  EXPECT_EQ(
+      mlx5dv_devx_obj_create(ctx_, short_pd.data(), short_pd.size(), out16.data(), out16.size()),
+      nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_TRUE(out16.Untouched());
+}
+
+// CREATE_UMEM comes only through mlx5dv_devx_umem_reg: the kernel's create
+// entry point refuses it (EINVAL, not the firmware's BAD_OP).
+TEST_F(DevxTest, CreateUmemIsNotAnObjectCreate) {
+  Box umem(0x40, 0xa08);
+  Out out(kCreateOut);
+  errno = 0;
+  EXPECT_EQ(mlx5dv_devx_obj_create(ctx_, umem.data(), umem.size(), out.data(), out.size()),
+            nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_TRUE(out.Untouched());
 }
 
 TEST_F(DevxTest, PdAndTransportDomainLifecycle) {
@@ -301,20 +325,28 @@ TEST_F(DevxTest, FlowCounterAllocQueryDealloc) {
   EXPECT_EQ(mlx5dv_devx_obj_destroy(counter), 0);
 }
 
-TEST_F(DevxTest, ContextWithoutDevxGetsOnlyTheWhitelist) {
-  ibv_context* plain = OpenDevx(false);
+// libmlx5 asks for a DEVX context whatever the flags (rdma-core's
+// mlx5_alloc_context, always_devx): a context opened without
+// MLX5DV_CONTEXT_FLAGS_DEVX, or by ibv_open_device, runs DEVX commands too.
+TEST_F(DevxTest, EveryContextIsADevxContext) {
+  ibv_context* without_flag = OpenDevx(false);
+  ASSERT_NE(without_flag, nullptr);
+  ibv_device** list = ibv_get_device_list(nullptr);
+  ASSERT_NE(list, nullptr);
+  ibv_context* plain = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
   ASSERT_NE(plain, nullptr);
-  Box caps = QueryHcaCapBox(0);
-  Out out(0x1010);
-  EXPECT_EQ(mlx5dv_devx_general_cmd(plain, caps.data(), caps.size(), out.data(), out.size()), 0);
-  Box nop(16, kNop);
-  Out nout(16);
-  EXPECT_EQ(mlx5dv_devx_general_cmd(plain, nop.data(), nop.size(), nout.data(), nout.size()),
-            EINVAL);
-  Out pout(kCreateOut);
-  EXPECT_EQ(Create(Box(16, kAllocPd), &pout, plain), nullptr);
-  EXPECT_EQ(errno, EINVAL);
+  for (ibv_context* c : {without_flag, plain}) {
+    Box nop(16, kNop);
+    Out nout(16);
+    EXPECT_EQ(mlx5dv_devx_general_cmd(c, nop.data(), nop.size(), nout.data(), nout.size()), 0);
+    Out pout(kCreateOut);
+    mlx5dv_devx_obj* pd = Create(Box(16, kAllocPd), &pout, c);
+    ASSERT_NE(pd, nullptr) << strerror(errno);
+    EXPECT_EQ(mlx5dv_devx_obj_destroy(pd), 0);
+  }
   ibv_close_device(plain);
+  ibv_close_device(without_flag);
 }
 
 }  // namespace

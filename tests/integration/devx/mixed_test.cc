@@ -75,7 +75,12 @@ TEST_F(DevxTest, InitObjReportsTheNumbersTheDaemonKnows) {
   // Objects softverbs has no mlx5 form for.
   obj = {};
   EXPECT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_AH), EOPNOTSUPP);
-  EXPECT_EQ(mlx5dv_init_obj(&obj, 1u << 20), EINVAL);
+  EXPECT_EQ(mlx5dv_init_obj(&obj, 1u << 20), EINVAL);  // no object libmlx5 knows
+  // A bit libmlx5 does not know, beside one it does: ignored, as libmlx5.
+  obj = {};
+  obj.srq.in = srq;
+  obj.srq.out = &dv_srq;
+  EXPECT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_SRQ | (1u << 20)), 0);
   ibv_destroy_srq(srq);
   ibv_destroy_cq(v.cq);
   ibv_dealloc_pd(v.pd);
@@ -215,7 +220,8 @@ TEST_F(DevxTest, EqnAndUar) {
   Out out(kCreateOut);
   mlx5dv_devx_obj* cq = Create(CreateCqBox(RegUmem(), RegUmem(), eqn), &out);
   EXPECT_NE(cq, nullptr);
-  EXPECT_EQ(mlx5dv_devx_query_eqn(ctx_, ctx_->num_comp_vectors, &eqn), EINVAL);
+  // No such completion EQ: ENOENT (the kernel's mlx5_vector2eqn).
+  EXPECT_EQ(mlx5dv_devx_query_eqn(ctx_, ctx_->num_comp_vectors, &eqn), ENOENT);
   mlx5dv_devx_uar* nc1 = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
   mlx5dv_devx_uar* nc2 = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_NC);
   mlx5dv_devx_uar* bf = mlx5dv_devx_alloc_uar(ctx_, MLX5DV_UAR_ALLOC_TYPE_BF);
@@ -232,6 +238,44 @@ TEST_F(DevxTest, EqnAndUar) {
   if (cq) {
     EXPECT_EQ(mlx5dv_devx_obj_destroy(cq), 0);
   }
+}
+
+// Input libmlx5 and the kernel refuse: unknown open flags (EINVAL, as
+// mlx5_alloc_context), a UMEM asking for remote write without local write
+// (the kernel's ib_check_mr_access: EINVAL), umem_reg_ex with comp_mask bits
+// that do not exist (EOPNOTSUPP) or a page-size bitmap without a size of
+// 4 KiB or more (EINVAL).
+TEST_F(DevxTest, BadOpenFlagsAndUmemsAreRefusedAsByLibmlx5) {
+  ibv_device** list = ibv_get_device_list(nullptr);
+  ASSERT_NE(list, nullptr);
+  mlx5dv_context_attr attr{};
+  attr.flags = MLX5DV_CONTEXT_FLAGS_DEVX | 2;
+  errno = 0;
+  EXPECT_EQ(mlx5dv_open_device(list[0], &attr), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_free_device_list(list);
+  static char page[4096] __attribute__((aligned(4096)));
+  errno = 0;
+  EXPECT_EQ(mlx5dv_devx_umem_reg(ctx_, page, sizeof(page), IBV_ACCESS_REMOTE_WRITE), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  mlx5dv_devx_umem_in in{};
+  in.addr = page;
+  in.size = sizeof(page);
+  in.access = IBV_ACCESS_LOCAL_WRITE;
+  in.pgsz_bitmap = 4096;
+  in.comp_mask = 2;
+  errno = 0;
+  EXPECT_EQ(mlx5dv_devx_umem_reg_ex(ctx_, &in), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  in.comp_mask = 0;
+  in.pgsz_bitmap = 2048;
+  errno = 0;
+  EXPECT_EQ(mlx5dv_devx_umem_reg_ex(ctx_, &in), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  in.pgsz_bitmap = 4096;
+  mlx5dv_devx_umem* umem = mlx5dv_devx_umem_reg_ex(ctx_, &in);
+  ASSERT_NE(umem, nullptr) << strerror(errno);
+  EXPECT_EQ(mlx5dv_devx_umem_dereg(umem), 0);
 }
 
 TEST_F(DevxTest, UnimplementedCallsSayEopnotsupp) {

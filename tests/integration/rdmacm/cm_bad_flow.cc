@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <signal.h>
@@ -186,6 +187,36 @@ void BadArguments() {
   }
 }
 
+// Answers in librdmacm's own conventions: rdma_getaddrinfo returns
+// getaddrinfo's EAI_* code as it is (for gai_strerror), and rdma_create_qp
+// makes the QP type the caller asked for (a UC QP on an RDMA_PS_TCP id).
+void LibrdmacmConventions() {
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_NUMERICHOST;
+  hints.ai_port_space = RDMA_PS_TCP;
+  rdma_addrinfo* res = reinterpret_cast<rdma_addrinfo*>(&hints);  // must stay as it is
+  errno = 0;
+  const int ret = rdma_getaddrinfo("not-a-number", "7471", &hints, &res);
+  CHECK(ret == EAI_NONAME);
+  CHECK(res == reinterpret_cast<rdma_addrinfo*>(&hints));
+  if (ret != EAI_NONAME) fprintf(stderr, "rdma_getaddrinfo returned %d\n", ret);
+
+  hints.ai_flags = 0;
+  res = nullptr;
+  if (rdma_getaddrinfo("127.0.0.1", "7471", &hints, &res)) Die("rdma_getaddrinfo");
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_ep(&id, res, nullptr, nullptr)) Die("rdma_create_ep");
+  rdma_freeaddrinfo(res);
+  ibv_qp_init_attr attr{};
+  attr.qp_type = IBV_QPT_UC;
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  CHECK(rdma_create_qp(id, nullptr, &attr) == 0);
+  CHECK(id->qp && id->qp->qp_type == IBV_QPT_UC);
+  CHECK(attr.qp_type == IBV_QPT_UC);
+  rdma_destroy_ep(id);
+}
+
 void Ports() {
   rdma_event_channel* ch = rdma_create_event_channel();
   if (!ch) Die("rdma_create_event_channel");
@@ -286,13 +317,15 @@ void NonBlockingChannel() {
   rdma_destroy_event_channel(ch);
 }
 
-void RejectWithPrivateData() {
+// rdma_reject's REJ says 28 (consumer defined), rdma_reject_ece's 35
+// (vendor option not supported), each with the private data.
+void Reject(bool ece, uint16_t port) {
   int ready[2];
   if (pipe(ready)) Die("pipe");
   pid_t server = fork();
   if (server == 0) {
     rdma_event_channel* ch = rdma_create_event_channel();
-    rdma_cm_id* l = Listen(ch, 7301, ready[1]);
+    rdma_cm_id* l = Listen(ch, port, ready[1]);
     rdma_cm_event* e = NextEvent(ch, 20);
     if (!e || e->event != RDMA_CM_EVENT_CONNECT_REQUEST) _exit(3);
     const char* offer = static_cast<const char*>(e->param.conn.private_data);
@@ -300,14 +333,14 @@ void RejectWithPrivateData() {
     rdma_cm_id* req = e->id;
     rdma_ack_cm_event(e);
     const char no[] = "no thanks";
-    if (rdma_reject(req, no, sizeof(no))) _exit(4);
+    if ((ece ? rdma_reject_ece : rdma_reject)(req, no, sizeof(no))) _exit(4);
     rdma_destroy_id(req);
     rdma_destroy_id(l);
     _exit(ok ? 0 : 5);
   }
   WaitReady(ready[0]);
   rdma_event_channel* ch = rdma_create_event_channel();
-  rdma_cm_id* id = ActiveId(ch, 7301, true);
+  rdma_cm_id* id = ActiveId(ch, port, true);
   rdma_conn_param param{};
   const char hello[] = "hello";
   param.private_data = hello;
@@ -316,7 +349,7 @@ void RejectWithPrivateData() {
   int status = 0;
   std::string data;
   CHECK(Expect(ch, RDMA_CM_EVENT_REJECTED, &status, &data));
-  CHECK(status == 28);  // IB_CM_REJ_CONSUMER_DEFINED
+  CHECK(status == (ece ? 35 : 28));
   CHECK(data == "no thanks");
   int ws = 0;
   waitpid(server, &ws, 0);
@@ -324,6 +357,57 @@ void RejectWithPrivateData() {
   rdma_destroy_qp(id);
   rdma_destroy_id(id);
   rdma_destroy_event_channel(ch);
+}
+
+void RejectWithPrivateData() {
+  Reject(false, 7301);
+}
+void RejectEce() {
+  Reject(true, 7304);
+}
+
+// A synchronous UD id's rdma_accept answers the SIDR request and keeps the
+// request's event in id->event (librdmacm acknowledges it at the id's next
+// call that waits, or rdma_destroy_id): its param.ud is still there to read.
+void UdAcceptKeepsTheRequestEvent() {
+  int ready[2];
+  if (pipe(ready)) Die("pipe");
+  rdma_addrinfo hints{};
+  hints.ai_port_space = RDMA_PS_UDP;
+  hints.ai_qp_type = IBV_QPT_UD;
+  ibv_qp_init_attr attr{};
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  pid_t server = fork();
+  if (server == 0) {
+    hints.ai_flags = RAI_PASSIVE;
+    rdma_addrinfo* res = nullptr;
+    rdma_cm_id *l = nullptr, *id = nullptr;
+    if (rdma_getaddrinfo("127.0.0.1", "7305", &hints, &res)) _exit(2);
+    if (rdma_create_ep(&l, res, nullptr, &attr) || rdma_listen(l, 1)) _exit(3);
+    if (write(ready[1], "r", 1) != 1) _exit(4);
+    if (rdma_get_request(l, &id)) _exit(5);
+    if (rdma_accept(id, nullptr)) _exit(6);
+    const bool kept = id->event && id->event->event == RDMA_CM_EVENT_CONNECT_REQUEST &&
+                      id->event->param.ud.qp_num != 0;
+    rdma_destroy_ep(id);
+    rdma_destroy_ep(l);
+    _exit(kept ? 0 : 7);
+  }
+  WaitReady(ready[0]);
+  rdma_addrinfo* res = nullptr;
+  rdma_cm_id* id = nullptr;
+  if (rdma_getaddrinfo("127.0.0.1", "7305", &hints, &res)) Die("rdma_getaddrinfo");
+  CHECK(rdma_create_ep(&id, res, nullptr, &attr) == 0);
+  rdma_freeaddrinfo(res);
+  if (id) {
+    CHECK(rdma_connect(id, nullptr) == 0);
+    rdma_destroy_ep(id);
+  }
+  int ws = 0;
+  waitpid(server, &ws, 0);
+  CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  if (WIFEXITED(ws) && WEXITSTATUS(ws)) fprintf(stderr, "server exit %d\n", WEXITSTATUS(ws));
 }
 
 void ListenerExits() {
@@ -428,11 +512,14 @@ struct Case {
 
 int main(int argc, char** argv) {
   const Case cases[] = {{"bad_arguments", BadArguments},
+                        {"librdmacm_conventions", LibrdmacmConventions},
                         {"ports", Ports},
                         {"nobody_listens", NobodyListens},
                         {"address_nobody_answers", AddressNobodyAnswers},
                         {"non_blocking_channel", NonBlockingChannel},
                         {"reject_with_private_data", RejectWithPrivateData},
+                        {"reject_ece", RejectEce},
+                        {"ud_accept_keeps_the_request_event", UdAcceptKeepsTheRequestEvent},
                         {"listener_exits", ListenerExits},
                         {"peer_killed", PeerKilled}};
   int failed = 0;

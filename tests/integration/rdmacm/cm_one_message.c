@@ -49,6 +49,7 @@ static struct rdma_cm_id* MakeEndpoint(const char* addr, const char* port, int p
   if (passive) hints.ai_flags = RAI_PASSIVE;
   if (rdma_getaddrinfo(addr, port, &hints, &res)) return NULL;
   struct ibv_qp_init_attr attr = {0};
+  attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
   attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
   attr.cap.max_inline_data = sizeof(kMessage);
@@ -69,6 +70,7 @@ static int Server(const char* addr, const char* port, int delay) {
   fflush(stdout);
   sleep(delay);
   struct ibv_qp_init_attr attr = {0};
+  attr.qp_type = IBV_QPT_RC;
   attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
   attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
   if (rdma_create_qp(id, NULL, &attr)) return Fail("rdma_create_qp");

@@ -163,8 +163,8 @@ void BadDescriptors() {
 
 void UnsupportedAndUnconnected() {
   CHECK_ERR(rsocket(AF_INET, SOCK_DGRAM, 0), EOPNOTSUPP);
-  CHECK_ERR(rsocket(AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT);
-  CHECK_ERR(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), EPROTONOSUPPORT);
+  CHECK_ERR(rsocket(AF_UNIX, SOCK_STREAM, 0), ENOTSUP);  // librdmacm's answers
+  CHECK_ERR(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), ENOTSUP);
   int fd = rsocket(AF_INET, SOCK_STREAM, 0);
   CHECK(fd >= 0);
   char b[4] = {};
@@ -186,7 +186,7 @@ void UnsupportedAndUnconnected() {
   v = 0;
   len = sizeof(v);
   CHECK(rgetsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0 && v == 1);
-  CHECK_ERR(rsetsockopt(fd, SOL_SOCKET, SO_BROADCAST, &v, sizeof(v)), ENOPROTOOPT);
+  CHECK_ERR(rsetsockopt(fd, SOL_SOCKET, SO_BROADCAST, &v, sizeof(v)), ENOTSUP);
   v = 32;
   CHECK(rsetsockopt(fd, SOL_RDMA, RDMA_SQSIZE, &v, sizeof(v)) == 0);
   CHECK(rgetsockopt(fd, SOL_RDMA, RDMA_SQSIZE, &v, &len) == 0 && v == 32);
@@ -224,6 +224,8 @@ void ConnectRefused() {
   int err = 0;
   socklen_t len = sizeof(err);
   CHECK(rgetsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == ECONNREFUSED);
+  // rconnect again after the failure: ENOTCONN, as librdmacm answers.
+  CHECK_ERR(rconnect(fd, Sa(&a), sizeof(a)), ENOTCONN);
   rclose(fd);
 }
 
@@ -328,6 +330,18 @@ void NonBlocking() {
         sockaddr_in a = Ipv4("127.0.0.1", port);
         int r = rconnect(fd, Sa(&a), sizeof(a));
         CHECK(r == 0 || errno == EINPROGRESS);
+        // rconnect again drives the connection on, as librdmacm's does: 0
+        // once connected, EINPROGRESS until then (a loop on it ends).
+        for (int i = 0; r != 0 && i < 10000; ++i) {
+          r = rconnect(fd, Sa(&a), sizeof(a));
+          if (r != 0) {
+            CHECK(errno == EINPROGRESS);
+            if (errno != EINPROGRESS) break;
+            usleep(1000);
+          }
+        }
+        CHECK(r == 0);
+        CHECK(rconnect(fd, Sa(&a), sizeof(a)) == 0);  // connected: 0 again
         pollfd p{fd, POLLOUT, 0};
         CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLOUT) && !(p.revents & POLLERR));
         int err = -1;
@@ -433,6 +447,43 @@ void InOwnProcess(const char* name, void (*run)()) {
   g_failures += failures;
 }
 
+// Connections are accepted before raccept asks (librdmacm's listen
+// service; a TCP backlog): one thread connects to its own listener, rpoll
+// then sees POLLIN on it, raccept takes the connection at once, data flows
+// both ways; a second connection is still waiting when the listener is
+// closed, which closes it: its client sees the connection end.
+void AcceptsBeforeRaccept() {
+  int lfd = Listen(7397);
+  rfcntl(lfd, F_SETFL, O_NONBLOCK);
+  CHECK_ERR(raccept(lfd, nullptr, nullptr), EAGAIN);  // nothing yet
+  int c1 = Connect(7397);                             // blocking: no raccept meanwhile
+  pollfd p{lfd, POLLIN, 0};
+  CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLIN));
+  sockaddr_in from{};
+  socklen_t len = sizeof(from);
+  int s1 = raccept(lfd, Sa(&from), &len);
+  CHECK(s1 >= 0);
+  CHECK(len == sizeof(sockaddr_in) && from.sin_family == AF_INET);
+  CHECK_ERR(raccept(lfd, nullptr, nullptr), EAGAIN);  // taken: none left
+  p.revents = 0;
+  CHECK(rpoll(&p, 1, 0) == 0);
+  char out[6] = "hello", in[6] = {};
+  CHECK(rsend(c1, out, sizeof(out), 0) == static_cast<ssize_t>(sizeof(out)));
+  CHECK(ReadAll(s1, in, sizeof(in)) && memcmp(in, out, sizeof(out)) == 0);
+  CHECK(rsend(s1, in, sizeof(in), 0) == static_cast<ssize_t>(sizeof(in)));
+  CHECK(ReadAll(c1, out, sizeof(out)) && memcmp(in, out, sizeof(out)) == 0);
+  int c2 = Connect(7397);   // accepted in the background, never taken
+  CHECK(rclose(lfd) == 0);  // stops the acceptor, closes c2's accepted end
+  pollfd end{c2, POLLIN, 0};
+  CHECK(rpoll(&end, 1, 10000) == 1);
+  char c = 0;
+  ssize_t n = rrecv(c2, &c, 1, MSG_DONTWAIT);
+  CHECK(n == 0 || (n < 0 && (errno == ECONNRESET || errno == ENOTCONN)));
+  CHECK(rclose(c2) == 0);
+  rclose(s1);
+  rclose(c1);
+}
+
 }  // namespace
 
 int main() {
@@ -443,6 +494,7 @@ int main() {
   InOwnProcess("non-blocking", NonBlocking);
   InOwnProcess("iomap", Iomap);
   InOwnProcess("peer killed", PeerKilled);
+  InOwnProcess("accepts before raccept", AcceptsBeforeRaccept);
   printf("rsocket bad flows: %d failures\n", g_failures);
   return g_failures ? 1 : 0;
 }

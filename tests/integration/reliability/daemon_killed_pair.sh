@@ -4,11 +4,13 @@
 # error, work flushed) within seconds, not hang and not finish their 10 s.
 # usage: daemon_killed_pair.sh SOFTVERBS_CLI
 set -u
+# shellcheck source=../../common/free_port.sh
+source "$(dirname "$0")/../../common/free_port.sh"
 cli=$1
 runtime=$(mktemp -d /tmp/softverbs-dk-XXXXXX)
 trap 'kill $server $client 2>/dev/null; "$cli" daemon stop >/dev/null 2>&1; rm -rf "$runtime"' EXIT
 export SOFTVERBS_RUNTIME_DIR=$runtime SOFTVERBS_IDLE_TIMEOUT=5
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 timeout 60 "$cli" run -- ib_send_bw -d softverbs0 -x 1 -F -D 10 -p "$port" >"$runtime/server.log" 2>&1 &
 server=$!
 sleep 1

@@ -9,6 +9,8 @@
 # must be counted (the bounded event queue dropped them).
 # usage: flood.sh SOFTVERBS_CLI FLOOD_CLIENT
 set -u
+# shellcheck source=../../common/free_port.sh
+source "$(dirname "$0")/../../common/free_port.sh"
 cli=$1 flood=$2
 status_bound_ms=${FLOOD_STATUS_BOUND_MS:-5000}
 runtime=$(mktemp -d /tmp/softverbs-flood-XXXXXX)
@@ -63,7 +65,7 @@ grep -q sent "$runtime/replies.out" || fail "the reply flooder did not get going
 
 # A pair on the same device while both flooders still hold their unread
 # connections.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 timeout 60 "$cli" run -- ibv_rc_pingpong -d softverbs0 -g 1 -n 200 -p "$port" \
   >"$runtime/server.log" 2>&1 &
 server=$!

@@ -16,6 +16,8 @@
 #
 # usage: kill_loop.sh SOFTVERBS_CLI CYCLES [SEED]
 set -u
+# shellcheck source=../../common/free_port.sh
+source "$(dirname "$0")/../../common/free_port.sh"
 cli=$1 cycles=$2 seed=${3:-1}
 RANDOM=$seed
 runtime=$(mktemp -d /tmp/softverbs-kill-XXXXXX)
@@ -38,7 +40,7 @@ programs=(ib_write_bw ib_send_bw ib_read_bw ib_atomic_bw)
 hangs=0 leaks=0 give_ups=0 killed_server=0 killed_client=0 fds_first=0 server=0 client=0
 for ((i = 0; i < cycles; ++i)); do
   prog=${programs[i % 4]}
-  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   common=(-d softverbs0 -x 1 -F -D 3 -p "$port")
   SOFTVERBS_LOG="$runtime/server.log" "$cli" run -- "$prog" "${common[@]}" >/dev/null 2>&1 &
   server=$!

@@ -12,6 +12,8 @@
 # usage: ucx_am_lat_loop.sh SOFTVERBS_CLI
 # Optional environment: UCX_LOOP_RUNS (runs), UCX_LOOP_ITERS (-n, default 100000).
 set -u
+# shellcheck source=../../common/free_port.sh
+source "$(dirname "$0")/../../common/free_port.sh"
 cli=$1
 runs=${UCX_LOOP_RUNS:-50}
 iters=${UCX_LOOP_ITERS:-100000}
@@ -47,7 +49,7 @@ crashed() {  # whether a log shows a signal (UCX: "Caught signal 11 (Segmentatio
 args=(-d softverbs0:1 -x rc_verbs -t am_lat -D short -s 8 -n "$iters")
 start=$(date +%s)
 for run in $(seq "$runs"); do
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   timeout -k 5 300 "$cli" run -- ucx_perftest -p "$port" "${args[@]}" >"$work/server.log" 2>&1 &
   server=$!
   for _ in $(seq 400); do

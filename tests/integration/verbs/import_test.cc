@@ -55,6 +55,11 @@ TEST_F(ImportTest, ImportedContextSharesTheObjects) {
   EXPECT_EQ(imr->length, mr->length);
   EXPECT_EQ(imr->addr, nullptr) << "as rdma-core's ibv_cmd_query_mr";
   EXPECT_EQ(imr->pd, pd);
+  // rdma-core's ibv_rereg_mr refuses an imported MR before any command.
+  errno = 0;
+  EXPECT_EQ(ibv_rereg_mr(imr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, kAccess),
+            IBV_REREG_MR_ERR_INPUT);
+  EXPECT_EQ(errno, EINVAL);
 
   ibv_unimport_mr(imr);
   ibv_unimport_pd(pd);

@@ -2,8 +2,10 @@
 // rules, keys, unmapped memory, length limits, rereg. Every rejection is
 // checked for its errno and for leaving the daemon's objects as they were.
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,8 +85,10 @@ TEST_F(PdMrTest, RegMrGivesDistinctKeysAndFields) {
   EXPECT_EQ(MyObjectCount("mr"), 0u);
 }
 
+// Any iova at the address's offset in its page (the kernel's rule).
 TEST_F(PdMrTest, RegMrIova2) {
-  ibv_mr* mr = ibv_reg_mr_iova2(pd_, buf_.data(), 8192, 0x100000, IBV_ACCESS_LOCAL_WRITE);
+  const uint64_t offset = reinterpret_cast<uintptr_t>(buf_.data()) % 4096;
+  ibv_mr* mr = ibv_reg_mr_iova2(pd_, buf_.data(), 8192, 0x100000 + offset, IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr) << strerror(errno);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
 }
@@ -231,9 +235,26 @@ TEST_F(PdMrTest, ReregFailureFollowsTheErrCodeConvention) {
   EXPECT_EQ(err, EINVAL);
 }
 
-// Arguments libibverbs rejects before the command: ERR_INPUT with EINVAL;
-// a translation to unmapped memory fails in the command (EFAULT). The MR
-// keeps working either way.
+// Arguments libibverbs rejects before the command (rdma-core's verbs.c:
+// unknown flags, a translation without address or length, access flags
+// without IBV_REREG_MR_CHANGE_ACCESS): ERR_INPUT with EINVAL; a translation
+// to unmapped memory fails in the command (EFAULT). The MR keeps working
+// either way.
+// An address and length without IBV_REREG_MR_CHANGE_TRANSLATION are not
+// looked at (libibverbs passes them on and the kernel's command ignores
+// them): the access change goes through and the MR keeps its range.
+TEST_F(PdMrTest, ReregIgnoresAnAddressWithoutTranslation) {
+  ibv_mr* mr = ibv_reg_mr(pd_, buf_.data(), 4096, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  void* const addr = mr->addr;
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, buf_.data() + 8192, 4096,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+            0);
+  EXPECT_EQ(mr->addr, addr);
+  EXPECT_EQ(mr->length, 4096u);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 TEST_F(PdMrTest, ReregInputErrorsAreErrInput) {
   ibv_mr* mr = ibv_reg_mr(pd_, buf_.data(), 4096, IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr);
@@ -246,7 +267,7 @@ TEST_F(PdMrTest, ReregInputErrorsAreErrInput) {
       {1 << 4, nullptr, 0},                               // unknown flag
       {IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, 4096},   // no address
       {IBV_REREG_MR_CHANGE_TRANSLATION, buf_.data(), 0},  // no length
-      {IBV_REREG_MR_CHANGE_ACCESS, buf_.data(), 4096},    // address without translation
+      {IBV_REREG_MR_CHANGE_PD, nullptr, 0},               // access without CHANGE_ACCESS
   };
   for (const Case& c : cases) {
     errno = 0;
@@ -313,6 +334,192 @@ TEST_F(PdMrTest, LargeUntouchedRegistrationIsCheap) {
   EXPECT_EQ(static_cast<char*>(p)[len - 1], 0);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   munmap(p, len);
+}
+
+// Registration maps the copied pages over the application's range already
+// mapped and writable (docs/datapath.md, "Registered memory"): the
+// application touched them before registering, and a write to each after it
+// must not fault again (a fault costs microseconds a page on a VM). Populated
+// for reading, the pages must still be mapped writable: a write that faults
+// counts as a minor fault.
+TEST_F(PdMrTest, ARegisteredRangeIsMappedWritableWithoutFaults) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t len = size_t{1} << 20;
+  char* p = static_cast<char*>(
+      mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  for (size_t i = 0; i < len; i += page) p[i] = static_cast<char>(i / page);
+  ibv_mr* mr = ibv_reg_mr(pd_, p, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  rusage before{}, after{};
+  getrusage(RUSAGE_THREAD, &before);
+  for (size_t i = 0; i < len; i += page) p[i] = static_cast<char>(p[i] + 1);
+  getrusage(RUSAGE_THREAD, &after);
+  const long faults = after.ru_minflt - before.ru_minflt;
+  EXPECT_LT(faults, 16) << "writing each of the " << len / page << " registered pages once faulted "
+                        << faults << " times";
+  for (size_t i = 0; i < len; i += page) {
+    ASSERT_EQ(p[i], static_cast<char>(i / page + 1)) << "page " << i / page;
+  }
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  munmap(p, len);
+}
+
+// Each converted range holds a descriptor (docs/datapath.md, "One
+// descriptor per backing"), also while it is kept converted after its last
+// MR went. A process out of descriptors must not have its next
+// registration go unbacked while such idle ranges hold them: they give
+// theirs back. Out of descriptors for good: the hard limit is lowered too
+// (the library raises the soft one where the hard one leaves room,
+// it_mr_descriptors), which cannot be undone without CAP_SYS_RESOURCE - so
+// in a child process, with a context of its own, reporting through a pipe.
+struct IdleDescriptorsReport {
+  int setup_error;  // 0, or the step that failed (1 limit, 2 device, 3 pd)
+  int backed;       // registrations backed before the limit was met
+  int ran_out;      // one went unbacked (registered all the same)
+  int dereg_failures;
+  int fresh_registered;
+  int fresh_backed;  // the registration after the idle ranges' deregistration
+  int data_kept;
+};
+
+IdleDescriptorsReport RegisterUntilOutOfDescriptors(rlim_t limit) {
+  IdleDescriptorsReport r{};
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  constexpr int kPages = 48;
+  std::vector<char*> pages;
+  for (int i = 0; i < kPages + 1; ++i) {
+    auto* p = static_cast<char*>(
+        mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == MAP_FAILED) return r.setup_error = 1, r;
+    p[0] = static_cast<char>(i);
+    pages.push_back(p);
+  }
+  ibv_context* ctx = OpenDevice();
+  if (!ctx) return r.setup_error = 2, r;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  if (!pd) return r.setup_error = 3, r;
+  const rlimit tight{limit, limit};
+  if (setrlimit(RLIMIT_NOFILE, &tight) != 0) return r.setup_error = 1, r;
+  std::vector<ibv_mr*> mrs;
+  for (int i = 0; i < kPages && !r.ran_out; ++i) {
+    ibv_mr* mr = ibv_reg_mr(pd, pages[i], page, IBV_ACCESS_LOCAL_WRITE);
+    if (!mr) break;
+    mrs.push_back(mr);
+    if (PageIsBacked(pages[i])) {
+      ++r.backed;
+    } else {
+      r.ran_out = 1;  // registered all the same, unbacked
+    }
+  }
+  // Every backed range goes idle, keeping its descriptor.
+  for (ibv_mr* mr : mrs) r.dereg_failures += ibv_dereg_mr(mr) != 0;
+  ibv_mr* fresh = ibv_reg_mr(pd, pages[kPages], page, IBV_ACCESS_LOCAL_WRITE);
+  r.fresh_registered = fresh != nullptr;
+  r.fresh_backed = fresh && PageIsBacked(pages[kPages]);
+  r.data_kept = pages[kPages][0] == static_cast<char>(kPages);
+  return r;
+}
+
+TEST_F(PdMrTest, ARegistrationOutOfDescriptorsTakesThoseOfIdleRanges) {
+  const rlim_t limit = static_cast<rlim_t>(OpenDescriptors() + 12);
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (limit > saved.rlim_cur) GTEST_SKIP() << "too many descriptors open already";
+  int report_pipe[2];
+  ASSERT_EQ(pipe(report_pipe), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(report_pipe[0]);
+    const IdleDescriptorsReport r = RegisterUntilOutOfDescriptors(limit);
+    _exit(write(report_pipe[1], &r, sizeof(r)) == sizeof(r) ? 0 : 1);
+  }
+  close(report_pipe[1]);
+  IdleDescriptorsReport r{};
+  const ssize_t got = read(report_pipe[0], &r, sizeof(r));
+  close(report_pipe[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof(r))) << "the child reported nothing";
+  ASSERT_EQ(r.setup_error, 0);
+  EXPECT_GT(r.backed, 0);
+  EXPECT_TRUE(r.ran_out) << "the limit of " << limit << " descriptors was never reached";
+  EXPECT_EQ(r.dereg_failures, 0);
+  ASSERT_TRUE(r.fresh_registered);
+  EXPECT_TRUE(r.fresh_backed) << "a registration out of descriptors stayed unbacked while "
+                              << r.backed << " idle ranges held theirs";
+  EXPECT_TRUE(r.data_kept);
+}
+
+// The device's view of this process's MR with key lkey (status JSON).
+nlohmann::json MyMr(uint32_t lkey) {
+  for (const auto& c : MyClients()) {
+    for (const auto& m : c["mr"]) {
+      if (m["lkey"] == lkey) return m;
+    }
+  }
+  return nullptr;
+}
+
+// n fresh anonymous pages, the first of them written (nullptr if mmap
+// failed); munmap them with n pages.
+char* TouchedPages(size_t n) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* p = mmap(nullptr, n * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  static_cast<char*>(p)[0] = 1;
+  return static_cast<char*>(p);
+}
+
+size_t DeviceBackings() {
+  return Status()["objects"]["mr_backings"].get<size_t>();
+}
+
+// An application registering one buffer many times: the device holds its
+// backing once (it held a descriptor per MR, and 20,000 registrations of
+// one page ran the daemon out of them, refusing every process of the user).
+TEST_F(PdMrTest, ManyMrsOfOneRangeShareOneBackingInTheDevice) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  char* p = TouchedPages(2);
+  ASSERT_NE(p, nullptr);
+  const size_t before = DeviceBackings();
+  std::vector<ibv_mr*> mrs;
+  for (int i = 0; i < 100; ++i) {
+    ibv_mr* mr = ibv_reg_mr(pd_, p, 2 * page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(mr, nullptr) << strerror(errno);
+    mrs.push_back(mr);
+  }
+  EXPECT_EQ(DeviceBackings(), before + 1);
+  EXPECT_EQ(MyMr(mrs.back()->lkey)["backed"], true);
+  for (size_t i = 0; i + 1 < mrs.size(); ++i) EXPECT_EQ(ibv_dereg_mr(mrs[i]), 0);
+  EXPECT_EQ(DeviceBackings(), before + 1) << "the last MR still uses it";
+  EXPECT_EQ(MyMr(mrs.back()->lkey)["backed"], true);
+  EXPECT_EQ(ibv_dereg_mr(mrs.back()), 0);
+  EXPECT_EQ(DeviceBackings(), before);
+  munmap(p, 2 * page);
+}
+
+// ibv_rereg_mr of the access flags or the PD keeps the MR's backing (only
+// a new translation drops it): peers keep reaching the pages directly.
+TEST_F(PdMrTest, ReregWithoutANewTranslationKeepsTheBacking) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  char* p = TouchedPages(2);
+  ASSERT_NE(p, nullptr);
+  ibv_mr* mr = ibv_reg_mr(pd_, p, 2 * page, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  EXPECT_EQ(MyMr(mr->lkey)["backed"], true);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ),
+            0);
+  EXPECT_EQ(MyMr(mr->lkey)["backed"], true);
+  ibv_pd* pd2 = ibv_alloc_pd(ctx_);
+  ASSERT_NE(pd2, nullptr);
+  ASSERT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, nullptr, 0, 0), 0);
+  EXPECT_EQ(MyMr(mr->lkey)["backed"], true);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_dealloc_pd(pd2), 0);
+  munmap(p, 2 * page);
 }
 
 // Registration keeps converted ranges converted (docs/datapath.md,

@@ -1,5 +1,6 @@
 #include "test_env.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -135,6 +136,32 @@ void ContextTest::TearDown() {
   if (ctx_) {
     EXPECT_EQ(ibv_close_device(ctx_), 0);
   }
+}
+
+bool PageIsBacked(const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  FILE* maps = fopen("/proc/self/maps", "r");
+  if (!maps) return false;
+  char line[512];
+  bool backed = false;
+  while (fgets(line, sizeof(line), maps)) {
+    uintptr_t lo = 0, hi = 0;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= at && at < hi) {
+      backed = strstr(line, "softverbs-mr") != nullptr;
+      break;
+    }
+  }
+  fclose(maps);
+  return backed;
+}
+
+int OpenDescriptors() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
 }
 
 }  // namespace softverbs::it

@@ -36,6 +36,13 @@ bool ConnectRc(ibv_context* ctx, ibv_qp* qp, uint32_t dest_qpn);
 // Polls cq until one completion arrives (bounded); returns how many (0 or 1).
 int PollOne(ibv_cq* cq, ibv_wc* wc);
 
+// Whether the page at p maps a registration backing (a memfd of softverbs',
+// "softverbs-mr"), read from /proc/self/maps.
+bool PageIsBacked(const void* p);
+
+// The descriptors this process has open (/proc/self/fd, its own included).
+int OpenDescriptors();
+
 // Runs `cmd` through the shell; returns its stdout (exit status in *status).
 std::string RunCommand(const std::string& cmd, int* status = nullptr);
 

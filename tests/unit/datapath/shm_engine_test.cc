@@ -47,6 +47,9 @@ class FakeHost : public Host {
   void Advance(uint64_t ns) { now_ += ns; }
 
   std::vector<uint32_t> qp_errors;  // SetQpError calls
+  // For each SetQpError: how many receive completions of that QP were
+  // published before it.
+  std::vector<uint64_t> recv_completions_before_error;
   std::vector<std::pair<uint32_t, ibv_event_type>> events;
 
   // Host
@@ -61,6 +64,7 @@ class FakeHost : public Host {
   PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
   void SetQpError(uint32_t qpn) override {
     qp_errors.push_back(qpn);
+    recv_completions_before_error.push_back(sides_.at(qpn)->recv.cq.Depth());
     device_.table().QpSlot(qpn)->state.store(IBV_QPS_ERR);
   }
   void SrqLimitReached(uint32_t) override {}
@@ -87,7 +91,10 @@ class FakePort {
   RequesterAttributes Requester() { return attributes; }
   bool SignalsAll() const { return sig_all; }
   void CompleteSend(const Completion& c) { send_completions.push_back(c); }
-  void SetError() { set_error++; }
+  void SetError() {
+    set_error++;
+    completions_before_error = send_completions.size();
+  }
   void FlushReceivesAfterError() { receive_flushes++; }
   void SendQueueDrained() { drained++; }
 
@@ -95,6 +102,7 @@ class FakePort {
   bool sig_all = false;
   std::vector<Completion> send_completions;
   int set_error = 0;
+  size_t completions_before_error = 0;  // at the last SetError
   int receive_flushes = 0;
   int drained = 0;
 
@@ -234,6 +242,9 @@ TEST_F(ShmEngine, NoAnswerWaitsThenRetryExceeded) {
   EXPECT_EQ(port_.send_completions[0].status, IBV_WC_RETRY_EXC_ERR);
   EXPECT_EQ(port_.send_completions[0].vendor_err, kVendorNoResponse);
   EXPECT_EQ(port_.set_error, 1);
+  // In ERR before its error completion was seen (ibv_query_qp after
+  // polling it answers ERR).
+  EXPECT_EQ(port_.completions_before_error, 0u);
 }
 
 TEST_F(ShmEngine, NoAnswerEndsWhenTheTargetIsReady) {
@@ -329,6 +340,10 @@ TEST_F(ShmEngine, ReceiveTooSmallFailsBothSides) {
   ASSERT_EQ(recv.size(), 1u);
   EXPECT_EQ(recv[0].status, IBV_WC_LOC_LEN_ERR);
   EXPECT_EQ(port_.set_error, 1);
+  // Both QPs entered their error state before their completions were seen.
+  EXPECT_EQ(port_.completions_before_error, 0u);
+  EXPECT_EQ(host_.qp_errors, std::vector<uint32_t>{kQpB});
+  EXPECT_EQ(host_.recv_completions_before_error, std::vector<uint64_t>{0});
 }
 
 TEST_F(ShmEngine, BadLkeyFailsLocallyWithoutAResponder) {

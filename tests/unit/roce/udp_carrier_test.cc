@@ -5,6 +5,7 @@
 #include "roce/udp_carrier.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -229,6 +231,119 @@ TEST(RoceUdpCarrier, AnOlderKernelsLimitOf64SegmentsSplitsTheRun) {
   EXPECT_EQ(a.counters().gso_sends, 4u);  // 64 + 36, twice
   EXPECT_EQ(a.counters().send_errors, 0u);
   older_kernel_max_segments = 0;
+}
+
+size_t OpenDescriptors() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// Raises the soft RLIMIT_NOFILE to leave `more` descriptors free; false
+// (with *why) when the hard limit does not allow it.
+bool RoomForDescriptors(size_t more, std::string* why) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return *why = "getrlimit failed", false;
+  const rlim_t needed = OpenDescriptors() + more;
+  if (limit.rlim_cur >= needed) return true;
+  if (limit.rlim_max < needed) return *why = "RLIMIT_NOFILE below " + std::to_string(needed), false;
+  limit.rlim_cur = needed;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return *why = "setrlimit failed", false;
+  return true;
+}
+
+// Sends one RC SEND from each of `flows` flow ports (0xc000 + i, PSN i).
+bool SendFromFlows(UdpCarrier& c, const uint8_t dst_gid[16], size_t flows, std::string* error) {
+  TransportFields f;
+  f.opcode = 0x04;  // RC SEND only
+  f.dest_qp = 0x12;
+  for (size_t i = 0; i < flows; ++i) {
+    f.psn = static_cast<uint32_t>(i);
+    if (!c.Send(dst_gid, static_cast<uint16_t>(0xc000 + i), f, {}, error)) return false;
+  }
+  return true;
+}
+
+// A carrier keeps at most kMaxSendSockets flow sockets: the oldest is
+// closed when another is needed (its packets went first), and its flow gets
+// a socket again at its next packet.
+TEST(RoceUdpCarrier, FlowSocketsPastTheLimitCloseTheOldest) {
+  unsetenv(kFaultsEnvironmentVariable);
+  constexpr size_t kExtra = 8;
+  constexpr size_t kFlows = UdpCarrier::kMaxSendSockets + kExtra;
+  std::string why;
+  if (!RoomForDescriptors(kFlows + 64, &why)) GTEST_SKIP() << why;
+  uint8_t ga[16], gb[16];
+  Gid("127.0.0.17", ga);
+  Gid("127.0.0.18", gb);
+  UdpCarrier a, b;
+  std::string error;
+  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.18: " << error;
+  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  const size_t before = OpenDescriptors();
+  ASSERT_TRUE(SendFromFlows(a, gb, kFlows, &error)) << error;
+  a.FlushSends();
+  const size_t sockets = OpenDescriptors() - before;
+  auto received = ReceiveUpTo(b, kFlows);
+  ASSERT_EQ(received.size(), kFlows);
+  for (const auto& [packet, verdict] : received) {
+    EXPECT_EQ(verdict, WireError::kOk) << WireErrorName(verdict);
+    EXPECT_EQ(packet.ends.src_port, 0xc000 + packet.fields.psn);
+  }
+  EXPECT_EQ(sockets, UdpCarrier::kMaxSendSockets);
+  EXPECT_EQ(a.counters().send_sockets_closed, kExtra);
+  // The first flow's socket was closed: its next packet makes one anew
+  // (closing the oldest then, the ninth flow's).
+  TransportFields f;
+  f.opcode = 0x04;
+  f.dest_qp = 0x12;
+  f.psn = 0x1000;
+  ASSERT_TRUE(a.Send(gb, 0xc000, f, {}, &error)) << error;
+  a.FlushSends();
+  received = ReceiveUpTo(b, 1);
+  ASSERT_EQ(received.size(), 1u);
+  EXPECT_EQ(received[0].first.fields.psn, 0x1000u);
+  EXPECT_EQ(received[0].first.ends.src_port, 0xc000);
+  EXPECT_EQ(a.counters().send_sockets_closed, kExtra + 1);
+  EXPECT_EQ(OpenDescriptors() - before, UdpCarrier::kMaxSendSockets);
+}
+
+// Packets the fault injector holds name their route by index: closing the
+// oldest flow socket sends them first, through their own sockets, before a
+// route's slot can be reused. Every packet is delayed (and nothing here
+// calls PollFaults, which would release them when due), so only that flush
+// sends the first kMaxSendSockets.
+TEST(RoceUdpCarrier, ClosingAFlowSocketSendsTheHeldPacketsFirst) {
+  setenv(kFaultsEnvironmentVariable, "delay=1,delay_us=10000000,seed=3", 1);
+  constexpr size_t kFlows = UdpCarrier::kMaxSendSockets + 1;
+  std::string why;
+  if (!RoomForDescriptors(kFlows + 64, &why)) GTEST_SKIP() << why;
+  uint8_t ga[16], gb[16];
+  Gid("127.0.0.19", ga);
+  Gid("127.0.0.20", gb);
+  UdpCarrier a, b;
+  std::string error;
+  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.20: " << error;
+  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  unsetenv(kFaultsEnvironmentVariable);
+  ASSERT_TRUE(SendFromFlows(a, gb, kFlows, &error)) << error;
+  const auto received = ReceiveUpTo(b, UdpCarrier::kMaxSendSockets);
+  ASSERT_EQ(received.size(), UdpCarrier::kMaxSendSockets);
+  for (const auto& [packet, verdict] : received) {
+    EXPECT_EQ(verdict, WireError::kOk) << WireErrorName(verdict);
+    EXPECT_LT(packet.fields.psn, UdpCarrier::kMaxSendSockets);
+    EXPECT_EQ(packet.ends.src_port, 0xc000 + packet.fields.psn);
+  }
+  EXPECT_EQ(a.counters().send_sockets_closed, 1u);
+  EXPECT_EQ(a.counters().send_errors, 0u);
+  // The last flow's packet is still held; the flush sends it.
+  a.FlushFaults();
+  const auto last = ReceiveUpTo(b, 1);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].first.fields.psn, kFlows - 1);
 }
 
 TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {

@@ -104,6 +104,9 @@ class FakeWire : public WireHost {
   }
   const std::vector<Packet>& delivered() const { return delivered_; }
   std::vector<uint32_t> errors;  // SetQpError calls
+  // For each SetQpError / SetSendQueueError call: how many of that QP's
+  // completions (send and receive CQs) were published before it.
+  std::vector<uint64_t> completions_before_error;
 
   // WireHost
   uint32_t client_id() const override { return 0; }
@@ -116,9 +119,13 @@ class FakeWire : public WireHost {
   PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
   void SetQpError(uint32_t qpn) override {
     errors.push_back(qpn);
+    completions_before_error.push_back(CompletionsOf(qpn));
     device_.table().QpSlot(qpn)->state.store(IBV_QPS_ERR);
   }
-  void SetSendQueueError(uint32_t qpn) override { errors.push_back(qpn); }
+  void SetSendQueueError(uint32_t qpn) override {
+    errors.push_back(qpn);
+    completions_before_error.push_back(CompletionsOf(qpn));
+  }
   void SrqLimitReached(uint32_t) override {}
   void RaiseQpEvent(uint32_t, ibv_event_type) override {}
   void McastMembers(const uint8_t*, std::vector<uint32_t>*) override {}
@@ -134,6 +141,10 @@ class FakeWire : public WireHost {
   uint64_t Now() override { return now_; }
 
  private:
+  uint64_t CompletionsOf(uint32_t qpn) const {
+    const Side& s = *sides_.at(qpn);
+    return s.send.cq.Depth() + s.rx.recv.cq.Depth();
+  }
   struct Side {
     explicit Side(uint32_t qpn) : rx(qpn, kOwner, kPdn) {}
     TestReceiveSide rx;
@@ -283,7 +294,29 @@ TEST_F(WireQpTest, NoAnswerEndsInRetryExceededAfterRetryCntTimeouts) {
   EXPECT_EQ(sent[0].vendor_err, kVendorNoResponse);
   EXPECT_EQ(sent[1].status, IBV_WC_WR_FLUSH_ERR);
   EXPECT_EQ(host_.errors, std::vector<uint32_t>{kQpA});
+  // In ERR before its error completion was seen (ibv_query_qp after
+  // polling it answers ERR).
+  EXPECT_EQ(host_.completions_before_error, std::vector<uint64_t>{0});
   EXPECT_EQ(host_.Qp(kQpA).requester_state(), RequesterState::kError);
+}
+
+TEST_F(WireQpTest, AReceiveTooSmallFailsTheResponderBeforeItsCompletionIsSeen) {
+  host_.PostRecv(kQpB, 7, dst_, 16, 0x200);
+  host_.PostRecv(kQpB, 8, dst_, 16, 0x200);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 100, 0x100));
+  host_.Deliver();
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 2u);
+  EXPECT_EQ(recv[0].status, IBV_WC_LOC_LEN_ERR);
+  EXPECT_EQ(recv[0].wr_id, 7u);
+  EXPECT_EQ(recv[1].status, IBV_WC_WR_FLUSH_ERR);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_REM_INV_REQ_ERR);
+  // B entered ERR before its LOC_LEN_ERR was published, A before its
+  // REM_INV_REQ_ERR.
+  EXPECT_EQ(host_.errors, (std::vector<uint32_t>{kQpB, kQpA}));
+  EXPECT_EQ(host_.completions_before_error, (std::vector<uint64_t>{0, 0}));
 }
 
 TEST_F(WireQpTest, NoReceiveWqeIsAnRnrNakThenTheRetrySucceeds) {
