@@ -6,6 +6,10 @@
 set -u
 # shellcheck source=../../common/free_port.sh
 source "$(dirname "$0")/../../common/free_port.sh"
+# shellcheck source=../../common/tcp_state.sh
+source "$(dirname "$0")/../../common/tcp_state.sh"
+# shellcheck source=../../common/device_state.sh
+source "$(dirname "$0")/../../common/device_state.sh"
 cli=$1
 runtime=$(mktemp -d /tmp/softverbs-dp-XXXXXX)
 trap '"$cli" daemon stop >/dev/null 2>&1; rm -rf "$runtime"' EXIT
@@ -13,12 +17,14 @@ export SOFTVERBS_RUNTIME_DIR=$runtime SOFTVERBS_IDLE_TIMEOUT=5
 port=$(free_port)
 "$cli" run -- ib_write_bw -d softverbs0 -x 1 -F -D 10 -p "$port" >"$runtime/server.log" 2>&1 &
 server=$!  # `softverbs run` execs the program: this is the server itself
-sleep 1
+wait_tcp "$port" listen
 start=$(date +%s)
 timeout 60 "$cli" run -- ib_write_bw -d softverbs0 -x 1 -F -D 10 -p "$port" 127.0.0.1 \
   >"$runtime/client.log" 2>&1 &
 client=$!
-sleep 2
+# Mid-stream: both QPs are connected (the timed run begins), then a second.
+wait_qps_connected "$cli" 2
+sleep 1
 kill -KILL $server
 wait $client
 crc=$?

@@ -7,6 +7,8 @@
 set -u
 # shellcheck source=../../common/free_port.sh
 source "$(dirname "$0")/../../common/free_port.sh"
+# shellcheck source=../../common/tcp_state.sh
+source "$(dirname "$0")/../../common/tcp_state.sh"
 cli=$1 launcher=$2
 [ "$(id -u)" = 0 ] || { echo "not root: cannot switch to nobody"; exit 77; }
 command -v setpriv >/dev/null || exit 77
@@ -28,10 +30,10 @@ rc=0
 for prog in "ibv_rc_pingpong -d softverbs0 -g 1 -n 100 -s 5000 -c" \
             "ib_write_bw -d softverbs0 -x 1 -F -n 200"; do
   port=$(free_port)
-  as_nobody "$cli" run -- $prog -p "$port" >"$runtime/server.log" 2>&1 &
+  as_nobody timeout 60 "$cli" run -- $prog -p "$port" >"$runtime/server.log" 2>&1 &
   server=$!
-  sleep 1
-  as_nobody "$cli" run -- $prog -p "$port" 127.0.0.1 >"$runtime/client.log" 2>&1
+  wait_tcp "$port" listen
+  as_nobody timeout 60 "$cli" run -- $prog -p "$port" 127.0.0.1 >"$runtime/client.log" 2>&1
   crc=$?
   wait $server
   src=$?

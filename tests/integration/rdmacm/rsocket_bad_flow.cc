@@ -306,12 +306,17 @@ void DataAndPeerClose() {
 // there is EAGAIN; rsend to a peer that does not read runs out of room
 // (EAGAIN); options that only count before the connection are refused.
 void NonBlocking() {
+  // The client says (a byte here) when its rsend has run out of room; the
+  // server reads nothing until then (20 s at most).
+  static int full[2];
+  if (pipe(full)) Die("pipe");
   WithPeer(
       7394,
       [](int lfd) {
         int fd = raccept(lfd, nullptr, nullptr);
         CHECK(fd >= 0);
-        usleep(500'000);  // the client fills our receive buffer meanwhile
+        pollfd until_full{full[0], POLLIN, 0};
+        CHECK(poll(&until_full, 1, 20000) == 1);
         char c;
         CHECK(ReadAll(fd, &c, 1));
         size_t total = 1;
@@ -357,12 +362,15 @@ void NonBlocking() {
         double t0 = Now();
         while ((n = rsend(fd, chunk, sizeof(chunk), 0)) > 0 && Now() - t0 < 10) sent += n;
         CHECK(n == -1 && errno == EAGAIN && sent > 0);
+        CHECK(write(full[1], "f", 1) == 1);
         rfcntl(fd, F_SETFL, 0);
         CHECK(rshutdown(fd, SHUT_WR) == 0);
         CHECK_ERR(rsend(fd, chunk, 1, 0), EPIPE);
         CHECK(rrecv(fd, &c, 1, 0) == 0);  // the server's close
         rclose(fd);
       });
+  close(full[0]);
+  close(full[1]);
 }
 
 // riowrite into no mapping; riomap / riounmap.

@@ -6,6 +6,10 @@
 set -u
 # shellcheck source=../../common/free_port.sh
 source "$(dirname "$0")/../../common/free_port.sh"
+# shellcheck source=../../common/tcp_state.sh
+source "$(dirname "$0")/../../common/tcp_state.sh"
+# shellcheck source=../../common/device_state.sh
+source "$(dirname "$0")/../../common/device_state.sh"
 cli=$1
 runtime=$(mktemp -d /tmp/softverbs-dk-XXXXXX)
 trap 'kill $server $client 2>/dev/null; "$cli" daemon stop >/dev/null 2>&1; rm -rf "$runtime"' EXIT
@@ -13,11 +17,13 @@ export SOFTVERBS_RUNTIME_DIR=$runtime SOFTVERBS_IDLE_TIMEOUT=5
 port=$(free_port)
 timeout 60 "$cli" run -- ib_send_bw -d softverbs0 -x 1 -F -D 10 -p "$port" >"$runtime/server.log" 2>&1 &
 server=$!
-sleep 1
+wait_tcp "$port" listen
 timeout 60 "$cli" run -- ib_send_bw -d softverbs0 -x 1 -F -D 10 -p "$port" 127.0.0.1 \
   >"$runtime/client.log" 2>&1 &
 client=$!
-sleep 3
+# Mid-stream: both QPs are connected (the timed run begins), then a second.
+wait_qps_connected "$cli" 2
+sleep 1
 daemon=$(pgrep -f "softverbsd --runtime-dir $runtime")
 [ -n "$daemon" ] || { echo "FAIL: no daemon for $runtime"; exit 1; }
 start=$(date +%s)

@@ -11,6 +11,8 @@
 set -u
 # shellcheck source=../../common/free_port.sh
 source "$(dirname "$0")/../../common/free_port.sh"
+# shellcheck source=../../common/tcp_state.sh
+source "$(dirname "$0")/../../common/tcp_state.sh"
 cli=$1 flood=$2
 status_bound_ms=${FLOOD_STATUS_BOUND_MS:-5000}
 runtime=$(mktemp -d /tmp/softverbs-flood-XXXXXX)
@@ -70,7 +72,7 @@ timeout 60 "$cli" run -- ibv_rc_pingpong -d softverbs0 -g 1 -n 200 -p "$port" \
   >"$runtime/server.log" 2>&1 &
 server=$!
 pids+=($server)
-sleep 1
+wait_tcp "$port" listen
 timeout 60 "$cli" run -- ibv_rc_pingpong -d softverbs0 -g 1 -n 200 -p "$port" 127.0.0.1 \
   >"$runtime/client.log" 2>&1
 crc=$?

@@ -18,6 +18,8 @@
 set -u
 # shellcheck source=../../common/free_port.sh
 source "$(dirname "$0")/../../common/free_port.sh"
+# shellcheck source=../../common/tcp_state.sh
+source "$(dirname "$0")/../../common/tcp_state.sh"
 cli=$1 cycles=$2 seed=${3:-1}
 RANDOM=$seed
 runtime=$(mktemp -d /tmp/softverbs-kill-XXXXXX)
@@ -44,13 +46,14 @@ for ((i = 0; i < cycles; ++i)); do
   common=(-d softverbs0 -x 1 -F -D 3 -p "$port")
   SOFTVERBS_LOG="$runtime/server.log" "$cli" run -- "$prog" "${common[@]}" >/dev/null 2>&1 &
   server=$!
-  for _ in $(seq 100); do  # the server listens (perftest's TCP exchange)
-    grep -qiE "^ *[0-9]+: [0-9A-F]+:$(printf '%04X' "$port") [0-9A-F]+:0000 0A" /proc/net/tcp 2>/dev/null && break
-    sleep 0.02
-  done
+  wait_tcp "$port" listen  # the server listens (perftest's TCP exchange)
   SOFTVERBS_LOG="$runtime/client.log" "$cli" run -- "$prog" "${common[@]}" 127.0.0.1 >/dev/null 2>&1 &
   client=$!
-  sleep "0.$((200 + RANDOM % 700))"  # inside the traffic: connection takes ~0.1 s, the run 3 s
+  # A client killed before it connects would leave the server in accept()
+  # for ever (perftest has no timeout there): the kill comes only once the
+  # exchange's connection stands, at a random moment of the 3 s run.
+  wait_tcp "$port" established
+  sleep "$(printf "0.%03d" $((RANDOM % 700)))"
   if ((i % 2 == 0)); then
     victim=$server survivor=$client
     ((++killed_server))

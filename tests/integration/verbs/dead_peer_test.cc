@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +51,19 @@ namespace {
   wr.wr.rdma.rkey = target.rkey;
   ibv_post_send(qp, &wr, &bad);  // stalls inside the access
   _exit(14);
+}
+
+// Waits (10 s at most) until process `pid` is inside clock_nanosleep, read
+// from /proc/<pid>/syscall (its first field, the system call's number).
+bool WaitUntilInNanosleep(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/syscall";
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream f(path);
+    long number = -1;
+    if (f >> number && number == SYS_clock_nanosleep) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 // The owner's side: a peer stalled by `stall_hook` inside its write into
@@ -130,9 +144,9 @@ void DeregAfterPeerKilledIn(const char* stall_hook, double* waited_out, std::str
   ASSERT_EQ(write(down[1], &target, sizeof(target)), static_cast<ssize_t>(sizeof(target)));
   char ready = 0;
   ASSERT_TRUE(ReadAll(up[0], &ready, 1)) << "the peer could not connect";
-  // The peer is now inside (or about to be inside) the access: give it time
-  // to enter, then kill it there.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The peer is now about to enter the access: it is killed once it sleeps
+  // in the stall hook (usleep is clock_nanosleep).
+  ASSERT_TRUE(WaitUntilInNanosleep(child)) << "the peer never reached the stall";
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
