@@ -259,12 +259,13 @@ SV_EXPORT int rsocket(int domain, int type, int protocol) {
   if (domain != AF_INET && domain != AF_INET6) {
     return RejectMinusOne(ENOTSUP, "rsocket: domain %d is neither AF_INET nor AF_INET6", domain);
   }
-  const int base_type = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (base_type == SOCK_DGRAM) {
+  // The type exactly, as librdmacm: SOCK_NONBLOCK or SOCK_CLOEXEC or'ed in
+  // are refused (rfcntl sets O_NONBLOCK).
+  if (type == SOCK_DGRAM) {
     return RejectMinusOne(EOPNOTSUPP,
                           "rsocket: SOCK_DGRAM (UD rsockets) is not supported by softverbs");
   }
-  if (base_type != SOCK_STREAM) {
+  if (type != SOCK_STREAM) {
     return RejectMinusOne(ENOTSUP, "rsocket: type %d is not SOCK_STREAM", type);
   }
   if (protocol && protocol != IPPROTO_TCP) {
@@ -279,7 +280,6 @@ SV_EXPORT int rsocket(int domain, int type, int protocol) {
     errno = ENOMEM;
     return -1;
   }
-  rs->nonblocking = (type & SOCK_NONBLOCK) != 0;
   return rs->fd;
 }
 

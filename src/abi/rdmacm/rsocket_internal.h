@@ -81,6 +81,7 @@ struct Rsocket {
   bool writable = false;      // while connected: no SHUT_WR here
   bool shut_wr_here = false;  // rshutdown(SHUT_WR or SHUT_RDWR) was called
   bool nonblocking = false;   // O_NONBLOCK (rfcntl)
+  int fd_flags = 0;           // the last rfcntl F_SETFL argument, as given (F_GETFL)
   int error = 0;              // SO_ERROR
   sockaddr_storage peer{};    // rconnect's destination
 

@@ -264,19 +264,19 @@ SV_EXPORT int rfcntl(int socket, int cmd, ...) {
   if (!rs) return -1;
   std::lock_guard lock(rs->mu);
   switch (cmd) {
-    case F_GETFL:
-      return O_RDWR | (rs->nonblocking ? O_NONBLOCK : 0);
+    case F_GETFL:  // librdmacm's: the flags F_SETFL was given, 0 on a new socket
+      return rs->fd_flags;
     case F_SETFL: {
       va_list ap;
       va_start(ap, cmd);
       int flags = va_arg(ap, int);
       va_end(ap);
       rs->nonblocking = (flags & O_NONBLOCK) != 0;
+      rs->fd_flags = flags;
       return 0;
     }
     default:
-      return RejectMinusOne(EOPNOTSUPP, "rfcntl: command %d is not supported (F_GETFL, F_SETFL)",
-                            cmd);
+      return RejectMinusOne(ENOTSUP, "rfcntl: command %d is not supported (F_GETFL, F_SETFL)", cmd);
   }
 }
 

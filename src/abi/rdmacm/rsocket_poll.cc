@@ -56,7 +56,7 @@ short SocketEvents(Rsocket& rs, short events) {
       return HasAccepted(rs) ? (events & POLLIN) : 0;
     case Phase::kFresh:
     case Phase::kBound:
-      return (events & POLLOUT) | POLLHUP;
+      return 0;  // librdmacm's rs_poll_rs: nothing, until connected or listening
     case Phase::kConnectFailed:
       return (events & (POLLIN | POLLOUT)) | POLLERR;
     default:
@@ -168,21 +168,24 @@ SV_EXPORT int rselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* excep
   }
   const int ms = timeout ? static_cast<int>(timeout->tv_sec * 1000 + timeout->tv_usec / 1000) : -1;
   int ret = rpoll(fds.data(), fds.size(), ms);
-  if (ret < 0) return ret;
+  // As librdmacm's rselect: the sets are emptied whatever rpoll answered;
+  // readable is POLLIN or POLLHUP, writable POLLOUT, and anything else
+  // (POLLERR, POLLHUP, POLLNVAL) is an exception.
   if (readfds) FD_ZERO(readfds);
   if (writefds) FD_ZERO(writefds);
   if (exceptfds) FD_ZERO(exceptfds);
+  if (ret < 0) return ret;
   int count = 0;
   for (const pollfd& p : fds) {
-    if (readfds && (p.events & POLLIN) && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+    if (readfds && (p.events & POLLIN) && (p.revents & (POLLIN | POLLHUP))) {
       FD_SET(p.fd, readfds);
       count++;
     }
-    if (writefds && (p.events & POLLOUT) && (p.revents & (POLLOUT | POLLERR))) {
+    if (writefds && (p.events & POLLOUT) && (p.revents & POLLOUT)) {
       FD_SET(p.fd, writefds);
       count++;
     }
-    if (exceptfds && (p.revents & POLLPRI)) {
+    if (exceptfds && (p.revents & ~(POLLIN | POLLOUT))) {
       FD_SET(p.fd, exceptfds);
       count++;
     }

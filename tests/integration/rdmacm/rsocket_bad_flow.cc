@@ -165,8 +165,12 @@ void UnsupportedAndUnconnected() {
   CHECK_ERR(rsocket(AF_INET, SOCK_DGRAM, 0), EOPNOTSUPP);
   CHECK_ERR(rsocket(AF_UNIX, SOCK_STREAM, 0), ENOTSUP);  // librdmacm's answers
   CHECK_ERR(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), ENOTSUP);
+  CHECK_ERR(rsocket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), ENOTSUP);  // the type exactly
+  CHECK_ERR(rsocket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ENOTSUP);
   int fd = rsocket(AF_INET, SOCK_STREAM, 0);
   CHECK(fd >= 0);
+  CHECK(rfcntl(fd, F_GETFL) == 0);  // librdmacm's fd_flags: 0 until F_SETFL
+  CHECK_ERR(rfcntl(fd, F_GETFD), ENOTSUP);
   char b[4] = {};
   CHECK_ERR(rsend(fd, b, 4, 0), ENOTCONN);
   CHECK_ERR(rrecv(fd, b, 4, 0), ENOTCONN);
@@ -190,11 +194,13 @@ void UnsupportedAndUnconnected() {
   v = 32;
   CHECK(rsetsockopt(fd, SOL_RDMA, RDMA_SQSIZE, &v, sizeof(v)) == 0);
   CHECK(rgetsockopt(fd, SOL_RDMA, RDMA_SQSIZE, &v, &len) == 0 && v == 32);
-  CHECK(rfcntl(fd, F_SETFL, O_NONBLOCK) == 0);
-  CHECK((rfcntl(fd, F_GETFL) & O_NONBLOCK) != 0);
-  // A fresh socket polls as a fresh TCP socket: POLLOUT | POLLHUP.
+  CHECK(rfcntl(fd, F_SETFL, O_NONBLOCK | O_APPEND) == 0);
+  CHECK(rfcntl(fd, F_GETFL) == (O_NONBLOCK | O_APPEND));  // what F_SETFL was given
+  // A socket neither connected nor listening has no event (librdmacm's
+  // rs_poll_rs; a TCP socket would say POLLOUT | POLLHUP).
   pollfd p{fd, POLLIN | POLLOUT, 0};
-  CHECK(rpoll(&p, 1, 0) == 1 && (p.revents & POLLHUP));
+  CHECK(rpoll(&p, 1, 0) == 0 && p.revents == 0);
+  CHECK(rpoll(&p, 1, 50) == 0 && p.revents == 0);
   // Bound twice, and a port in use.
   sockaddr_in a = Ipv4("127.0.0.1", 7391);
   CHECK(rbind(fd, Sa(&a), sizeof(a)) == 0);
@@ -221,6 +227,14 @@ void ConnectRefused() {
   CHECK_ERR(rconnect(fd, Sa(&a), sizeof(a)), EINPROGRESS);
   pollfd p{fd, POLLOUT, 0};
   CHECK(rpoll(&p, 1, 10000) == 1 && (p.revents & POLLERR));
+  // rselect: writable (POLLOUT) and an exception (POLLERR), as librdmacm maps.
+  fd_set w, e;
+  FD_ZERO(&w);
+  FD_ZERO(&e);
+  FD_SET(fd, &w);
+  FD_SET(fd, &e);
+  timeval tv{1, 0};
+  CHECK(rselect(fd + 1, nullptr, &w, &e, &tv) == 2 && FD_ISSET(fd, &w) && FD_ISSET(fd, &e));
   int err = 0;
   socklen_t len = sizeof(err);
   CHECK(rgetsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == ECONNREFUSED);
