@@ -316,8 +316,9 @@ Verdict CmService::ResolveRoute(Id& id) {
 Verdict CmService::Listen(Id& id, int backlog) {
   const int effective = backlog > 0 && backlog < kMaxBacklog ? backlog : kMaxBacklog;
   if (id.state == CmState::kListen) {
-    id.backlog = effective;
-    return Verdict::Ok();
+    // The kernel's rdma_listen takes an id only from ADDR_BOUND (or IDLE,
+    // binding it): listening again is EINVAL, as librdmacm returns it.
+    return Verdict::Fail(EINVAL, IdName(id.handle) + " is listening already");
   }
   if (id.state == CmState::kIdle) {
     if (Verdict v = BindAddr(id, WildcardOf(AF_INET), id.flags); !v.ok()) return v;
@@ -487,13 +488,33 @@ Verdict CmService::Disconnect(Id& id) {
   }
 }
 
+// As the kernel's ib_cm_notify: COMM_EST establishes a connection whose
+// REP went out (the RTU may still come, or was lost), is EISCONN on an
+// established one and EINVAL otherwise; PATH_MIG needs an established
+// connection (there is no alternate path to load: nothing changes); any
+// other event is EINVAL.
 Verdict CmService::Notify(Id& id, uint32_t event) {
-  if (event == IBV_EVENT_COMM_EST && id.state == CmState::kRepSent) {
-    Answered(id);  // the RTU may still come, or was lost: the REP is not sent again
+  const std::string where = IdName(id.handle) + " (state " + CmStateName(id.state) + ")";
+  if (event == IBV_EVENT_COMM_EST) {
+    if (id.state == CmState::kEstablished) {
+      return Verdict::Fail(EISCONN, "rdma_notify(COMM_EST): " + where + " is established");
+    }
+    if (id.state != CmState::kRepSent) {
+      return Verdict::Fail(EINVAL, "rdma_notify(COMM_EST): " + where + " has sent no REP");
+    }
+    Answered(id);  // the REP is not sent again
     id.state = CmState::kEstablished;
     PushEvent(id, EventFor(id, RDMA_CM_EVENT_ESTABLISHED, 0));
+    return Verdict::Ok();
   }
-  return Verdict::Ok();
+  if (event == IBV_EVENT_PATH_MIG) {
+    if (id.state != CmState::kEstablished) {
+      return Verdict::Fail(EINVAL, "rdma_notify(PATH_MIG): " + where + " is not established");
+    }
+    return Verdict::Ok();
+  }
+  return Verdict::Fail(EINVAL, "rdma_notify: event " + std::to_string(event) +
+                                   " is neither IBV_EVENT_COMM_EST nor IBV_EVENT_PATH_MIG");
 }
 
 Verdict CmService::JoinMcast(Id& id, const CmAddr& group, uint64_t token) {

@@ -239,6 +239,12 @@ void Ports() {
   CHECK(rdma_destroy_id(a) == 0);
   CHECK(rdma_bind_addr(b, Sa(&same)) == 0);  // free again
   CHECK(rdma_listen(b, 0) == 0);
+  CHECK_ERR(rdma_listen(b, 8), EINVAL);  // the kernel's: LISTEN only from ADDR_BOUND
+  // rdma_notify wants a connection (the kernel's ib_cm_notify) and one of
+  // its two events.
+  CHECK_ERR(rdma_notify(b, IBV_EVENT_COMM_EST), EINVAL);
+  CHECK_ERR(rdma_notify(c, IBV_EVENT_PATH_MIG), EINVAL);
+  CHECK_ERR(rdma_notify(c, IBV_EVENT_QP_FATAL), EINVAL);
   rdma_destroy_id(b);
   rdma_destroy_id(c);
   rdma_destroy_event_channel(ch);
@@ -464,6 +470,8 @@ void PeerKilled() {
   rdma_cm_id* id = ActiveId(ch, 7303, true);
   CHECK(rdma_connect(id, nullptr) == 0);
   CHECK(Expect(ch, RDMA_CM_EVENT_ESTABLISHED));
+  CHECK_ERR(rdma_notify(id, IBV_EVENT_COMM_EST), EISCONN);  // established already
+  CHECK(rdma_notify(id, IBV_EVENT_PATH_MIG) == 0);
   WaitReady(ready[0]);
   kill(server, SIGKILL);
   waitpid(server, nullptr, 0);
