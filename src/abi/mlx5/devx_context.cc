@@ -56,14 +56,36 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   if (!softverbs_is_device(context->device)) {
     return Reject(EOPNOTSUPP, "mlx5dv_query_device: the context is not softverbs'");
   }
-  // None of the optional capabilities (CQE compression, striding RQ, SW
-  // parsing, tunnel offloads, dynamic BF registers, ...) exist on softverbs:
-  // every comp_mask bit the caller asked for is cleared, as rdma-core does
-  // for capabilities the device lacks. CQE version 1 is what QUERY_HCA_CAP
-  // reports (cqe_version).
+  // CQE version 1 is what QUERY_HCA_CAP reports (cqe_version); no MPW, no
+  // 128-byte CQEs, no real-time timestamps.
   attrs_out->version = 0;
   attrs_out->flags = MLX5DV_CONTEXT_FLAGS_CQE_V1;
-  attrs_out->comp_mask = 0;
+  // As libmlx5's _mlx5dv_query_device: each of these fields asked for is
+  // written and its bit kept, zero when the device lacks the capability
+  // (none of them exists on softverbs: CQE compression, SW parsing, striding
+  // RQ, tunnel offloads, DCI streams, dynamic BF registers, flow action
+  // flags, DC ODP, signature and crypto offloads, the DMA memcpy length).
+  // The clock info page, the core clock and LAG ports are answered only
+  // when the device has them: their bits are cleared.
+  uint64_t answered = 0;
+  const auto answer = [&](uint64_t bit, auto& field) {
+    if (attrs_out->comp_mask & bit) {
+      field = {};
+      answered |= bit;
+    }
+  };
+  answer(MLX5DV_CONTEXT_MASK_CQE_COMPRESION, attrs_out->cqe_comp_caps);
+  answer(MLX5DV_CONTEXT_MASK_SWP, attrs_out->sw_parsing_caps);
+  answer(MLX5DV_CONTEXT_MASK_STRIDING_RQ, attrs_out->striding_rq_caps);
+  answer(MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS, attrs_out->tunnel_offloads_caps);
+  answer(MLX5DV_CONTEXT_MASK_DCI_STREAMS, attrs_out->dci_streams_caps);
+  answer(MLX5DV_CONTEXT_MASK_DYN_BFREGS, attrs_out->max_dynamic_bfregs);
+  answer(MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS, attrs_out->flow_action_flags);
+  answer(MLX5DV_CONTEXT_MASK_DC_ODP_CAPS, attrs_out->dc_odp_caps);
+  answer(MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, attrs_out->sig_caps);
+  answer(MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, attrs_out->max_wr_memcpy_length);
+  answer(MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, attrs_out->crypto_caps);
+  attrs_out->comp_mask = answered;
   return 0;
 }
 

@@ -3,6 +3,7 @@
 // smaller DEVX calls (UMEM, UAR, EQN, query_device).
 #include <fcntl.h>
 #include <poll.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <set>
@@ -39,11 +40,32 @@ VerbsObjects MakeVerbs(ibv_context* ctx) {
 
 TEST_F(DevxTest, IsSupportedAndQueryDevice) {
   EXPECT_TRUE(mlx5dv_is_supported(FindSoftverbs()));
-  mlx5dv_context dv{};
-  dv.comp_mask = ~0ull;  // ask for everything; nothing optional exists
+  mlx5dv_context dv;
+  memset(&dv, 0xa5, sizeof(dv));
+  dv.comp_mask = ~0ull;  // ask for everything
   ASSERT_EQ(mlx5dv_query_device(ctx_, &dv), 0);
-  EXPECT_EQ(dv.comp_mask, 0u);
-  EXPECT_TRUE(dv.flags & MLX5DV_CONTEXT_FLAGS_CQE_V1);
+  // As libmlx5: the capability fields are answered (zero: none exists
+  // here); the clock info page, core clock and LAG ports only when present.
+  const uint64_t answered =
+      MLX5DV_CONTEXT_MASK_CQE_COMPRESION | MLX5DV_CONTEXT_MASK_SWP |
+      MLX5DV_CONTEXT_MASK_STRIDING_RQ | MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS |
+      MLX5DV_CONTEXT_MASK_DCI_STREAMS | MLX5DV_CONTEXT_MASK_DYN_BFREGS |
+      MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS | MLX5DV_CONTEXT_MASK_DC_ODP_CAPS |
+      MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH |
+      MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+  EXPECT_EQ(dv.comp_mask, answered);
+  EXPECT_EQ(dv.flags, static_cast<uint64_t>(MLX5DV_CONTEXT_FLAGS_CQE_V1));
+  EXPECT_EQ(dv.version, 0u);
+  EXPECT_EQ(dv.cqe_comp_caps.max_num, 0u);
+  EXPECT_EQ(dv.striding_rq_caps.supported_qpts, 0u);
+  EXPECT_EQ(dv.tunnel_offloads_caps, 0u);
+  EXPECT_EQ(dv.max_dynamic_bfregs, 0u);
+  EXPECT_EQ(dv.dc_odp_caps, 0u);
+  EXPECT_EQ(dv.max_wr_memcpy_length, 0u);
+  EXPECT_EQ(dv.crypto_caps.flags, 0u);
+  dv.comp_mask = MLX5DV_CONTEXT_MASK_HCA_CORE_CLOCK | MLX5DV_CONTEXT_MASK_SWP;
+  ASSERT_EQ(mlx5dv_query_device(ctx_, &dv), 0);
+  EXPECT_EQ(dv.comp_mask, static_cast<uint64_t>(MLX5DV_CONTEXT_MASK_SWP));
   mlx5dv_context_attr bad{};
   bad.comp_mask = 1;
   EXPECT_EQ(mlx5dv_open_device(FindSoftverbs(), &bad), nullptr);
