@@ -3,6 +3,7 @@
 // fails, capabilities handed back are >= those asked for.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 namespace softverbs::limits {
@@ -29,6 +30,13 @@ inline constexpr int kMaxCq = 16384;
 // address space only: a CQ file is sized for this (64 bytes a slot, twice
 // the entries: 128 MiB), and only the pages of the slots in use are touched.
 inline constexpr int kMaxCqe = (1 << 20) - 1;
+// The entries a CQ created or resized with `cqe` (1..kMaxCqe) has: the next
+// power of two above cqe, minus one, as mlx5 (align_queue_size(cqe + 1) - 1)
+// and rxe (roundup_pow_of_two(cqe + 1) - 1) give: 16 -> 31, 31 -> 31.
+constexpr int RoundedCqe(int cqe) {
+  return static_cast<int>(std::bit_ceil(static_cast<unsigned>(cqe) + 1u) - 1u);
+}
+static_assert(RoundedCqe(1) == 1 && RoundedCqe(16) == 31 && RoundedCqe(kMaxCqe) == kMaxCqe);
 inline constexpr int kMaxMr = 65536;
 // Memory windows take their keys from the MRs' space (a device-table slot
 // each): MRs and windows together stay within kMaxMr.

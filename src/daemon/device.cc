@@ -197,8 +197,9 @@ Verdict Device::CreateCq(ClientId c, const protocol::CreateCqRequest& req,
   if (cqs_.size() >= static_cast<size_t>(lim::kMaxCq)) {
     return Verdict::Fail(ENOMEM, "device limit max_cq reached");
   }
-  Cq cq{NextHandle(), c, next_cqn_, req.cqe, req.comp_vector};
-  cq.ring_fd = MakeCqFile(req.cqe, cq.cqn);
+  const auto cqe = static_cast<uint32_t>(lim::RoundedCqe(static_cast<int>(req.cqe)));
+  Cq cq{NextHandle(), c, next_cqn_, cqe, req.comp_vector};
+  cq.ring_fd = MakeCqFile(cqe, cq.cqn);
   if (cq.ring_fd < 0) return Verdict::Fail(ENOMEM, "create_cq: cannot make the CQ ring");
   next_cqn_++;
   cqs_[cq.handle] = cq;
@@ -217,7 +218,7 @@ Verdict Device::ResizeCq(ClientId c, const protocol::ResizeCqRequest& req,
   // The ring is resized in place by the owner's library, which holds it
   // closed while this runs and checks the completions outstanding
   // (datapath/cq_ring.h).
-  cq->cqe = req.cqe;
+  cq->cqe = static_cast<uint32_t>(lim::RoundedCqe(static_cast<int>(req.cqe)));
   *out = {cq->cqe, 0};
   return Verdict::Ok();
 }

@@ -295,20 +295,25 @@ SV_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
     return Reject(EINVAL, "ibv_resize_cq: cqe %d is outside 1..%d", cqe,
                   softverbs::limits::kMaxCqe);
   }
+  // The size is rounded as at creation; the same size is nothing to do (mlx5).
+  const int entries = softverbs::limits::RoundedCqe(cqe);
+  if (entries == cq->cqe) return 0;
   Cq* c = FromPublic<Cq>(cq);
   Context* ctx = Context::From(cq->context);
   protocol::ResizeCqReply rep{};
   std::lock_guard lock(c->poll_lock);
-  int err =
-      c->ring.Resize(static_cast<uint32_t>(cqe), c->ring_mapping.size(), [&](uint64_t outstanding) {
-        if (outstanding > static_cast<uint64_t>(cqe)) {
-          Log("ibv_resize_cq: %llu completions outstanding, more than %d",
-              static_cast<unsigned long long>(outstanding), cqe);
-          return EINVAL;
-        }
-        protocol::ResizeCqRequest req{c->handle, static_cast<uint32_t>(cqe)};
-        return ctx->channel.Call(protocol::Op::kResizeCq, req, &rep);
-      });
+  // Completions outstanding are counted against the size asked for, as
+  // rxe's rxe_cq_chk_attr counts them.
+  const auto commit = [&](uint64_t outstanding) {
+    if (outstanding > static_cast<uint64_t>(cqe)) {
+      Log("ibv_resize_cq: %llu completions outstanding, more than %d",
+          static_cast<unsigned long long>(outstanding), cqe);
+      return EINVAL;
+    }
+    protocol::ResizeCqRequest req{c->handle, static_cast<uint32_t>(cqe)};
+    return ctx->channel.Call(protocol::Op::kResizeCq, req, &rep);
+  };
+  int err = c->ring.Resize(static_cast<uint32_t>(entries), c->ring_mapping.size(), commit);
   if (err) return err;
   cq->cqe = static_cast<int>(rep.cqe);
   return 0;
