@@ -297,15 +297,16 @@ std::vector<Case> LogChannel::Cases() {
                0,
                EOPNOTSUPP,
                {"ibv_qp_to_qp_ex:", "IBV_QP_INIT_ATTR_SEND_OPS_FLAGS"}});
-  c.push_back({"init_ah_from_wc no GRH",
+  c.push_back({"init_ah_from_wc GRH without grh",
                [&] {
                  ibv_wc wc{};
+                 wc.wc_flags = IBV_WC_GRH;
                  ibv_ah_attr a{};
                  return long(ibv_init_ah_from_wc(ctx_, 1, &wc, nullptr, &a));
                },
                -1,
                EINVAL,
-               {"ibv_init_ah_from_wc:", "without IBV_WC_GRH"}});
+               {"ibv_init_ah_from_wc:", "IBV_WC_GRH, but grh is NULL"}});
   c.push_back({"dealloc_pd in use (daemon)",
                [&] { return long(ibv_dealloc_pd(pd_)); },
                EBUSY,
