@@ -9,6 +9,9 @@
 # @HOST@ in the commands stands for this machine's first global IPv4 address
 # (programs that, as on the kernel's rdma_cm, find no device for loopback:
 # docs/rdmacm.md, "Addresses"); without one the test is skipped (77).
+# @PORT@ in the commands and in READY_TCP_PORT stands for a free TCP port
+# below the ephemeral range (tests/common/free_port.sh), for programs whose
+# default control port lies inside it (fi_pingpong's 47592).
 # Optional environment:
 #   READY_TCP_PORT=N  the server is ready when a TCP socket listens on N (qperf's
 #                     control port) rather than when an rdma_cm id listens
@@ -32,11 +35,19 @@ if [[ "$*" == *@HOST@* ]]; then
   host_addr=$(ip -o -4 addr show scope global 2>/dev/null | awk '{ sub("/.*", "", $4); print $4; exit }')
   [ -n "$host_addr" ] || { echo "SKIP: this machine has no global IPv4 address for @HOST@"; exit 77; }
 fi
+tcp_port=
+if [[ "$* ${READY_TCP_PORT:-}" == *@PORT@* ]]; then
+  # shellcheck source=../../common/free_port.sh
+  source "$(dirname "$0")/../../common/free_port.sh"
+  tcp_port=$(free_port)
+  [ -n "${READY_TCP_PORT:-}" ] && READY_TCP_PORT=${READY_TCP_PORT//@PORT@/$tcp_port}
+fi
+substitute() { local a=${1//@HOST@/$host_addr}; printf '%s' "${a//@PORT@/$tcp_port}"; }
 server_cmd=()
-while [ $# -gt 0 ] && [ "$1" != "--" ]; do server_cmd+=("${1//@HOST@/$host_addr}"); shift; done
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do server_cmd+=("$(substitute "$1")"); shift; done
 shift
 client_cmd=()
-for arg in "$@"; do client_cmd+=("${arg//@HOST@/$host_addr}"); done
+for arg in "$@"; do client_cmd+=("$(substitute "$arg")"); done
 
 runtime=$(mktemp -d /tmp/softverbs-cm-XXXXXX)
 trap 'kill $server 2>/dev/null; "$cli" daemon stop >/dev/null 2>&1; rm -rf "$runtime"' EXIT
