@@ -13,6 +13,8 @@
 set -u
 # shellcheck source=../../common/free_port.sh
 source "$(dirname "$0")/../../common/free_port.sh"
+# shellcheck source=../../common/tcp_state.sh
+source "$(dirname "$0")/../../common/tcp_state.sh"
 cli=$1 port_flag=$2 expect=$3
 shift 3
 [ "$1" = "--" ] && shift
@@ -22,11 +24,6 @@ trap 'kill $server 2>/dev/null; "$cli" daemon stop >/dev/null 2>&1; rm -rf "$run
 export SOFTVERBS_RUNTIME_DIR=$runtime
 export SOFTVERBS_IDLE_TIMEOUT=5
 
-listening() {  # whether something listens on $port (without connecting to it)
-  local hex
-  hex=$(printf '%04X' "$port")
-  grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
 
 run_pair_once() {
   # A free port below the ephemeral range (tests/common/free_port.sh).
@@ -35,7 +32,7 @@ run_pair_once() {
   timeout 60 "$cli" run -- "$@" ${PAIR_SERVER_ARGS:-} "$port_flag" "$port" >"$runtime/server.log" 2>&1 &
   server=$!
   for _ in $(seq 200); do
-    listening && break
+    tcp_in_state "$port" listen && break
     sleep 0.05
   done
   clients=()

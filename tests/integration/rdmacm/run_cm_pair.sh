@@ -27,6 +27,8 @@
 #                     destroyed id and crashes (fixed upstream in perftest
 #                     3d9d8d0). Each retry is printed.
 set -u
+# shellcheck source=../../common/tcp_state.sh
+source "$(dirname "$0")/../../common/tcp_state.sh"
 cli=$1 expect=$2
 shift 2
 [ "$1" = "--" ] && shift
@@ -56,8 +58,7 @@ export SOFTVERBS_IDLE_TIMEOUT=5
 
 ready() {  # an id listens, or has joined a group
   if [ -n "${READY_TCP_PORT:-}" ]; then
-    grep -qE "^ *[0-9]+: [0-9A-F]+:$(printf '%04X' "$READY_TCP_PORT") [0-9A-F]+:0000 0A" \
-      /proc/net/tcp /proc/net/tcp6 2>/dev/null
+    tcp_in_state "$READY_TCP_PORT" listen
     return
   fi
   "$cli" status --json 2>/dev/null | python3 -c '

@@ -14,6 +14,8 @@
 set -u
 # shellcheck source=../../common/free_port.sh
 source "$(dirname "$0")/../../common/free_port.sh"
+# shellcheck source=../../common/tcp_state.sh
+source "$(dirname "$0")/../../common/tcp_state.sh"
 cli=$1
 runs=${UCX_LOOP_RUNS:-50}
 iters=${UCX_LOOP_ITERS:-100000}
@@ -37,11 +39,6 @@ if ! grep -qE "Device: softverbs0:1" "$work/info.txt" || ! grep -qE "Transport: 
   exit 77
 fi
 
-listening() {  # whether something listens on TCP port $1
-  local hex
-  hex=$(printf '%04X' "$1")
-  grep -qE "^ *[0-9]+: [0-9A-F]+:$hex [0-9A-F]+:0000 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
 crashed() {  # whether a log shows a signal (UCX: "Caught signal 11 (Segmentation fault...")
   grep -qE "Caught signal|Segmentation fault|received signal|core dumped" "$1"
 }
@@ -53,7 +50,7 @@ for run in $(seq "$runs"); do
   timeout -k 5 300 "$cli" run -- ucx_perftest -p "$port" "${args[@]}" >"$work/server.log" 2>&1 &
   server=$!
   for _ in $(seq 400); do
-    listening "$port" && break
+    tcp_in_state "$port" listen && break
     sleep 0.05
   done
   timeout -k 5 300 "$cli" run -- ucx_perftest 127.0.0.1 -p "$port" "${args[@]}" >"$work/client.log" 2>&1
