@@ -8,26 +8,6 @@
 
 namespace softverbs::datapath {
 
-MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32_t pdn,
-                      uint32_t owner_client, uint32_t need_access, uint64_t addr, uint64_t len,
-                      uint64_t* owner_va) {
-  const uint32_t published =
-      remote ? e.rkey.load(std::memory_order_seq_cst) : e.lkey.load(std::memory_order_seq_cst);
-  if (published == 0 || published != key) return MrCheck::kBadKey;
-  if (e.owner.load(std::memory_order_relaxed) != owner_client) return MrCheck::kBadOwner;
-  if (e.pdn.load(std::memory_order_relaxed) != pdn) return MrCheck::kBadPd;
-  if ((e.access.load(std::memory_order_relaxed) & need_access) != need_access) {
-    return MrCheck::kNoAccess;
-  }
-  const uint64_t iova = e.iova.load(std::memory_order_relaxed);
-  const uint64_t length = e.length.load(std::memory_order_relaxed);
-  if (addr < iova || addr - iova > length || len > length - (addr - iova)) {
-    return MrCheck::kOutOfRange;
-  }
-  *owner_va = e.addr.load(std::memory_order_relaxed) + (addr - iova);
-  return MrCheck::kOk;
-}
-
 MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t owner_client,
                           uint32_t need_access, uint32_t responder_qpn, uint64_t addr, uint64_t len,
                           uint32_t* mr_lkey) {

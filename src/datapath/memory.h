@@ -57,9 +57,26 @@ enum class MrCheck {
 // Checks an access of `len` bytes at `addr` (an address in the key's iova
 // space) through `key`. `remote`: key is an rkey. On kOk, *owner_va is the
 // owner's virtual address of addr. The caller holds an InflightGuard.
-MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32_t pdn,
-                      uint32_t owner_client, uint32_t need_access, uint64_t addr, uint64_t len,
-                      uint64_t* owner_va);
+// Inline: every work request checks two keys.
+inline MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32_t pdn,
+                             uint32_t owner_client, uint32_t need_access, uint64_t addr,
+                             uint64_t len, uint64_t* owner_va) {
+  const uint32_t published =
+      remote ? e.rkey.load(std::memory_order_seq_cst) : e.lkey.load(std::memory_order_seq_cst);
+  if (published == 0 || published != key) return MrCheck::kBadKey;
+  if (e.owner.load(std::memory_order_relaxed) != owner_client) return MrCheck::kBadOwner;
+  if (e.pdn.load(std::memory_order_relaxed) != pdn) return MrCheck::kBadPd;
+  if ((e.access.load(std::memory_order_relaxed) & need_access) != need_access) {
+    return MrCheck::kNoAccess;
+  }
+  const uint64_t iova = e.iova.load(std::memory_order_relaxed);
+  const uint64_t length = e.length.load(std::memory_order_relaxed);
+  if (addr < iova || addr - iova > length || len > length - (addr - iova)) {
+    return MrCheck::kOutOfRange;
+  }
+  *owner_va = e.addr.load(std::memory_order_relaxed) + (addr - iova);
+  return MrCheck::kOk;
+}
 
 // Checks a remote access of `len` bytes at `addr` through rkey `key` of a
 // bound memory window (MrEntry::window_of != 0): the window's PD, owner,

@@ -10,11 +10,6 @@
 
 namespace softverbs::datapath {
 
-namespace {
-
-// Test hook (docs/datapath.md, "A peer that dies inside an access"):
-// SOFTVERBS_TEST_STALL_IN_ACCESS_US=<n> makes this process sleep n us while
-// it holds an MR's in-flight count, so a test can kill it there. Read once.
 void StallInsideAccessForTests() {
   static const long stall_us = [] {
     const char* env = getenv("SOFTVERBS_TEST_STALL_IN_ACCESS_US");
@@ -22,6 +17,19 @@ void StallInsideAccessForTests() {
   }();
   if (stall_us > 0) usleep(static_cast<useconds_t>(stall_us));
 }
+
+PeerQp* ReachPeerQp(Host& host, const LocalQp& qp, uint32_t target_qpn, uint32_t generation) {
+  // The epoch is read before the lookup: a retirement after it makes the
+  // cached pointer unusable next time.
+  const uint64_t epoch = host.PeerEpoch();
+  PeerQp* p = qp.peer_cache && qp.peer_cache->epoch == epoch ? qp.peer_cache->peer : nullptr;
+  if (p && p->qpn == target_qpn && p->generation == generation) return p;
+  p = host.FindPeerQp(target_qpn, generation);
+  if (p && qp.peer_cache) *qp.peer_cache = {p, epoch};
+  return p;
+}
+
+namespace {
 
 bool IsReceiveState(uint32_t s) {
   return s == IBV_QPS_RTR || s == IBV_QPS_RTS || s == IBV_QPS_SQD || s == IBV_QPS_SQE;
@@ -106,18 +114,10 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
   }
   *te_out = te;
   if (qp.type != IBV_QPT_XRC_SEND) {
-    const uint32_t generation = te->generation.load();
-    // The epoch is read before the lookup: a retirement after it makes the
-    // cached pointer unusable next time.
-    const uint64_t epoch = host.PeerEpoch();
-    PeerQp* p = qp.peer_cache && qp.peer_cache->epoch == epoch ? qp.peer_cache->peer : nullptr;
-    if (!p || p->qpn != target_qpn || p->generation != generation) {
-      p = host.FindPeerQp(target_qpn, generation);
-      if (!p) {
-        out->response = reliable ? Response::kNoAnswer : Response::kDropped;
-        return false;
-      }
-      if (qp.peer_cache) *qp.peer_cache = {p, epoch};
+    PeerQp* p = ReachPeerQp(host, qp, target_qpn, te->generation.load());
+    if (!p) {
+      out->response = reliable ? Response::kNoAnswer : Response::kDropped;
+      return false;
     }
     t->peer = p;
     t->qpn = target_qpn;

@@ -42,6 +42,16 @@ void RespondToSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpco
 void RespondToRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
                    const PieceList& local, uint32_t bytes, Outcome* out);
 
+// The receive side of QP target_qpn of that generation: the requester's
+// cached target (LocalQp::peer_cache) while it is still that QP, else the
+// host's lookup, which then fills the cache. nullptr: gone or unknown.
+PeerQp* ReachPeerQp(Host& host, const LocalQp& qp, uint32_t target_qpn, uint32_t generation);
+
+// Test hook (docs/datapath.md, "A peer that dies inside an access"):
+// SOFTVERBS_TEST_STALL_IN_ACCESS_US=<n> makes this process sleep n us while
+// it holds an MR's in-flight count, so a test can kill it there. Read once.
+void StallInsideAccessForTests();
+
 // An execution in progress, as the host counts them (Host::EnterExecution).
 class ExecutionScope {
  public:

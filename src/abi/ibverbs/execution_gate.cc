@@ -24,7 +24,11 @@ struct ThreadState {
   ExecutionGate::Record* record = nullptr;
   uint32_t depth = 0;
 };
-thread_local ThreadState state;
+// Initial-exec: every post reads it, and the default model for a shared
+// library (general dynamic) costs a __tls_get_addr call each time. 16
+// bytes of static TLS, which glibc keeps in reserve for libraries loaded
+// later (pyverbs dlopens us).
+__attribute__((tls_model("initial-exec"))) thread_local ThreadState state;
 
 int Membarrier(int cmd) {
   return static_cast<int>(syscall(__NR_membarrier, cmd, 0, 0));

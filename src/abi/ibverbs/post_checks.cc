@@ -24,12 +24,10 @@ int CheckSendState(Qp* qp) {
 }
 
 int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
-  constexpr uint32_t kKnownFlags =
-      IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE | IBV_SEND_IP_CSUM;
-  if (wr.send_flags & ~kKnownFlags) {
+  if (wr.send_flags & ~kKnownSendFlags) {
     return Reject(EINVAL, "ibv_post_send: WR 0x%llx: send_flags 0x%x have unknown bits 0x%x",
                   static_cast<unsigned long long>(wr.wr_id), wr.send_flags,
-                  wr.send_flags & ~kKnownFlags);
+                  wr.send_flags & ~kKnownSendFlags);
   }
   const ibv_qp_type type = DatapathQpType(qp->ibv.qp_base.qp_type);
   if (type == IBV_QPT_XRC_SEND && !wr.srqn_set) {

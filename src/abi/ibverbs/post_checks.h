@@ -15,6 +15,10 @@ inline ibv_qp_type DatapathQpType(ibv_qp_type type) {
   return type == kLegacyQptXrc ? IBV_QPT_XRC_SEND : type;
 }
 
+// The send_flags a WR may carry (others are refused with EINVAL).
+inline constexpr unsigned kKnownSendFlags =
+    IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE | IBV_SEND_IP_CSUM;
+
 // The QP can post: RTS or SQD (a QP in ERR accepts WRs and flushes them).
 // Returns 0 or EINVAL.
 int CheckSendState(Qp* qp);

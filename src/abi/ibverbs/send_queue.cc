@@ -8,6 +8,7 @@
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/wire_post.h"
 #include "common/gid_table.h"
+#include "datapath/shm_plain_write.h"
 #include "datapath/shm_send_queue.h"
 
 namespace softverbs::provider {
@@ -196,6 +197,40 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
   }
   if (wait) NoteWaiting(ctx, qp);
   return 0;
+}
+
+bool PostPlainWrite(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
+  if (wr.opcode != IBV_WR_RDMA_WRITE || wr.num_sge != 1 || (wr.send_flags & ~kKnownSendFlags)) {
+    return false;
+  }
+  const ibv_qp& q = qp->ibv.qp_base;
+  if (q.qp_type != IBV_QPT_RC && q.qp_type != IBV_QPT_UC) return false;
+  const ibv_sge& sge = wr.sg_list[0];
+  const bool inline_src = wr.send_flags & IBV_SEND_INLINE;
+  if (sge.length == 0 ||
+      (inline_src && (sge.length > qp->cap.max_inline_data || sge.length > dp::kMaxInline))) {
+    return false;
+  }
+  if (dp::EngineTraceOn()) return false;
+  {
+    std::lock_guard lock(qp->sq_lock);
+    if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || RequesterOf(qp).path_leaves_host) {
+      return false;
+    }
+    const dp::PlainWrite w{sge.addr,       sge.lkey, inline_src, sge.length, wr.wr.rdma.remote_addr,
+                           wr.wr.rdma.rkey};
+    if (!dp::TryPlainWrite(*ctx->peers, LocalView(ctx, qp), w)) return false;
+  }
+  if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
+    dp::Completion c{};
+    c.wr_id = wr.wr_id;
+    c.status = IBV_WC_SUCCESS;
+    c.opcode = dp::WrOpcode(IBV_WR_RDMA_WRITE).send_wc;
+    c.qp_num = q.qp_num;
+    c.byte_len = sge.length;
+    CompleteLocal(q.send_cq, c);
+  }
+  return true;
 }
 
 void ProgressContext(Context* ctx) {

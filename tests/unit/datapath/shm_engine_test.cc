@@ -13,6 +13,7 @@
 
 #include "datapath/engine.h"
 #include "datapath/shm_completer.h"
+#include "datapath/shm_plain_write.h"
 #include "datapath/shm_send_queue.h"
 #include "datapath/timers.h"
 #include "fake_device.h"
@@ -51,6 +52,11 @@ class FakeHost : public Host {
   // published before it.
   std::vector<uint64_t> recv_completions_before_error;
   std::vector<std::pair<uint32_t, ibv_event_type>> events;
+  // Whether this process's own accesses go uncounted (the provider's
+  // execution gate), and a mapping to answer instead of "this process's
+  // memory" (a peer's MR, mapped in part).
+  bool fenced = false;
+  const MrMapping* remote_mapping = nullptr;
 
   // Host
   uint64_t Now() override { return now_; }
@@ -60,7 +66,10 @@ class FakeHost : public Host {
     auto it = sides_.find(qpn);
     return it == sides_.end() || generation != 1 ? nullptr : &it->second->peer;
   }
-  const MrMapping* FindMrMapping(uint32_t, const MrEntry&) override { return &local_; }
+  const MrMapping* FindMrMapping(uint32_t, const MrEntry&) override {
+    return remote_mapping ? remote_mapping : &local_;
+  }
+  bool OwnAccessesFenced() const override { return fenced; }
   PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
   void SetQpError(uint32_t qpn) override {
     qp_errors.push_back(qpn);
@@ -404,6 +413,91 @@ TEST_F(ShmEngine, UdQkeyMismatchIsDropped) {
   ASSERT_EQ(recv.size(), 1u);
   EXPECT_EQ(recv[0].byte_len, 16u + kGrhBytes);
   EXPECT_TRUE(recv[0].wc_flags & IBV_WC_GRH);
+}
+
+// The plain WRITE path (shm_plain_write.h): the success path alone, or
+// nothing at all.
+class PlainWrite : public ShmEngine {
+ protected:
+  datapath::PlainWrite Inline(uint32_t len = 8) {
+    return {reinterpret_cast<uint64_t>(src()), 0, true, len, reinterpret_cast<uint64_t>(dst()),
+            kKey};
+  }
+  // Nothing of a refused write is left: no byte, no count, no error, no event.
+  void ExpectUntouched() {
+    EXPECT_EQ(dst()[0], 0);
+    EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+    EXPECT_TRUE(host_.qp_errors.empty());
+    EXPECT_TRUE(host_.events.empty());
+    EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());
+  }
+};
+
+TEST_F(PlainWrite, InlineBytesLandAndLeaveNoCount) {
+  memset(src(), 0xcd, 8);
+  ASSERT_TRUE(TryPlainWrite(host_, port_.View(), Inline()));
+  EXPECT_EQ(dst()[7], 0xcd);
+  EXPECT_EQ(dst()[8], 0);
+  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());
+}
+
+TEST_F(PlainWrite, KeyedSourceOnlyWhereOwnAccessesAreFenced) {
+  memset(src(), 0xcd, 8);
+  datapath::PlainWrite w = Inline();
+  w.inline_src = false;
+  w.lkey = kKey;
+  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), w));  // would need a count: the general engine
+  ExpectUntouched();
+  host_.fenced = true;
+  ASSERT_TRUE(TryPlainWrite(host_, port_.View(), w));
+  EXPECT_EQ(dst()[7], 0xcd);
+}
+
+TEST_F(PlainWrite, RefusesWhatIsNotTheSuccessPath) {
+  memset(src(), 0xcd, 8);
+  host_.fenced = true;
+  datapath::PlainWrite bad_lkey = Inline();
+  bad_lkey.inline_src = false;
+  bad_lkey.lkey = kKey + 1;
+  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), bad_lkey));
+  datapath::PlainWrite bad_rkey = Inline();
+  bad_rkey.rkey = kKey + 1;
+  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), bad_rkey));
+  datapath::PlainWrite past_end = Inline();
+  past_end.remote_addr = reinterpret_cast<uint64_t>(buf_) + sizeof(buf_) - 4;
+  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), past_end));
+  ExpectUntouched();
+  target_->access.store(IBV_ACCESS_REMOTE_READ);
+  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), Inline()));
+  ExpectUntouched();
+  target_->access.store(IBV_ACCESS_REMOTE_WRITE);
+  // RTR before its first message: IBV_EVENT_COMM_EST is the general
+  // engine's to raise.
+  target_->state.store(IBV_QPS_RTR);
+  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), Inline()));
+  ExpectUntouched();
+  target_->comm_est.store(1);
+  EXPECT_TRUE(TryPlainWrite(host_, port_.View(), Inline()));
+  EXPECT_TRUE(host_.events.empty());
+}
+
+TEST_F(PlainWrite, RefusesBytesOutsideThePeersMappedPages) {
+  // A peer's MR whose mapped (memfd-backed) pages are the second page of
+  // buf_ only: the first page is reached through /proc/<pid>/mem. Not
+  // fenced: the access counts, as a peer's does.
+  MrMapping peer{1, false, buf_ + 4096, reinterpret_cast<uint64_t>(buf_) + 4096,
+                 reinterpret_cast<uint64_t>(buf_) + 8192, -1};
+  host_.remote_mapping = &peer;
+  datapath::PlainWrite w = Inline();
+  w.remote_addr = reinterpret_cast<uint64_t>(buf_) + 4092;  // 4 bytes before, 4 inside
+  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), w));
+  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  memset(src(), 0xcd, 8);
+  w.remote_addr = reinterpret_cast<uint64_t>(buf_) + 4096;
+  ASSERT_TRUE(TryPlainWrite(host_, port_.View(), w));
+  EXPECT_EQ(buf_[4096 + 7], 0xcd);
+  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);  // taken, then given back
 }
 
 TEST(ShmCompleter, JudgesOnlyRetriesAndReadsAttributesOnlyThen) {
