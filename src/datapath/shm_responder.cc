@@ -18,17 +18,6 @@ void StallInsideAccessForTests() {
   if (stall_us > 0) usleep(static_cast<useconds_t>(stall_us));
 }
 
-PeerQp* ReachPeerQp(Host& host, const LocalQp& qp, uint32_t target_qpn, uint32_t generation) {
-  // The epoch is read before the lookup: a retirement after it makes the
-  // cached pointer unusable next time.
-  const uint64_t epoch = host.PeerEpoch();
-  PeerQp* p = qp.peer_cache && qp.peer_cache->epoch == epoch ? qp.peer_cache->peer : nullptr;
-  if (p && p->qpn == target_qpn && p->generation == generation) return p;
-  p = host.FindPeerQp(target_qpn, generation);
-  if (p && qp.peer_cache) *qp.peer_cache = {p, epoch};
-  return p;
-}
-
 namespace {
 
 bool IsReceiveState(uint32_t s) {

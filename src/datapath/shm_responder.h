@@ -45,7 +45,19 @@ void RespondToRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpco
 // The receive side of QP target_qpn of that generation: the requester's
 // cached target (LocalQp::peer_cache) while it is still that QP, else the
 // host's lookup, which then fills the cache. nullptr: gone or unknown.
-PeerQp* ReachPeerQp(Host& host, const LocalQp& qp, uint32_t target_qpn, uint32_t generation);
+// A template on the host so that the provider's plain path
+// (shm_plain_write.h) calls its host's methods directly.
+template <typename H>
+PeerQp* ReachPeerQp(H& host, const LocalQp& qp, uint32_t target_qpn, uint32_t generation) {
+  // The epoch is read before the lookup: a retirement after it makes the
+  // cached pointer unusable next time.
+  const uint64_t epoch = host.PeerEpoch();
+  PeerQp* p = qp.peer_cache && qp.peer_cache->epoch == epoch ? qp.peer_cache->peer : nullptr;
+  if (p && p->qpn == target_qpn && p->generation == generation) return p;
+  p = host.FindPeerQp(target_qpn, generation);
+  if (p && qp.peer_cache) *qp.peer_cache = {p, epoch};
+  return p;
+}
 
 // Test hook (docs/datapath.md, "A peer that dies inside an access"):
 // SOFTVERBS_TEST_STALL_IN_ACCESS_US=<n> makes this process sleep n us while
@@ -53,15 +65,16 @@ PeerQp* ReachPeerQp(Host& host, const LocalQp& qp, uint32_t target_qpn, uint32_t
 void StallInsideAccessForTests();
 
 // An execution in progress, as the host counts them (Host::EnterExecution).
+template <typename H>
 class ExecutionScope {
  public:
-  explicit ExecutionScope(Host& host) : host_(host) { host_.EnterExecution(); }
+  explicit ExecutionScope(H& host) : host_(host) { host_.EnterExecution(); }
   ExecutionScope(const ExecutionScope&) = delete;
   ExecutionScope& operator=(const ExecutionScope&) = delete;
   ~ExecutionScope() { host_.LeaveExecution(); }
 
  private:
-  Host& host_;
+  H& host_;
 };
 
 }  // namespace softverbs::datapath

@@ -37,11 +37,6 @@ PeerCache::~PeerCache() {
   if (mr_index_) munmap(mr_index_, kMrIndexBytes);
 }
 
-std::atomic<uint32_t>* PeerCache::AccessRecord(uint32_t key) {
-  void* base = ctx_->access_record.base();
-  return base ? static_cast<std::atomic<uint32_t>*>(base) + dp::MrSlotOf(key) : nullptr;
-}
-
 std::shared_ptr<PeerCache::OwnerMem> PeerCache::OwnerMemFd(uint32_t owner, int received_fd) {
   auto it = mem_fds_.find(owner);
   if (it != mem_fds_.end()) {
@@ -54,17 +49,6 @@ std::shared_ptr<PeerCache::OwnerMem> PeerCache::OwnerMemFd(uint32_t owner, int r
   mem->fd = received_fd;
   mem_fds_[owner] = mem;
   return mem;
-}
-
-void PeerCache::EnterExecution() {
-  ExecutionGate::Enter();
-}
-
-void PeerCache::LeaveExecution() {
-  ExecutionGate::Leave();
-  if (retired_pending_.load(std::memory_order_relaxed) && !ExecutionGate::Inside()) [[unlikely]] {
-    FreeRetired();
-  }
 }
 
 void PeerCache::RetireMr(std::unique_ptr<MrFiles> files) {
@@ -209,7 +193,7 @@ dp::PeerQp* PeerCache::FindPeerQp(uint32_t qpn, uint32_t generation) {
   return result;
 }
 
-const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e) {
+const dp::MrMapping* PeerCache::MapMr(uint32_t key, const dp::MrEntry& e) {
   if (OwnsMemory(e)) {
     // An on-demand MR of this process: its pages may not be mapped yet, so
     // even its owner reaches them through /proc/self/mem (an unmapped page
@@ -222,12 +206,6 @@ const dp::MrMapping* PeerCache::FindMrMapping(uint32_t key, const dp::MrEntry& e
     return &local_;
   }
   const uint32_t generation = e.generation.load(std::memory_order_acquire);
-  if (mr_index_) {
-    // The lock-free path (an execution is in progress: what it finds is
-    // not freed under it).
-    const MrFiles* f = mr_index_[dp::MrSlotOf(key)].load(std::memory_order_acquire);
-    if (f && f->key == key && f->mapping.generation == generation) return &f->mapping;
-  }
   std::lock_guard lock(mutex_);
   auto it = mrs_.find(key);
   if (it != mrs_.end() && it->second->mapping.generation == generation) {

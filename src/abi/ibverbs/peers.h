@@ -28,7 +28,7 @@
 
 namespace softverbs::provider {
 
-class PeerCache : public datapath::Host {
+class PeerCache final : public datapath::Host {
  public:
   explicit PeerCache(Context* ctx);
   ~PeerCache() override;
@@ -41,12 +41,33 @@ class PeerCache : public datapath::Host {
   }
   const datapath::DeviceTable& table() const override { return ctx_->table; }
   datapath::PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override;
-  const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override;
-  void EnterExecution() override;
-  void LeaveExecution() override;
+  // Inline for the common cases (every work request asks twice): this
+  // process's memory, or a peer's MR already mapped, found in the
+  // lock-free index (an execution is in progress: what it finds is not
+  // freed under it). The rest - on-demand MRs, a first use - MapMr.
+  const datapath::MrMapping* FindMrMapping(uint32_t key, const datapath::MrEntry& e) override {
+    if (OwnsMemory(e)) {
+      if (!(e.access.load(std::memory_order_relaxed) & IBV_ACCESS_ON_DEMAND)) return &local_;
+    } else if (mr_index_) {
+      const uint32_t generation = e.generation.load(std::memory_order_acquire);
+      const MrFiles* f = mr_index_[datapath::MrSlotOf(key)].load(std::memory_order_acquire);
+      if (f && f->key == key && f->mapping.generation == generation) return &f->mapping;
+    }
+    return MapMr(key, e);
+  }
+  void EnterExecution() override { ExecutionGate::Enter(); }
+  void LeaveExecution() override {
+    ExecutionGate::Leave();
+    if (retired_pending_.load(std::memory_order_relaxed) && !ExecutionGate::Inside()) [[unlikely]] {
+      FreeRetired();
+    }
+  }
   uint64_t PeerEpoch() const override { return epoch_.load(std::memory_order_seq_cst); }
   bool OwnAccessesFenced() const override { return true; }
-  std::atomic<uint32_t>* AccessRecord(uint32_t key) override;
+  std::atomic<uint32_t>* AccessRecord(uint32_t key) override {
+    void* base = ctx_->access_record.base();
+    return base ? static_cast<std::atomic<uint32_t>*>(base) + datapath::MrSlotOf(key) : nullptr;
+  }
   void SetQpError(uint32_t qpn) override;
   // Moves this process's unreliable QP qpn to SQE (a requester error).
   void SetSendQueueError(uint32_t qpn);
@@ -78,6 +99,10 @@ class PeerCache : public datapath::Host {
     datapath::SharedMapping backing;
     std::shared_ptr<OwnerMem> owner_mem;
   };
+  // FindMrMapping's slow part: an on-demand MR of this process (through
+  // /proc/self/mem), or a peer's MR looked up under the mutex and mapped
+  // at its first use (map_mr).
+  const datapath::MrMapping* MapMr(uint32_t key, const datapath::MrEntry& e);
   std::shared_ptr<OwnerMem> OwnerMemFd(uint32_t owner, int received_fd);
   // Moves the entries the device table says are gone to the retired lists
   // and bumps the epoch if any was. Called with mutex_ held.

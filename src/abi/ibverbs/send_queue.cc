@@ -220,15 +220,17 @@ bool PostPlainWrite(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
     const dp::PlainWrite w{sge.addr,       sge.lkey, inline_src, sge.length, wr.wr.rdma.remote_addr,
                            wr.wr.rdma.rkey};
     if (!dp::TryPlainWrite(*ctx->peers, LocalView(ctx, qp), w)) return false;
-  }
-  if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
-    dp::Completion c{};
-    c.wr_id = wr.wr_id;
-    c.status = IBV_WC_SUCCESS;
-    c.opcode = dp::WrOpcode(IBV_WR_RDMA_WRITE).send_wc;
-    c.qp_num = q.qp_num;
-    c.byte_len = sge.length;
-    CompleteLocal(q.send_cq, c);
+    // Under the lock, as the send queue writes every completion: another
+    // thread's WR on this QP cannot complete in between.
+    if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
+      dp::Completion c{};
+      c.wr_id = wr.wr_id;
+      c.status = IBV_WC_SUCCESS;
+      c.opcode = dp::WrOpcode(IBV_WR_RDMA_WRITE).send_wc;
+      c.qp_num = q.qp_num;
+      c.byte_len = sge.length;
+      CompleteLocal(q.send_cq, c);
+    }
   }
   return true;
 }
