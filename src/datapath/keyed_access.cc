@@ -89,16 +89,19 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
   }
   return kVendorNone;
 }
+void NoteReceiveClaimed(Host& host, PeerQp& peer) {
+  if (!peer.srqn) return;
+  RecvQueueHeader* h = peer.rq.header();
+  uint32_t limit = h->srq_limit.load(std::memory_order_acquire);
+  if (limit && peer.rq.Count() < limit &&
+      h->srq_limit.compare_exchange_strong(limit, 0, std::memory_order_acq_rel)) {
+    host.SrqLimitReached(peer.srqn);
+  }
+}
+
 bool ClaimReceive(Host& host, PeerQp& peer, ClaimedRecv* r) {
   if (!peer.rq.valid() || !peer.rq.Claim(r)) return false;
-  if (peer.srqn) {
-    RecvQueueHeader* h = peer.rq.header();
-    uint32_t limit = h->srq_limit.load(std::memory_order_acquire);
-    if (limit && peer.rq.Count() < limit &&
-        h->srq_limit.compare_exchange_strong(limit, 0, std::memory_order_acq_rel)) {
-      host.SrqLimitReached(peer.srqn);
-    }
-  }
+  NoteReceiveClaimed(host, peer);
   return true;
 }
 

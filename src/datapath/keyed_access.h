@@ -61,6 +61,9 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
 // Claims the next receive WQE of a receive side (own RQ or SRQ); an SRQ
 // that drops below its armed limit raises IBV_EVENT_SRQ_LIMIT_REACHED once.
 bool ClaimReceive(Host& host, PeerQp& peer, ClaimedRecv* r);
+// What follows every claim of a receive WQE (ClaimReceive, or a claim in
+// two steps, RecvQueue::ClaimPeeked): the SRQ limit event.
+void NoteReceiveClaimed(Host& host, PeerQp& peer);
 
 // The part [offset, offset + length) of a scatter/gather list, written to
 // out (room for kMaxSendSge entries). Returns the entries written; 0 when

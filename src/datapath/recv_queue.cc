@@ -68,30 +68,38 @@ bool RecvQueue::Post(uint64_t wr_id, const RecvSge* sge, uint32_t num_sge) {
   return true;
 }
 
+bool RecvQueue::Peek(ClaimedRecv* out, uint64_t* ticket) const {
+  const uint64_t w = rw::WaitOpen(header_->head);
+  if (w & rw::kClosed) return false;  // the resizing owner is gone
+  const uint64_t head = rw::Index(w);
+  // The slot's seq says whether WQE `head` is posted (acquire: pairs with
+  // the owner's release store after writing it). A slot not yet refilled
+  // holds head + 1 - capacity; one never used since a resize holds a
+  // value that cannot match either (see Resize). Reading the capacity
+  // after w (acquired) gives the capacity of w's epoch.
+  const RecvWqe* wqe = Slot(head, Capacity());
+  if (wqe->seq.load(std::memory_order_acquire) != static_cast<uint32_t>(head + 1)) return false;
+  out->wr_id = wqe->wr_id;
+  out->num_sge = wqe->num_sge;
+  if (out->num_sge > header_->max_sge || out->num_sge > 32) out->num_sge = 0;
+  memcpy(out->sge, wqe + 1, out->num_sge * sizeof(RecvSge));
+  *ticket = w;
+  return true;
+}
+
+bool RecvQueue::ClaimPeeked(uint64_t ticket) {
+  // Copy first, then claim: the owner refills slot `head` only after head
+  // moved past it, and moves slots only with head closed (a new epoch),
+  // so a successful CAS proves the copy was not torn.
+  return header_->head.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel);
+}
+
 bool RecvQueue::Claim(ClaimedRecv* out) {
-  uint64_t w = rw::WaitOpen(header_->head);
-  for (;;) {
-    if (w & rw::kClosed) return false;  // the resizing owner is gone
-    const uint64_t head = rw::Index(w);
-    // The slot's seq says whether WQE `head` is posted (acquire: pairs with
-    // the owner's release store after writing it). A slot not yet refilled
-    // holds head + 1 - capacity; one never used since a resize holds a
-    // value that cannot match either (see Resize). Reading the capacity
-    // after w (acquired) gives the capacity of w's epoch.
-    const RecvWqe* wqe = Slot(head, Capacity());
-    if (wqe->seq.load(std::memory_order_acquire) != static_cast<uint32_t>(head + 1)) return false;
-    // Copy first, then claim: the owner refills slot `head` only after head
-    // moved past it, and moves slots only with head closed (a new epoch),
-    // so a successful CAS proves the copy was not torn.
-    out->wr_id = wqe->wr_id;
-    out->num_sge = wqe->num_sge;
-    if (out->num_sge > header_->max_sge || out->num_sge > 32) out->num_sge = 0;
-    memcpy(out->sge, wqe + 1, out->num_sge * sizeof(RecvSge));
-    if (header_->head.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) {
-      return true;
-    }
-    if (w & rw::kClosed) w = rw::WaitOpen(header_->head);
+  uint64_t ticket = 0;
+  while (Peek(out, &ticket)) {
+    if (ClaimPeeked(ticket)) return true;
   }
+  return false;
 }
 
 uint32_t RecvQueue::Count() const {

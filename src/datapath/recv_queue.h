@@ -44,6 +44,13 @@ class RecvQueue {
   bool Post(uint64_t wr_id, const RecvSge* sge, uint32_t num_sge);
   // Anyone: takes the oldest WQE. Returns false when the queue is empty.
   bool Claim(ClaimedRecv* out);
+  // Claim in two steps, for a claimer that decides on the WQE before it
+  // takes it: Peek copies the oldest WQE into out and gives a ticket
+  // (false: empty); ClaimPeeked takes that WQE if it is still the oldest
+  // (false: another claimer took it, or the owner is resizing - nothing
+  // was taken). The copy is only known whole once ClaimPeeked succeeded.
+  bool Peek(ClaimedRecv* out, uint64_t* ticket) const;
+  bool ClaimPeeked(uint64_t ticket);
   // WQEs posted and not yet claimed.
   uint32_t Count() const;
 

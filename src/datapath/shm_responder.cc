@@ -50,22 +50,8 @@ void FailTarget(Host& host, const Target& t, const Completion* receive_error = n
 
 Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQp& qp,
                              const SendWr& wr, const WrOpcodeInfo& info) {
-  Completion rc{};
-  rc.wr_id = r.wr_id;
-  rc.status = IBV_WC_SUCCESS;
-  rc.opcode = info.recv_wc;
-  rc.qp_num = t.qpn;
-  rc.src_qp = qp.qpn;
-  rc.sl = qp.type == IBV_QPT_UD ? wr.sl : qp.sl;
-  rc.solicited = (wr.send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
-  if (info.immediate) {
-    rc.imm_data = wr.imm_data;
-    rc.wc_flags |= IBV_WC_WITH_IMM;
-  } else if (info.invalidate) {
-    rc.imm_data = wr.imm_data;  // wc.invalidated_rkey
-    rc.wc_flags |= IBV_WC_WITH_INV;
-  }
-  return rc;
+  return MessageReceiveCompletion(r.wr_id, t.qpn, qp, qp.type == IBV_QPT_UD ? wr.sl : qp.sl,
+                                  wr.send_flags, wr.imm_data, info);
 }
 
 bool IsReliable(uint32_t type) {

@@ -42,11 +42,37 @@ void RespondToSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpco
 void RespondToRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
                    const PieceList& local, uint32_t bytes, Outcome* out);
 
+// The receive completion of a message of qp (a SEND, or a WRITE with
+// immediate) that took receive WQE recv_wr_id of QP target_qpn, before
+// its byte_len and any error are known: sl is the QP's (UD: the WR's
+// address handle's), the send's IBV_SEND_SOLICITED, its immediate data or
+// the rkey it invalidated.
+inline Completion MessageReceiveCompletion(uint64_t recv_wr_id, uint32_t target_qpn,
+                                           const LocalQp& qp, uint8_t sl, uint32_t send_flags,
+                                           uint32_t imm_data, const WrOpcodeInfo& info) {
+  Completion rc{};
+  rc.wr_id = recv_wr_id;
+  rc.status = IBV_WC_SUCCESS;
+  rc.opcode = info.recv_wc;
+  rc.qp_num = target_qpn;
+  rc.src_qp = qp.qpn;
+  rc.sl = sl;
+  rc.solicited = (send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
+  if (info.immediate) {
+    rc.imm_data = imm_data;
+    rc.wc_flags |= IBV_WC_WITH_IMM;
+  } else if (info.invalidate) {
+    rc.imm_data = imm_data;  // wc.invalidated_rkey
+    rc.wc_flags |= IBV_WC_WITH_INV;
+  }
+  return rc;
+}
+
 // The receive side of QP target_qpn of that generation: the requester's
 // cached target (LocalQp::peer_cache) while it is still that QP, else the
 // host's lookup, which then fills the cache. nullptr: gone or unknown.
 // A template on the host so that the provider's plain path
-// (shm_plain_write.h) calls its host's methods directly.
+// (shm_plain_post.h) calls its host's methods directly.
 template <typename H>
 PeerQp* ReachPeerQp(H& host, const LocalQp& qp, uint32_t target_qpn, uint32_t generation) {
   // The epoch is read before the lookup: a retirement after it makes the

@@ -114,7 +114,7 @@ int PostSendOp(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Context* ctx = Context::From(ibqp->context);
   ProgressContext(ctx);
   for (; wr; wr = wr->next) {
-    if (PostPlainWrite(ctx, qp, *wr)) continue;
+    if (PostPlain(ctx, qp, *wr)) continue;
     dp::SendWr swr;
     int err = ConvertSendWr(ctx, qp, *wr, &swr);
     if (!err) err = CheckSendState(qp);

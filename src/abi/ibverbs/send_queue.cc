@@ -8,7 +8,8 @@
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/wire_post.h"
 #include "common/gid_table.h"
-#include "datapath/shm_plain_write.h"
+#include "common/raw_enum.h"
+#include "datapath/shm_plain_post.h"
 #include "datapath/shm_send_queue.h"
 
 namespace softverbs::provider {
@@ -199,8 +200,9 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
   return 0;
 }
 
-bool PostPlainWrite(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
-  if (wr.opcode != IBV_WR_RDMA_WRITE || wr.num_sge != 1 || (wr.send_flags & ~kKnownSendFlags)) {
+bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
+  const uint32_t opcode = RawEnum(wr.opcode);
+  if (!dp::HasPlainPath(opcode) || wr.num_sge != 1 || (wr.send_flags & ~kKnownSendFlags)) {
     return false;
   }
   const ibv_qp& q = qp->ibv.qp_base;
@@ -212,25 +214,24 @@ bool PostPlainWrite(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
     return false;
   }
   if (dp::EngineTraceOn()) return false;
-  {
-    std::lock_guard lock(qp->sq_lock);
-    if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || RequesterOf(qp).path_leaves_host) {
-      return false;
-    }
-    const dp::PlainWrite w{sge.addr,       sge.lkey, inline_src, sge.length, wr.wr.rdma.remote_addr,
-                           wr.wr.rdma.rkey};
-    if (!dp::TryPlainWrite(*ctx->peers, LocalView(ctx, qp), w)) return false;
-    // Under the lock, as the send queue writes every completion: another
-    // thread's WR on this QP cannot complete in between.
-    if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
-      dp::Completion c{};
-      c.wr_id = wr.wr_id;
-      c.status = IBV_WC_SUCCESS;
-      c.opcode = dp::WrOpcode(IBV_WR_RDMA_WRITE).send_wc;
-      c.qp_num = q.qp_num;
-      c.byte_len = sge.length;
-      CompleteLocal(q.send_cq, c);
-    }
+  const dp::PlainPost p{opcode,         wr.send_flags, wr.imm_data, sge.addr,
+                        sge.lkey,       inline_src,    sge.length,  wr.wr.rdma.remote_addr,
+                        wr.wr.rdma.rkey};
+  std::lock_guard lock(qp->sq_lock);
+  if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || RequesterOf(qp).path_leaves_host) {
+    return false;
+  }
+  if (!dp::TryPlainPost(*ctx->peers, LocalView(ctx, qp), p)) return false;
+  // Under the lock, as the send queue writes every completion: another
+  // thread's WR on this QP cannot complete in between.
+  if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
+    dp::Completion c{};
+    c.wr_id = wr.wr_id;
+    c.status = IBV_WC_SUCCESS;
+    c.opcode = dp::WrOpcode(opcode).send_wc;
+    c.qp_num = q.qp_num;
+    c.byte_len = sge.length;
+    CompleteLocal(q.send_cq, c);
   }
   return true;
 }

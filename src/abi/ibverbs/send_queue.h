@@ -13,13 +13,13 @@ namespace softverbs::provider {
 // are already waiting. wr's retry fields may be updated (it runs in place).
 int SubmitSend(Context* ctx, Qp* qp, datapath::SendWr& wr);
 
-// Runs an application's RDMA WRITE on the plain path (datapath/
-// shm_plain_write.h) when its shape and the QP allow: RC or UC, one SGE of
-// a non-zero length (inline within max_inline_data, or keyed), known
-// flags, the QP in RTS on this host with nothing waiting, no engine trace.
-// True: the WR ran and completed (its completion written if signaled);
-// false: nothing happened, post it as any other WR.
-bool PostPlainWrite(Context* ctx, Qp* qp, const ibv_send_wr& wr);
+// Runs an application's RDMA WRITE, SEND or SEND_WITH_IMM on the plain
+// path (datapath/shm_plain_post.h) when its shape and the QP allow: RC or
+// UC, one SGE of a non-zero length (inline within max_inline_data, or
+// keyed), known flags, the QP in RTS on this host with nothing waiting, no
+// engine trace. True: the WR ran and completed (its completion written if
+// signaled); false: nothing happened, post it as any other WR.
+bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr);
 
 // Retries the waiting WRs of every QP of the context that has some.
 void ProgressContext(Context* ctx);

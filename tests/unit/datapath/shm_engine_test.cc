@@ -13,7 +13,7 @@
 
 #include "datapath/engine.h"
 #include "datapath/shm_completer.h"
-#include "datapath/shm_plain_write.h"
+#include "datapath/shm_plain_post.h"
 #include "datapath/shm_send_queue.h"
 #include "datapath/timers.h"
 #include "fake_device.h"
@@ -40,8 +40,8 @@ class FakeHost : public Host {
     return e;
   }
   void AddMr(uint32_t key, void* p, uint64_t len) { device_.AddMr(key, p, len, kOwner, kPdn); }
-  void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len) {
-    RecvSge sge{reinterpret_cast<uint64_t>(p), len, kKey};
+  void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len, uint32_t lkey = kKey) {
+    RecvSge sge{reinterpret_cast<uint64_t>(p), len, lkey};
     ASSERT_TRUE(sides_.at(qpn)->peer.rq.Post(wr_id, &sge, 1));
   }
   std::vector<Completion> RecvCompletions(uint32_t qpn) { return sides_.at(qpn)->recv.Drain(); }
@@ -415,15 +415,18 @@ TEST_F(ShmEngine, UdQkeyMismatchIsDropped) {
   EXPECT_TRUE(recv[0].wc_flags & IBV_WC_GRH);
 }
 
-// The plain WRITE path (shm_plain_write.h): the success path alone, or
+// The plain post path (shm_plain_post.h): the success path alone, or
 // nothing at all.
-class PlainWrite : public ShmEngine {
+class PlainPath : public ShmEngine {
  protected:
-  datapath::PlainWrite Inline(uint32_t len = 8) {
-    return {reinterpret_cast<uint64_t>(src()), 0, true, len, reinterpret_cast<uint64_t>(dst()),
+  PlainPost Inline(uint32_t opcode = IBV_WR_RDMA_WRITE, uint32_t len = 8) {
+    return {opcode, IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+            0,      reinterpret_cast<uint64_t>(src()),
+            0,      true,
+            len,    reinterpret_cast<uint64_t>(dst()),
             kKey};
   }
-  // Nothing of a refused write is left: no byte, no count, no error, no event.
+  // Nothing of a refused post is left: no byte, no count, no error, no event.
   void ExpectUntouched() {
     EXPECT_EQ(dst()[0], 0);
     EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
@@ -433,71 +436,139 @@ class PlainWrite : public ShmEngine {
   }
 };
 
-TEST_F(PlainWrite, InlineBytesLandAndLeaveNoCount) {
+TEST_F(PlainPath, InlineWriteLandsAndLeavesNoCount) {
   memset(src(), 0xcd, 8);
-  ASSERT_TRUE(TryPlainWrite(host_, port_.View(), Inline()));
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), Inline()));
   EXPECT_EQ(dst()[7], 0xcd);
   EXPECT_EQ(dst()[8], 0);
   EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
   EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());
 }
 
-TEST_F(PlainWrite, KeyedSourceOnlyWhereOwnAccessesAreFenced) {
+TEST_F(PlainPath, KeyedSourceOnlyWhereOwnAccessesAreFenced) {
   memset(src(), 0xcd, 8);
-  datapath::PlainWrite w = Inline();
+  PlainPost w = Inline();
   w.inline_src = false;
   w.lkey = kKey;
-  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), w));  // would need a count: the general engine
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), w));  // would need a count: the general engine
   ExpectUntouched();
   host_.fenced = true;
-  ASSERT_TRUE(TryPlainWrite(host_, port_.View(), w));
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), w));
   EXPECT_EQ(dst()[7], 0xcd);
 }
 
-TEST_F(PlainWrite, RefusesWhatIsNotTheSuccessPath) {
+TEST_F(PlainPath, WriteRefusesWhatIsNotTheSuccessPath) {
   memset(src(), 0xcd, 8);
   host_.fenced = true;
-  datapath::PlainWrite bad_lkey = Inline();
+  PlainPost bad_lkey = Inline();
   bad_lkey.inline_src = false;
   bad_lkey.lkey = kKey + 1;
-  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), bad_lkey));
-  datapath::PlainWrite bad_rkey = Inline();
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), bad_lkey));
+  PlainPost bad_rkey = Inline();
   bad_rkey.rkey = kKey + 1;
-  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), bad_rkey));
-  datapath::PlainWrite past_end = Inline();
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), bad_rkey));
+  PlainPost past_end = Inline();
   past_end.remote_addr = reinterpret_cast<uint64_t>(buf_) + sizeof(buf_) - 4;
-  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), past_end));
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), past_end));
   ExpectUntouched();
   target_->access.store(IBV_ACCESS_REMOTE_READ);
-  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), Inline()));
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline()));
   ExpectUntouched();
   target_->access.store(IBV_ACCESS_REMOTE_WRITE);
   // RTR before its first message: IBV_EVENT_COMM_EST is the general
   // engine's to raise.
   target_->state.store(IBV_QPS_RTR);
-  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), Inline()));
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline()));
   ExpectUntouched();
   target_->comm_est.store(1);
-  EXPECT_TRUE(TryPlainWrite(host_, port_.View(), Inline()));
+  EXPECT_TRUE(TryPlainPost(host_, port_.View(), Inline()));
   EXPECT_TRUE(host_.events.empty());
 }
 
-TEST_F(PlainWrite, RefusesBytesOutsideThePeersMappedPages) {
+TEST_F(PlainPath, WriteRefusesBytesOutsideThePeersMappedPages) {
   // A peer's MR whose mapped (memfd-backed) pages are the second page of
   // buf_ only: the first page is reached through /proc/<pid>/mem. Not
   // fenced: the access counts, as a peer's does.
-  MrMapping peer{1, false, buf_ + 4096, reinterpret_cast<uint64_t>(buf_) + 4096,
-                 reinterpret_cast<uint64_t>(buf_) + 8192, -1};
+  MrMapping peer{1,
+                 false,
+                 buf_ + 4096,
+                 reinterpret_cast<uint64_t>(buf_) + 4096,
+                 reinterpret_cast<uint64_t>(buf_) + 8192,
+                 -1};
   host_.remote_mapping = &peer;
-  datapath::PlainWrite w = Inline();
+  PlainPost w = Inline();
   w.remote_addr = reinterpret_cast<uint64_t>(buf_) + 4092;  // 4 bytes before, 4 inside
-  EXPECT_FALSE(TryPlainWrite(host_, port_.View(), w));
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), w));
   EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
   memset(src(), 0xcd, 8);
   w.remote_addr = reinterpret_cast<uint64_t>(buf_) + 4096;
-  ASSERT_TRUE(TryPlainWrite(host_, port_.View(), w));
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), w));
   EXPECT_EQ(buf_[4096 + 7], 0xcd);
   EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);  // taken, then given back
+}
+
+TEST_F(PlainPath, SendTakesTheOldestReceiveAndCompletesIt) {
+  memset(src(), 0xab, 8);
+  host_.PostRecv(kQpB, 7, dst(), 128);
+  host_.PostRecv(kQpB, 8, dst() + 128, 128);
+  PlainPost send = Inline(IBV_WR_SEND_WITH_IMM);
+  send.imm_data = 0x01020304;
+  send.send_flags |= IBV_SEND_SOLICITED;
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), send));
+  EXPECT_EQ(dst()[7], 0xab);
+  EXPECT_EQ(dst()[8], 0);
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].wr_id, 7u);
+  EXPECT_EQ(recv[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(recv[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(recv[0].byte_len, 8u);
+  EXPECT_EQ(recv[0].qp_num, kQpB);
+  EXPECT_EQ(recv[0].src_qp, kQpA);
+  EXPECT_EQ(recv[0].wc_flags, IBV_WC_WITH_IMM);
+  EXPECT_EQ(recv[0].imm_data, 0x01020304u);
+  EXPECT_EQ(recv[0].solicited, 1);
+  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  // The general engine's SEND of the same bytes completes the same way.
+  Outcome out = Execute(host_, port_.View(), Wr(2, IBV_WR_SEND, 8));
+  EXPECT_EQ(out.response, Response::kAck);
+  auto general = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(general.size(), 1u);
+  EXPECT_EQ(general[0].wr_id, 8u);
+  EXPECT_EQ(general[0].byte_len, 8u);
+  EXPECT_EQ(general[0].qp_num, recv[0].qp_num);
+  EXPECT_EQ(general[0].src_qp, recv[0].src_qp);
+  EXPECT_EQ(general[0].sl, recv[0].sl);
+}
+
+TEST_F(PlainPath, SendRefusesAndLeavesTheReceiveQueued) {
+  memset(src(), 0xab, 8);
+  // No receive WQE: RNR is the general engine's.
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline(IBV_WR_SEND)));
+  ExpectUntouched();
+  // A receive too small, then one with a bad lkey: refused, not taken - the
+  // general engine then reports each (its WQE completes in error).
+  host_.PostRecv(kQpB, 7, dst(), 4);
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline(IBV_WR_SEND)));
+  ExpectUntouched();
+  Outcome out = Execute(host_, port_.View(), Wr(1, IBV_WR_SEND, 8));
+  EXPECT_EQ(out.completion.status, IBV_WC_REM_INV_REQ_ERR);
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].wr_id, 7u);
+  EXPECT_EQ(recv[0].status, IBV_WC_LOC_LEN_ERR);
+}
+
+TEST_F(PlainPath, SendRefusesAReceiveWithABadKey) {
+  host_.PostRecv(kQpB, 9, dst(), 128, kKey + 1);
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline(IBV_WR_SEND)));
+  ExpectUntouched();
+  Outcome out = Execute(host_, port_.View(), Wr(1, IBV_WR_SEND, 8));
+  EXPECT_EQ(out.completion.status, IBV_WC_REM_OP_ERR);
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].wr_id, 9u);
+  EXPECT_EQ(recv[0].status, IBV_WC_LOC_PROT_ERR);
 }
 
 TEST(ShmCompleter, JudgesOnlyRetriesAndReadsAttributesOnlyThen) {
