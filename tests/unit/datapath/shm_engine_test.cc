@@ -426,6 +426,20 @@ class PlainPath : public ShmEngine {
             len,    reinterpret_cast<uint64_t>(dst()),
             kKey};
   }
+  // The plain path refuses an 8-byte SEND to the oldest receive WQE,
+  // `wr_id`, leaving it queued; the general engine then takes it and
+  // completes it with receive_status, the SEND with send_status.
+  void ExpectRefusedThenReported(uint64_t wr_id, ibv_wc_status send_status,
+                                 ibv_wc_status receive_status) {
+    EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline(IBV_WR_SEND)));
+    ExpectUntouched();
+    Outcome out = Execute(host_, port_.View(), Wr(1, IBV_WR_SEND, 8));
+    EXPECT_EQ(out.completion.status, send_status);
+    auto recv = host_.RecvCompletions(kQpB);
+    ASSERT_EQ(recv.size(), 1u);
+    EXPECT_EQ(recv[0].wr_id, wr_id);
+    EXPECT_EQ(recv[0].status, receive_status);
+  }
   // Nothing of a refused post is left: no byte, no count, no error, no event.
   void ExpectUntouched() {
     EXPECT_EQ(dst()[0], 0);
@@ -546,29 +560,14 @@ TEST_F(PlainPath, SendRefusesAndLeavesTheReceiveQueued) {
   // No receive WQE: RNR is the general engine's.
   EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline(IBV_WR_SEND)));
   ExpectUntouched();
-  // A receive too small, then one with a bad lkey: refused, not taken - the
-  // general engine then reports each (its WQE completes in error).
+  // A receive too small: refused, not taken.
   host_.PostRecv(kQpB, 7, dst(), 4);
-  EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline(IBV_WR_SEND)));
-  ExpectUntouched();
-  Outcome out = Execute(host_, port_.View(), Wr(1, IBV_WR_SEND, 8));
-  EXPECT_EQ(out.completion.status, IBV_WC_REM_INV_REQ_ERR);
-  auto recv = host_.RecvCompletions(kQpB);
-  ASSERT_EQ(recv.size(), 1u);
-  EXPECT_EQ(recv[0].wr_id, 7u);
-  EXPECT_EQ(recv[0].status, IBV_WC_LOC_LEN_ERR);
+  ExpectRefusedThenReported(7, IBV_WC_REM_INV_REQ_ERR, IBV_WC_LOC_LEN_ERR);
 }
 
 TEST_F(PlainPath, SendRefusesAReceiveWithABadKey) {
   host_.PostRecv(kQpB, 9, dst(), 128, kKey + 1);
-  EXPECT_FALSE(TryPlainPost(host_, port_.View(), Inline(IBV_WR_SEND)));
-  ExpectUntouched();
-  Outcome out = Execute(host_, port_.View(), Wr(1, IBV_WR_SEND, 8));
-  EXPECT_EQ(out.completion.status, IBV_WC_REM_OP_ERR);
-  auto recv = host_.RecvCompletions(kQpB);
-  ASSERT_EQ(recv.size(), 1u);
-  EXPECT_EQ(recv[0].wr_id, 9u);
-  EXPECT_EQ(recv[0].status, IBV_WC_LOC_PROT_ERR);
+  ExpectRefusedThenReported(9, IBV_WC_REM_OP_ERR, IBV_WC_LOC_PROT_ERR);
 }
 
 TEST(ShmCompleter, JudgesOnlyRetriesAndReadsAttributesOnlyThen) {
