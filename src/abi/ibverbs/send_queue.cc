@@ -209,8 +209,11 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   if (q.qp_type != IBV_QPT_RC && q.qp_type != IBV_QPT_UC) return false;
   const ibv_sge& sge = wr.sg_list[0];
   const bool inline_src = wr.send_flags & IBV_SEND_INLINE;
+  // What ConvertSendWr would refuse stays its to refuse: inline bytes
+  // above max_inline_data, an SGE on a QP made with max_send_sge 0.
   if (sge.length == 0 ||
-      (inline_src && (sge.length > qp->cap.max_inline_data || sge.length > dp::kMaxInline))) {
+      (inline_src && (sge.length > qp->cap.max_inline_data || sge.length > dp::kMaxInline)) ||
+      (!inline_src && qp->cap.max_send_sge < 1)) {
     return false;
   }
   if (dp::EngineTraceOn()) return false;

@@ -265,6 +265,54 @@ TEST_F(QpTest, WorkRequestAndSgeLimitsAreEnforced) {
   }
 }
 
+// A connected QP in RTS, where a work request that passes the posting
+// checks runs at once (the plain post path, docs/datapath.md): one SGE on
+// a QP made without send SGEs is still refused, and nothing moves.
+TEST_F(QpTest, AnSgeOnAQpWithoutSendSgesIsRefusedInRts) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RC, {4, 4, 0, 1, 0});
+  ibv_qp* a = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(a, nullptr) << strerror(errno);
+  init = InitFor(IBV_QPT_RC);
+  ibv_qp* b = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(b, nullptr) << strerror(errno);
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(a, &q, IBV_QP_CAP, &qi), 0);
+  ASSERT_EQ(qi.cap.max_send_sge, 0u);
+  ASSERT_TRUE(ConnectRc(ctx_, a, b->qp_num));
+  ASSERT_TRUE(ConnectRc(ctx_, b, a->qp_num));
+  alignas(64) static uint8_t buf[128];
+  memset(buf, 0, sizeof(buf));
+  memset(buf, 0xab, 8);
+  ibv_mr* mr = ibv_reg_mr(pd_, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 8, mr->lkey};
+  ibv_recv_wr rwr{};
+  ibv_sge rsge{reinterpret_cast<uintptr_t>(buf + 64), 64, mr->lkey};
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ASSERT_EQ(ibv_post_recv(b, &rwr, &rbad), 0);
+  for (ibv_wr_opcode opcode : {IBV_WR_RDMA_WRITE, IBV_WR_SEND}) {
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf + 32);
+    wr.wr.rdma.rkey = mr->rkey;
+    EXPECT_EQ(ibv_post_send(a, &wr, &bad), EINVAL) << opcode;
+    EXPECT_EQ(bad, &wr) << opcode;
+  }
+  EXPECT_EQ(buf[32], 0) << "the WRITE moved bytes";
+  EXPECT_EQ(buf[64], 0) << "the SEND moved bytes";
+  ibv_wc wc{};
+  EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), 0) << "a refused WR completed";
+  EXPECT_EQ(ibv_destroy_qp(a), 0);
+  EXPECT_EQ(ibv_destroy_qp(b), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 TEST_F(QpTest, MaxInlineDataLimitIsEnforced) {
   // The device does not advertise max_inline_data in ibv_device_attr: find
   // the limit from what create hands back for a huge-but-valid request.
