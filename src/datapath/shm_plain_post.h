@@ -1,6 +1,7 @@
 // The success path of the commonest work requests on the shared-memory
-// engine - an RDMA WRITE, a SEND (with or without immediate) of one SGE on
-// an RC or UC QP - without the general engine's bookkeeping: no copy of the
+// engine - an RDMA WRITE, a SEND (with or without immediate), an RDMA READ
+// or an atomic of one SGE on an RC or UC QP - without the general engine's
+// bookkeeping: no copy of the
 // work request, no piece lists, no responder outcome to judge. It asks the
 // same questions as the requester and responder (shm_requester.cc,
 // shm_responder.cc) - the same key checks (CheckMrAccess), in-flight counts
@@ -23,23 +24,36 @@
 
 namespace softverbs::datapath {
 
-// One RC or UC RDMA WRITE, SEND or SEND_WITH_IMM of `bytes` (> 0)
-// contiguous bytes.
+// One RC or UC work request of one SGE of `bytes` (> 0) contiguous bytes:
+// the source of a WRITE or SEND, the destination of a READ, the result
+// buffer of an atomic (8 of its bytes).
 struct PlainPost {
-  uint32_t opcode;  // IBV_WR_RDMA_WRITE, IBV_WR_SEND or IBV_WR_SEND_WITH_IMM
+  uint32_t opcode;  // HasPlainPath
   uint32_t send_flags;
-  uint32_t imm_data;  // SEND_WITH_IMM, network order
-  uint64_t src_addr;  // this process's address of the bytes (an SGE's addr)
-  uint32_t lkey;      // the SGE's lkey; ignored when the bytes are inline
-  bool inline_src;    // IBV_SEND_INLINE: the bytes need no key
+  uint32_t imm_data;    // SEND_WITH_IMM, network order
+  uint64_t local_addr;  // this process's address of the bytes (the SGE's addr)
+  uint32_t lkey;        // the SGE's lkey; ignored when the bytes are inline
+  bool inline_src;      // IBV_SEND_INLINE (WRITE, SEND): the bytes need no key
   uint32_t bytes;
-  uint64_t remote_addr;  // WRITE
-  uint32_t rkey;         // WRITE
+  uint64_t remote_addr;  // WRITE, READ, atomics
+  uint32_t rkey;         // WRITE, READ, atomics
+  uint64_t compare_add;  // atomics
+  uint64_t swap;         // compare and swap
 };
 
 // Whether an opcode has a plain path.
 inline bool HasPlainPath(uint32_t opcode) {
-  return opcode == IBV_WR_RDMA_WRITE || opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM;
+  switch (opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return true;
+    default:
+      return false;
+  }
 }
 
 namespace plain {
@@ -60,20 +74,21 @@ inline bool Established(const QpEntry& te) {
   }
 }
 
-// The requester's bytes (GatherSource): inline, or in this process's own
-// MR, which the execution gate covers without a count. nullptr: not plain.
+// The requester's bytes (GatherSource, RequestRdma): inline, or in this
+// process's own MR, which the execution gate covers without a count; a
+// READ's or an atomic's need local write. nullptr: not plain.
 template <typename H>
-const uint8_t* Source(H& host, const LocalQp& qp, const PlainPost& p) {
-  if (p.inline_src) return reinterpret_cast<const uint8_t*>(p.src_addr);
+uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t need) {
+  if (p.inline_src) return reinterpret_cast<uint8_t*>(p.local_addr);
   const MrEntry& e = *host.table().MrSlot(p.lkey);
   if (!host.OwnAccessesFenced() || !host.OwnsMemory(e)) return nullptr;
   uint64_t va = 0;
-  if (CheckMrAccess(e, p.lkey, false, qp.pdn, host.client_id(), 0, p.src_addr, p.bytes, &va) !=
+  if (CheckMrAccess(e, p.lkey, false, qp.pdn, host.client_id(), need, p.local_addr, p.bytes, &va) !=
       MrCheck::kOk) {
     return nullptr;
   }
   const MrMapping* m = host.FindMrMapping(p.lkey, e);
-  return m && m->local ? reinterpret_cast<const uint8_t*>(va) : nullptr;
+  return m && m->local ? reinterpret_cast<uint8_t*>(va) : nullptr;
 }
 
 // Where `bytes` go at addr of the target's MR `key` (AddKeyedPieces): the
@@ -104,11 +119,13 @@ uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint3
 
 }  // namespace plain
 
-// Executes p for qp when its success path is certain: the source is inline
-// or lies in an MR of this process reached directly; the target QP is of
-// the matching type, in a receive state past its first message. A WRITE:
-// the target allows remote writes, the rkey names an MR (not a window) of
-// the target's PD that grants remote write and covers the range. A SEND:
+// Executes p for qp when its success path is certain: the local bytes are
+// inline or lie in an MR of this process reached directly (with local
+// write for a READ or an atomic); the target QP is of the matching type,
+// in a receive state past its first message. A WRITE, READ or atomic: the
+// target allows the remote access, the rkey names an MR (not a window) of
+// the target's PD that grants it and covers the range (an atomic's 8
+// aligned bytes). A SEND:
 // the target's receive side is not tag matching, its oldest receive WQE
 // has one SGE that holds the message and passes the key check for local
 // write. Either way the bytes' destination is mapped here in whole (no page
@@ -119,27 +136,51 @@ uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint3
 // changed); run the WR through Execute.
 template <typename H>
 bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p) {
-  if (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_UC) return false;
+  if (!HasPlainPath(p.opcode) || (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_UC)) return false;
+  const WrOpcodeInfo& info = WrOpcode(p.opcode);
+  const bool atomic = info.action == WrAction::kAtomic;
+  // An atomic: 8 bytes of one SGE of at least 8, at an aligned address
+  // (else LOC_LEN_ERR, or the responder's invalid request).
+  if (atomic && (p.bytes < 8 || (p.remote_addr & 7))) return false;
+  const uint32_t bytes = atomic ? 8 : p.bytes;
   ExecutionScope scope(host);
-  const uint8_t* src = plain::Source(host, qp, p);
-  if (!src) return false;
+  const bool into_local = atomic || info.action == WrAction::kRead;
+  PlainPost local_part = p;
+  local_part.bytes = bytes;
+  uint8_t* local = plain::Local(host, qp, local_part, into_local ? IBV_ACCESS_LOCAL_WRITE : 0);
+  if (!local) return false;
   // The responder's side (ReachTarget, RespondToRdma, RespondToSend).
   const QpEntry* te = host.table().FindQp(qp.dest_qpn);
   if (!te || te->type.load() != qp.type || !plain::Established(*te)) return false;
-  const WrOpcodeInfo& info = WrOpcode(p.opcode);
   if (info.remote_access && !(te->access.load() & info.remote_access)) return false;
   PeerQp* peer = ReachPeerQp(host, qp, qp.dest_qpn, te->generation.load());
   if (!peer) return false;
   const uint32_t pdn = te->pdn.load();
   MrGuards guards;
-  if (p.opcode == IBV_WR_RDMA_WRITE) {
-    uint8_t* dst = plain::Destination(host, guards, p.rkey, true, pdn, peer->owner,
-                                      info.remote_access, p.remote_addr, p.bytes, p.bytes);
-    if (!dst) return false;
+  if (info.action != WrAction::kSend) {
+    uint8_t* remote = plain::Destination(host, guards, p.rkey, true, pdn, peer->owner,
+                                         info.remote_access, p.remote_addr, bytes, bytes);
+    if (!remote) return false;
     StallInsideAccessForTests();
-    memcpy(dst, src, p.bytes);
+    if (info.action == WrAction::kWrite) {
+      memcpy(remote, local, bytes);
+    } else if (info.action == WrAction::kRead) {
+      memcpy(local, remote, bytes);
+    } else {
+      // The old value back into the local buffer (AtomicCompareSwap,
+      // AtomicFetchAdd: the same CPU atomics on a mapped piece).
+      MemPiece piece{remote, -1, p.remote_addr, 8};
+      uint64_t old = 0;
+      if (info.wire_only == IbtaOperation::kCompareSwap) {
+        AtomicCompareSwap(piece, p.compare_add, p.swap, &old);
+      } else {
+        AtomicFetchAdd(piece, p.compare_add, &old);
+      }
+      memcpy(local, &old, 8);
+    }
     return true;
   }
+  const uint8_t* src = local;
   // A SEND: the oldest receive WQE is checked, then taken (if another
   // claimer took it meanwhile, the general engine claims the next).
   if (!peer->rq.valid() || TagList(peer->rq.header()).valid()) return false;

@@ -209,17 +209,30 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   if (q.qp_type != IBV_QPT_RC && q.qp_type != IBV_QPT_UC) return false;
   const ibv_sge& sge = wr.sg_list[0];
   const bool inline_src = wr.send_flags & IBV_SEND_INLINE;
-  // What ConvertSendWr would refuse stays its to refuse: inline bytes
-  // above max_inline_data, an SGE on a QP made with max_send_sge 0.
-  if (sge.length == 0 ||
-      (inline_src && (sge.length > qp->cap.max_inline_data || sge.length > dp::kMaxInline)) ||
+  const dp::WrOpcodeInfo& info = dp::WrOpcode(opcode);
+  // What ConvertSendWr and CheckSendWr would refuse stays theirs to refuse:
+  // an opcode the QP's type does not have (a READ or an atomic on UC),
+  // inline bytes above max_inline_data or on a READ or an atomic, an SGE on
+  // a QP made with max_send_sge 0.
+  if (!dp::WrOpcodeAllowed(info, q.qp_type) || sge.length == 0 ||
+      (inline_src && (!info.inline_allowed || sge.length > qp->cap.max_inline_data ||
+                      sge.length > dp::kMaxInline)) ||
       (!inline_src && qp->cap.max_send_sge < 1)) {
     return false;
   }
   if (dp::EngineTraceOn()) return false;
-  const dp::PlainPost p{opcode,         wr.send_flags, wr.imm_data, sge.addr,
-                        sge.lkey,       inline_src,    sge.length,  wr.wr.rdma.remote_addr,
-                        wr.wr.rdma.rkey};
+  dp::PlainPost p{
+      opcode, wr.send_flags, wr.imm_data, sge.addr, sge.lkey, inline_src, sge.length, 0, 0, 0, 0};
+  // The remote side is in the union member the opcode's headers name.
+  if (info.headers & dp::kHeaderReth) {
+    p.remote_addr = wr.wr.rdma.remote_addr;
+    p.rkey = wr.wr.rdma.rkey;
+  } else if (info.headers & dp::kHeaderAtomicEth) {
+    p.remote_addr = wr.wr.atomic.remote_addr;
+    p.rkey = wr.wr.atomic.rkey;
+    p.compare_add = wr.wr.atomic.compare_add;
+    p.swap = wr.wr.atomic.swap;
+  }
   std::lock_guard lock(qp->sq_lock);
   if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || RequesterOf(qp).path_leaves_host) {
     return false;
@@ -231,9 +244,9 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
     dp::Completion c{};
     c.wr_id = wr.wr_id;
     c.status = IBV_WC_SUCCESS;
-    c.opcode = dp::WrOpcode(opcode).send_wc;
+    c.opcode = info.send_wc;
     c.qp_num = q.qp_num;
-    c.byte_len = sge.length;
+    c.byte_len = info.action == dp::WrAction::kAtomic ? 8 : sge.length;
     CompleteLocal(q.send_cq, c);
   }
   return true;

@@ -570,6 +570,68 @@ TEST_F(PlainPath, SendRefusesAReceiveWithABadKey) {
   ExpectRefusedThenReported(9, IBV_WC_REM_OP_ERR, IBV_WC_LOC_PROT_ERR);
 }
 
+TEST_F(PlainPath, ReadAndAtomicsReturnTheRemoteBytes) {
+  host_.fenced = true;  // the local buffer is keyed: this process's own MR
+  auto keyed = [&](uint32_t opcode, uint64_t remote_offset) {
+    PlainPost p = Inline(opcode);
+    p.inline_src = false;
+    p.lkey = kKey;
+    p.remote_addr = reinterpret_cast<uint64_t>(dst()) + remote_offset;
+    return p;
+  };
+  memset(dst(), 0x5a, 8);
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), keyed(IBV_WR_RDMA_READ, 0)));
+  EXPECT_EQ(src()[0], 0x5a);
+  EXPECT_EQ(src()[7], 0x5a);
+  uint64_t word = 40;
+  memcpy(dst() + 64, &word, 8);
+  PlainPost add = keyed(IBV_WR_ATOMIC_FETCH_AND_ADD, 64);
+  add.compare_add = 2;
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), add));
+  uint64_t got = 0;
+  memcpy(&got, src(), 8);
+  EXPECT_EQ(got, 40u);
+  memcpy(&word, dst() + 64, 8);
+  EXPECT_EQ(word, 42u);
+  PlainPost cas = keyed(IBV_WR_ATOMIC_CMP_AND_SWP, 64);
+  cas.compare_add = 42;
+  cas.swap = 7;
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), cas));
+  memcpy(&got, src(), 8);
+  EXPECT_EQ(got, 42u);
+  memcpy(&word, dst() + 64, 8);
+  EXPECT_EQ(word, 7u);
+  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  // Refused: a misaligned atomic, a result buffer under 8 bytes, a target
+  // without remote atomics.
+  PlainPost misaligned = keyed(IBV_WR_ATOMIC_FETCH_AND_ADD, 60);
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), misaligned));
+  PlainPost short_result = keyed(IBV_WR_ATOMIC_FETCH_AND_ADD, 64);
+  short_result.bytes = 4;
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), short_result));
+  target_->access.store(IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), keyed(IBV_WR_ATOMIC_FETCH_AND_ADD, 64)));
+  memcpy(&word, dst() + 64, 8);
+  EXPECT_EQ(word, 7u) << "a refused atomic changed the remote word";
+  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  EXPECT_TRUE(host_.qp_errors.empty());
+}
+
+TEST_F(PlainPath, ReadNeedsLocalWriteOnItsBuffer) {
+  host_.fenced = true;
+  uint8_t own[64] = {};
+  host_.AddMr(kKey + 0x100, own, sizeof(own));
+  host_.table().MrSlot(kKey + 0x100)->access.store(IBV_ACCESS_REMOTE_READ);  // no LOCAL_WRITE
+  PlainPost read = Inline(IBV_WR_RDMA_READ);
+  read.inline_src = false;
+  read.lkey = kKey + 0x100;
+  read.local_addr = reinterpret_cast<uint64_t>(own);
+  memset(dst(), 0x5a, 8);
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), read));
+  EXPECT_EQ(own[0], 0);
+  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+}
+
 TEST(ShmCompleter, JudgesOnlyRetriesAndReadsAttributesOnlyThen) {
   FakeHost host;
   SendWr wr;
