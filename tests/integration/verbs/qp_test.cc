@@ -313,6 +313,69 @@ TEST_F(QpTest, AnSgeOnAQpWithoutSendSgesIsRefusedInRts) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
 }
 
+// The same on a UC QP in RTS: an RDMA READ or an atomic, which UC does
+// not have, is refused, and the remote word stays as it was.
+TEST_F(QpTest, AnOpcodeTheQpTypeLacksIsRefusedInRts) {
+  ibv_qp_init_attr_ex init = InitFor(IBV_QPT_UC);
+  ibv_qp* a = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(a, nullptr) << strerror(errno);
+  ibv_qp* b = ibv_create_qp_ex(ctx_, &init);
+  ASSERT_NE(b, nullptr) << strerror(errno);
+  for (auto [qp, dest] : {std::pair{a, b->qp_num}, std::pair{b, a->qp_num}}) {
+    ibv_qp_attr s{};
+    s.qp_state = IBV_QPS_INIT;
+    s.port_num = 1;
+    // Every remote access, as a NIC accepts (and ignores) on UC: only the
+    // opcode check stands between the WRs below and the target.
+    s.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    ASSERT_EQ(
+        ibv_modify_qp(qp, &s, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+        0);
+    s.qp_state = IBV_QPS_RTR;
+    s.ah_attr = LoopbackAh(ctx_);
+    s.path_mtu = IBV_MTU_1024;
+    s.dest_qp_num = dest;
+    ASSERT_EQ(
+        ibv_modify_qp(qp, &s,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
+        0);
+    s.qp_state = IBV_QPS_RTS;
+    ASSERT_EQ(ibv_modify_qp(qp, &s, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  }
+  alignas(64) static uint8_t buf[128];
+  memset(buf, 0, sizeof(buf));
+  memset(buf + 64, 0x5a, 8);
+  ibv_mr* mr = ibv_reg_mr(pd_, buf, sizeof(buf),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 8, mr->lkey};
+  for (ibv_wr_opcode opcode : {IBV_WR_RDMA_READ, IBV_WR_ATOMIC_FETCH_AND_ADD}) {
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    if (opcode == IBV_WR_RDMA_READ) {
+      wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf + 64);
+      wr.wr.rdma.rkey = mr->rkey;
+    } else {
+      wr.wr.atomic.remote_addr = reinterpret_cast<uintptr_t>(buf + 64);
+      wr.wr.atomic.rkey = mr->rkey;
+      wr.wr.atomic.compare_add = 1;
+    }
+    EXPECT_EQ(ibv_post_send(a, &wr, &bad), EINVAL) << opcode;
+    EXPECT_EQ(bad, &wr) << opcode;
+  }
+  EXPECT_EQ(buf[0], 0) << "the READ or the atomic returned bytes";
+  EXPECT_EQ(buf[64], 0x5a) << "the atomic changed the remote word";
+  ibv_wc wc{};
+  EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), 0) << "a refused WR completed";
+  EXPECT_EQ(ibv_destroy_qp(a), 0);
+  EXPECT_EQ(ibv_destroy_qp(b), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 TEST_F(QpTest, MaxInlineDataLimitIsEnforced) {
   // The device does not advertise max_inline_data in ibv_device_attr: find
   // the limit from what create hands back for a huge-but-valid request.
