@@ -1,16 +1,16 @@
 // The success path of the commonest work requests on the shared-memory
 // engine - an RDMA WRITE, a SEND (with or without immediate), an RDMA READ
 // or an atomic of one SGE on an RC or UC QP - without the general engine's
-// bookkeeping: no copy of the
-// work request, no piece lists, no responder outcome to judge. It asks the
-// same questions as the requester and responder (shm_requester.cc,
-// shm_responder.cc) - the same key checks (CheckMrAccess), in-flight counts
-// (MrGuards), peer cache, receive claim and completions - but only where
-// every answer leads to a plain ACK; any other answer sends the WR to the
-// general engine before anything has changed, and that engine reports it
-// (docs/datapath.md, "The plain post path"). A template on the host, as the
-// send queue is on its port: the provider's post calls its host's methods
-// directly, most of them inline.
+// bookkeeping: no copy of the work request, no piece lists, no responder
+// outcome to judge. It asks the same questions as the requester and
+// responder (shm_requester.cc, shm_responder.cc) - the same key checks
+// (CheckMrAccess), in-flight counts (MrGuards), peer cache, receive claim,
+// completions and atomics - but only where every answer leads to a plain
+// ACK; any other answer sends the WR to the general engine before anything
+// has changed, and that engine reports it (docs/datapath.md, "The plain
+// post path"). A template on the host, as the send queue is on its port:
+// the provider's post calls its host's methods directly, most of them
+// inline.
 #pragma once
 
 #include <string.h>
@@ -91,10 +91,12 @@ uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t need) {
   return m && m->local ? reinterpret_cast<uint8_t*>(va) : nullptr;
 }
 
-// Where `bytes` go at addr of the target's MR `key` (AddKeyedPieces): the
-// range [addr, addr + checked) passes the key check under an in-flight
-// count taken in guards (not for memory of this process), and the first
-// `bytes` of it are mapped here in whole. nullptr: not plain.
+// This process's address of `bytes` at addr of the target's MR `key` (a
+// WRITE's or SEND's destination, a READ's source, an atomic's word;
+// AddKeyedPieces): the range [addr, addr + checked) passes the key check
+// under an in-flight count taken in guards (not for memory of this
+// process), and the first `bytes` of it are mapped here in whole.
+// nullptr: not plain.
 template <typename H>
 uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint32_t pdn,
                      uint32_t owner, uint32_t need, uint64_t addr, uint64_t checked,
