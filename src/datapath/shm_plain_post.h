@@ -74,16 +74,16 @@ inline bool Established(const QpEntry& te) {
   }
 }
 
-// The requester's bytes (GatherSource, RequestRdma): inline, or in this
+// The requester's `bytes` (GatherSource, RequestRdma): inline, or in this
 // process's own MR, which the execution gate covers without a count; a
 // READ's or an atomic's need local write. nullptr: not plain.
 template <typename H>
-uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t need) {
+uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t bytes, uint32_t need) {
   if (p.inline_src) return reinterpret_cast<uint8_t*>(p.local_addr);
   const MrEntry& e = *host.table().MrSlot(p.lkey);
   if (!host.OwnAccessesFenced() || !host.OwnsMemory(e)) return nullptr;
   uint64_t va = 0;
-  if (CheckMrAccess(e, p.lkey, false, qp.pdn, host.client_id(), need, p.local_addr, p.bytes, &va) !=
+  if (CheckMrAccess(e, p.lkey, false, qp.pdn, host.client_id(), need, p.local_addr, bytes, &va) !=
       MrCheck::kOk) {
     return nullptr;
   }
@@ -147,9 +147,7 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p) {
   const uint32_t bytes = atomic ? 8 : p.bytes;
   ExecutionScope scope(host);
   const bool into_local = atomic || info.action == WrAction::kRead;
-  PlainPost local_part = p;
-  local_part.bytes = bytes;
-  uint8_t* local = plain::Local(host, qp, local_part, into_local ? IBV_ACCESS_LOCAL_WRITE : 0);
+  uint8_t* local = plain::Local(host, qp, p, bytes, into_local ? IBV_ACCESS_LOCAL_WRITE : 0);
   if (!local) return false;
   // The responder's side (ReachTarget, RespondToRdma, RespondToSend).
   const QpEntry* te = host.table().FindQp(qp.dest_qpn);

@@ -22,14 +22,14 @@ uint32_t MtuBytes(ibv_mtu mtu) {
   return 128u << static_cast<int>(mtu);
 }
 
-dp::LocalQp LocalView(Context* ctx, Qp* qp) {
+dp::LocalQp LocalView(Context* ctx, Qp* qp, const dp::RequesterAttributes& requester) {
   const ibv_qp& q = qp->ibv.qp_base;
   const dp::QpEntry* e = qp->entry;
   const auto load = [](const std::atomic<uint32_t>& v) {
     return v.load(std::memory_order_relaxed);
   };
   const ibv_mtu mtu =
-      q.qp_type == IBV_QPT_UD ? ctx->active_mtu : static_cast<ibv_mtu>(RequesterOf(qp).path_mtu);
+      q.qp_type == IBV_QPT_UD ? ctx->active_mtu : static_cast<ibv_mtu>(requester.path_mtu);
   return {q.qp_num,
           static_cast<uint32_t>(DatapathQpType(q.qp_type)),
           qp->pdn,
@@ -38,6 +38,10 @@ dp::LocalQp LocalView(Context* ctx, Qp* qp) {
           MtuBytes(mtu),
           static_cast<uint8_t>(e ? load(e->sl) : 0),
           &qp->peer_cache};
+}
+
+dp::LocalQp LocalView(Context* ctx, Qp* qp) {
+  return LocalView(ctx, qp, RequesterOf(qp));
 }
 
 uint32_t SharedState(Qp* qp) {
@@ -234,10 +238,11 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
     p.swap = wr.wr.atomic.swap;
   }
   std::lock_guard lock(qp->sq_lock);
-  if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || RequesterOf(qp).path_leaves_host) {
+  const dp::RequesterAttributes requester = RequesterOf(qp);
+  if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || requester.path_leaves_host) {
     return false;
   }
-  if (!dp::TryPlainPost(*ctx->peers, LocalView(ctx, qp), p)) return false;
+  if (!dp::TryPlainPost(*ctx->peers, LocalView(ctx, qp, requester), p)) return false;
   // Under the lock, as the send queue writes every completion: another
   // thread's WR on this QP cannot complete in between.
   if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {

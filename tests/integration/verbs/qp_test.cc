@@ -59,6 +59,20 @@ class QpTest : public ContextTest {
     EXPECT_EQ(MyObjectCount("qp"), before) << what;
   }
 
+  // ibv_post_send of wr on qp is refused: EINVAL, bad_wr at it.
+  static void ExpectPostRefused(ibv_qp* qp, ibv_send_wr& wr) {
+    ibv_send_wr* bad = nullptr;
+    EXPECT_EQ(ibv_post_send(qp, &wr, &bad), EINVAL) << wr.opcode;
+    EXPECT_EQ(bad, &wr) << wr.opcode;
+  }
+  // After refused posts: nothing completed; the QPs and the MR go.
+  void ExpectNoCompletionAndClose(ibv_qp* a, ibv_qp* b, ibv_mr* mr) {
+    ibv_wc wc{};
+    EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), 0) << "a refused WR completed";
+    EXPECT_EQ(ibv_destroy_qp(a), 0);
+    EXPECT_EQ(ibv_destroy_qp(b), 0);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  }
   ibv_device_attr dev_{};
   ibv_xrcd* xrcd_ = nullptr;
 };
@@ -294,23 +308,18 @@ TEST_F(QpTest, AnSgeOnAQpWithoutSendSgesIsRefusedInRts) {
   ibv_recv_wr* rbad = nullptr;
   ASSERT_EQ(ibv_post_recv(b, &rwr, &rbad), 0);
   for (ibv_wr_opcode opcode : {IBV_WR_RDMA_WRITE, IBV_WR_SEND}) {
-    ibv_send_wr wr{}, *bad = nullptr;
+    ibv_send_wr wr{};
     wr.opcode = opcode;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf + 32);
     wr.wr.rdma.rkey = mr->rkey;
-    EXPECT_EQ(ibv_post_send(a, &wr, &bad), EINVAL) << opcode;
-    EXPECT_EQ(bad, &wr) << opcode;
+    ExpectPostRefused(a, wr);
   }
   EXPECT_EQ(buf[32], 0) << "the WRITE moved bytes";
   EXPECT_EQ(buf[64], 0) << "the SEND moved bytes";
-  ibv_wc wc{};
-  EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), 0) << "a refused WR completed";
-  EXPECT_EQ(ibv_destroy_qp(a), 0);
-  EXPECT_EQ(ibv_destroy_qp(b), 0);
-  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  ExpectNoCompletionAndClose(a, b, mr);
 }
 
 // The same on a UC QP in RTS: an RDMA READ or an atomic, which UC does
@@ -351,7 +360,7 @@ TEST_F(QpTest, AnOpcodeTheQpTypeLacksIsRefusedInRts) {
   ASSERT_NE(mr, nullptr) << strerror(errno);
   ibv_sge sge{reinterpret_cast<uintptr_t>(buf), 8, mr->lkey};
   for (ibv_wr_opcode opcode : {IBV_WR_RDMA_READ, IBV_WR_ATOMIC_FETCH_AND_ADD}) {
-    ibv_send_wr wr{}, *bad = nullptr;
+    ibv_send_wr wr{};
     wr.opcode = opcode;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.sg_list = &sge;
@@ -364,16 +373,11 @@ TEST_F(QpTest, AnOpcodeTheQpTypeLacksIsRefusedInRts) {
       wr.wr.atomic.rkey = mr->rkey;
       wr.wr.atomic.compare_add = 1;
     }
-    EXPECT_EQ(ibv_post_send(a, &wr, &bad), EINVAL) << opcode;
-    EXPECT_EQ(bad, &wr) << opcode;
+    ExpectPostRefused(a, wr);
   }
   EXPECT_EQ(buf[0], 0) << "the READ or the atomic returned bytes";
   EXPECT_EQ(buf[64], 0x5a) << "the atomic changed the remote word";
-  ibv_wc wc{};
-  EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), 0) << "a refused WR completed";
-  EXPECT_EQ(ibv_destroy_qp(a), 0);
-  EXPECT_EQ(ibv_destroy_qp(b), 0);
-  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  ExpectNoCompletionAndClose(a, b, mr);
 }
 
 TEST_F(QpTest, MaxInlineDataLimitIsEnforced) {
