@@ -57,57 +57,41 @@ void Device::SetClientMemFd(ClientId c, int fd) {
   mem_fds_[c] = fd;
 }
 
-void Device::SetClientAccessRecord(ClientId c, int fd) {
-  if (auto it = access_records_.find(c); it != access_records_.end()) close(it->second);
-  access_records_[c] = fd;
+Verdict Device::SetClientAccessRecord(ClientId c, int fd) {
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != dp::kAccessRecordSize) {
+    return Verdict::Fail(EINVAL, "hello: no access record of " +
+                                     std::to_string(dp::kAccessRecordSize) + " bytes came along");
+  }
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+    return Verdict::Fail(EINVAL, "hello: the access record is not sealed against shrinking");
+  }
+  void* p = mmap(nullptr, dp::kAccessRecordSize, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    return Verdict::Fail(errno,
+                         std::string("hello: cannot map the access record: ") + strerror(errno));
+  }
+  ReleaseAccessRecord(c);
+  access_records_[c] = static_cast<const std::atomic<uint32_t>*>(p);
+  return Verdict::Ok();
 }
 
-// Read with pread, not mapped: a client may shrink its file, which must cost
-// the daemon nothing (a mapping would fault). A count is taken back only as
-// far as the counter holds it: a slot reset at its reuse (RegMr) already
-// dropped the dead client's part.
 void Device::ReleaseAccessRecord(ClientId c) {
   auto it = access_records_.find(c);
   if (it == access_records_.end()) return;
-  const int fd = it->second;
+  munmap(const_cast<std::atomic<uint32_t>*>(it->second), dp::kAccessRecordSize);
   access_records_.erase(it);
-  if (!table_.valid()) {
-    close(fd);
-    return;
-  }
-  constexpr uint32_t kChunk = 4096;
-  uint32_t counts[kChunk];
-  uint64_t released = 0;
-  for (uint32_t first = 0; first < dp::kMrSlots; first += kChunk) {
-    const uint32_t n = std::min(kChunk, dp::kMrSlots - first);
-    ssize_t got = pread(fd, counts, n * sizeof(uint32_t), first * sizeof(uint32_t));
-    if (got <= 0) break;
-    for (uint32_t i = 0; i < static_cast<uint32_t>(got) / sizeof(uint32_t); ++i) {
-      if (counts[i] == 0) continue;
-      // MrSlot takes a key: slot s is key index s (MrSlotOf).
-      std::atomic<uint32_t>& inflight = table_.MrSlot((first + i) << 8)->inflight;
-      uint32_t now = inflight.load(std::memory_order_relaxed);
-      uint32_t take = 0;
-      do {
-        take = std::min(now, counts[i]);
-      } while (take && !inflight.compare_exchange_weak(now, now - take, std::memory_order_release,
-                                                       std::memory_order_relaxed));
-      released += take;
-    }
-  }
-  close(fd);
-  if (released) {
-    Log("client %u went away inside %llu MR access(es): the device took them back", c,
-        static_cast<unsigned long long>(released));
-  }
 }
 
 uint32_t Device::MrPeersInside(uint32_t key) const {
+  // The other half of the peers' Dekker protocol (MrGuards): they count,
+  // then check the key; we cleared the key, then read the counts.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   uint64_t inside = 0;
-  const off_t at = static_cast<off_t>(dp::MrSlotOf(key)) * sizeof(uint32_t);
-  for (const auto& [client, fd] : access_records_) {
-    uint32_t count = 0;
-    if (pread(fd, &count, sizeof(count), at) == sizeof(count)) inside += count;
+  const uint32_t slot = dp::MrSlotOf(key);
+  for (const auto& [client, counts] : access_records_) {
+    inside += counts[slot].load(std::memory_order_acquire);
   }
   return static_cast<uint32_t>(std::min<uint64_t>(inside, UINT32_MAX));
 }

@@ -95,10 +95,6 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
   const uint32_t index = AllocateMrIndex();
   if (index == 0) return Verdict::Fail(ENOMEM, "reg_mr: no MR key index left");
   uint32_t key = (index << 8) | (index & 0xff);
-  // A slot a previous MR left with a raised in-flight count (a peer that
-  // died inside an access of it) starts clean: its owner's dereg already
-  // stopped waiting for that peer (docs/datapath.md).
-  if (table_.valid()) table_.MrSlot(key)->inflight.store(0, std::memory_order_relaxed);
   Mr mr{NextHandle(), c,          req.pd, req.addr,         req.length,
         req.iova,     req.access, key,    key | 0x80000000u};
   mrs_[mr.handle] = mr;
@@ -164,7 +160,7 @@ Verdict Device::ReregMr(ClientId c, const protocol::ReregMrRequest& req,
   return Verdict::Ok();
 }
 
-Verdict Device::DeregMr(ClientId c, Handle h) {
+Verdict Device::DeregMr(ClientId c, Handle h, uint32_t* peers_inside) {
   Mr* mr = FindOwned(mrs_, c, h);
   if (!mr) return Verdict::Fail(EINVAL, "dereg_mr: no such MR in this context");
   // IBA 10.6.7.2.6 (as rxe): not while windows are bound to it.
@@ -175,6 +171,7 @@ Verdict Device::DeregMr(ClientId c, Handle h) {
   pds_[mr->pd].users--;
   if (mr->dm) dms_.at(mr->dm).mrs--;
   UnpublishMr(*mr);
+  if (peers_inside) *peers_inside = MrPeersInside(mr->lkey);
   ReleaseBacking(*mr);
   mr_by_index_.erase(MrKeyIndex(mr->lkey));
   mrs_.erase(h);

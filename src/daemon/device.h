@@ -107,7 +107,9 @@ class Device {
   Verdict RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::RegMrReply* out,
                 bool zero_length_ok = false);
   Verdict ReregMr(ClientId c, const protocol::ReregMrRequest& req, protocol::RegMrReply* out);
-  Verdict DeregMr(ClientId c, Handle mr);
+  // *peers_inside (if given): the accesses other clients were still inside
+  // once the keys were cleared (MrPeersInside).
+  Verdict DeregMr(ClientId c, Handle mr, uint32_t* peers_inside = nullptr);
 
   // Memory windows (mw.cc). Bind and invalidate run when a QP's send queue
   // reaches the work request (or, remote, when a SEND_WITH_INV arrives).
@@ -164,8 +166,11 @@ class Device {
   // the out vectors stay owned by the device.
   int table_fd() const { return table_fd_; }
   void SetClientMemFd(ClientId c, int fd);  // takes ownership
-  // The client's access record (datapath/layout.h); takes ownership.
-  void SetClientAccessRecord(ClientId c, int fd);
+  // The client's access record (datapath/layout.h), mapped read-only:
+  // checks that fd is one (its size, sealed against shrinking, so that
+  // reading it can never fault the daemon) and maps it. fd stays the
+  // caller's. Refused (the hello fails): a context cannot work without one.
+  Verdict SetClientAccessRecord(ClientId c, int fd);
   void AttachCqEventFd(Handle cq, int fd);  // takes ownership
   int CqRingFd(Handle cq) const;
   int QpRecvQueueFd(Handle qp_handle) const;
@@ -186,9 +191,12 @@ class Device {
   // DEVX (mlx5dv_devx_*): the emulated firmware over these tables.
   DevxService& devx();
   void ReleaseDevxObjects(ClientId c);  // first step of RemoveClient
-  // Takes back the MR in-flight counts a gone client's access record holds.
+  // Forgets a gone client's access record: whatever it was inside, it is
+  // no longer (a dead process makes no access).
   void ReleaseAccessRecord(ClientId c);
-  // The accesses of key's MR slot that live clients hold (their records).
+  // The accesses of key's MR slot that live clients are inside (the sum of
+  // their records' counts), read after a full fence: called after the keys
+  // were cleared, so a peer not counted here sees them cleared.
   uint32_t MrPeersInside(uint32_t key) const;
 
   // DEVX queues (devx_queues.cc): shadows of the CQs and QPs created through
@@ -305,9 +313,10 @@ class Device {
   };
   std::map<std::pair<uint64_t, uint64_t>, HeldBacking> backings_;  // by (st_dev, st_ino)
   std::map<ClientId, int> mem_fds_;                                // each client's /proc/self/mem
-  std::map<ClientId, int> access_records_;                         // each client's access record
-  std::unique_ptr<DevxService, DevxServiceDeleter> devx_;          // made on first DEVX request
-  friend class DevxDeviceObjects;  // DEVX objects share these tables
+  // Each client's access record, mapped read-only (kAccessRecordSize).
+  std::map<ClientId, const std::atomic<uint32_t>*> access_records_;
+  std::unique_ptr<DevxService, DevxServiceDeleter> devx_;  // made on first DEVX request
+  friend class DevxDeviceObjects;                          // DEVX objects share these tables
 };
 
 }  // namespace softverbs::daemon

@@ -88,7 +88,6 @@ Verdict Device::AllocMw(ClientId c, const protocol::AllocMwRequest& req,
     e->rkey.store(0);
     e->lkey.store(0);
     e->window_of.store(0);
-    e->inflight.store(0, std::memory_order_relaxed);
   }
   mws_[mw.handle] = mw;
   mw_by_index_[index] = mw.handle;

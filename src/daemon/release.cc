@@ -29,7 +29,7 @@ void Device::JoinGroup(ClientId client, ClientId member) {
 void Device::ClientLeft(ClientId c) {
   auto it = clients_.find(c);
   if (it == clients_.end()) return;
-  ReleaseAccessRecord(c);  // what it held inside accesses of any MR: a dead process holds none
+  ReleaseAccessRecord(c);  // a dead process is inside no access: its counts go with it
   it->second.live = false;
   const ClientId group = GroupOf(c);
   std::vector<ClientId> members;

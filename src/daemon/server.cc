@@ -475,6 +475,12 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
               EINVAL, "import: the descriptor is not the connection of an open softverbs context"));
         }
       }
+      // Its access record first: the one refusal after which nothing of the
+      // client exists yet.
+      const ClientId client = next_client_;
+      if (Verdict v = device_.SetClientAccessRecord(client, record_fd); !v.ok()) {
+        return reply_empty(v);
+      }
       conn.client = next_client_++;
       std::random_device rd;
       conn.token = (static_cast<uint64_t>(rd()) << 32) | rd();
@@ -488,7 +494,6 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
         }
       }
       if (mem_fd >= 0) device_.SetClientMemFd(conn.client, dup(mem_fd));
-      if (record_fd >= 0) device_.SetClientAccessRecord(conn.client, dup(record_fd));
     } else if (conn.role == protocol::Role::kEvents) {
       bool found = false;
       for (auto& [fd, other] : connections_) {
@@ -596,7 +601,8 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     }
     case Op::kDeregMr: {
       SV_BODY(protocol::HandleRequest, req);
-      return reply_empty(device_.DeregMr(c, req.handle));
+      protocol::DeregMrReply out{};
+      return reply(device_.DeregMr(c, req.handle, &out.peers_inside), out);
     }
     case Op::kAllocMw: {
       SV_BODY(protocol::AllocMwRequest, req);

@@ -184,7 +184,7 @@ class Host {
   // Whether this host's accesses to its own MRs need no in-flight count:
   // every execution is announced (EnterExecution) and the owner's dereg
   // waits for the executions of its process in progress (the provider's
-  // execution gate). Otherwise they count in MrEntry::inflight like a
+  // execution gate). Otherwise they count in the access record like a
   // peer's.
   virtual bool OwnAccessesFenced() const { return false; }
   // Whether this host is the device: the only writer of the key lines (every
@@ -194,10 +194,12 @@ class Host {
   // every later one sees it cleared: its accesses take no in-flight count,
   // whoever's memory they reach.
   virtual bool ChangesKeysBetweenAccesses() const { return false; }
-  // Where this host notes the counts it holds in MR slot key's shared
-  // in-flight counter (MrEntry::inflight), so that the device can take them
-  // back if the host dies inside an access (the daemon reads the record at
-  // its death, as the kernel fences a dead process's DMA); nullptr: no record.
+  // This host's count of its accesses in progress of MR slot `key`, in its
+  // access record (datapath/layout.h kAccessRecordSize; MrGuards counts
+  // there): the device sums the slot over the live records when the MR is
+  // deregistered, and forgets a host's record when the host is gone, as the
+  // kernel fences a dead process's DMA. Never nullptr for a host whose
+  // accesses take counts (not ChangesKeysBetweenAccesses).
   virtual std::atomic<uint32_t>* AccessRecord(uint32_t key) {
     (void)key;
     return nullptr;

@@ -7,36 +7,6 @@
 
 namespace softverbs::datapath {
 
-namespace {
-
-// Test hook (docs/datapath.md, "A peer that dies inside an access"):
-// SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US=<n> makes this process sleep n us
-// between an MR's shared count and its access record, so a test can kill it
-// in that window. Read once.
-void StallBetweenCountsForTests() {
-  static const long stall_us = [] {
-    const char* env = getenv("SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US");
-    return env ? atol(env) : 0L;
-  }();
-  if (stall_us > 0) usleep(static_cast<useconds_t>(stall_us));
-}
-
-}  // namespace
-
-void MrGuards::Enter(std::atomic<uint32_t>* counter, std::atomic<uint32_t>* record) {
-  if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
-  counter->fetch_add(1, std::memory_order_seq_cst);
-  // seq_cst too: a live peer past this point is visible in its record
-  // before it checks the key (the owner's dereg may stop waiting once no
-  // live record holds the slot, mr_peers_inside).
-  if (record) {
-    StallBetweenCountsForTests();
-    record->fetch_add(1, std::memory_order_seq_cst);
-  }
-  held_[count_] = counter;
-  records_[count_++] = record;
-}
-
 VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
                            bool remote, uint32_t pdn, uint32_t owner, uint32_t need, PieceList* out,
                            uint32_t responder_qpn) {
@@ -70,8 +40,7 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
     // progress here (Host::OwnAccessesFenced), so no count is needed. Nor
     // for the device's accesses (Host::ChangesKeysBetweenAccesses).
     const bool own = owner == host.client_id() && host.OwnAccessesFenced() && host.OwnsMemory(*e);
-    if (!own && !host.ChangesKeysBetweenAccesses())
-      guards.Enter(&e->inflight, host.AccessRecord(key));
+    if (!own && !host.ChangesKeysBetweenAccesses()) guards.Enter(host.AccessRecord(key));
     uint64_t va = 0;
     switch (
         CheckMrAccess(*e, key, by_rkey, pdn, owner, need_of_mr, sge[i].addr, sge[i].length, &va)) {

@@ -14,34 +14,33 @@
 
 namespace softverbs::datapath {
 
-// Holds in-flight counts on every MR an execution touches (the Dekker
-// protocol of InflightGuard, memory.h: the increment is seq_cst and comes
-// before the key check; the decrement is a release, ordering our accesses
-// before the owner's wait sees zero). A count taken in an MR's shared counter
-// is also noted in the host's access record (Host::AccessRecord), which the
-// daemon reads if this process dies holding it: noted after the increment,
-// un-noted before the decrement, so a death in between can leave a count
-// behind but never make the device take one back twice. Such a leftover
-// count is one no live record holds, which the owner's dereg asks the
-// daemon about (mr_peers_inside) instead of waiting it out.
+// Counts this host inside an access of each MR of another process that an
+// execution touches, in the host's access record (Host::AccessRecord,
+// datapath/layout.h): the increment is seq_cst and comes before the key
+// check, so either the deregistering device sees the count (it clears the
+// keys, then sums the slot over the live records; the owner's dereg waits
+// for 0) or this host sees the cleared key; the decrement is a release,
+// ordering the access before the owner's wait sees zero. The record is the
+// host's own (no other process writes its lines), and a process that dies
+// inside an access takes its record, and so its counts, with it.
 class MrGuards {
  public:
   MrGuards() = default;
   MrGuards(const MrGuards&) = delete;
   MrGuards& operator=(const MrGuards&) = delete;
   ~MrGuards() {
-    for (int i = 0; i < count_; ++i) {
-      if (records_[i]) records_[i]->fetch_sub(1, std::memory_order_relaxed);
-      held_[i]->fetch_sub(1, std::memory_order_release);
-    }
+    for (int i = 0; i < count_; ++i) held_[i]->fetch_sub(1, std::memory_order_release);
   }
-  // Takes a count in counter and notes it in record (if any).
-  void Enter(std::atomic<uint32_t>* counter, std::atomic<uint32_t>* record);
+  // Counts an access in record (the host's count for the MR's slot).
+  void Enter(std::atomic<uint32_t>* record) {
+    if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
+    record->fetch_add(1, std::memory_order_seq_cst);
+    held_[count_++] = record;
+  }
 
  private:
   static constexpr int kMax = 2 * kMaxSendSge + 2;
   std::atomic<uint32_t>* held_[kMax];
-  std::atomic<uint32_t>* records_[kMax];
   int count_ = 0;
 };
 

@@ -26,8 +26,9 @@ namespace softverbs::datapath {
 
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
-// windows (MrEntry::window_of, bound_qpn).
-inline constexpr uint32_t kLayoutVersion = 9;
+// windows (MrEntry::window_of, bound_qpn); 10: no MrEntry::inflight (a peer
+// inside an access counts only in its access record).
+inline constexpr uint32_t kLayoutVersion = 10;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -51,7 +52,7 @@ static_assert(sizeof(std::atomic<uint64_t>) == 8);
 
 // One registered memory region, or one memory window (ibv_alloc_mw: MRs and
 // windows share the key space, as mlx5's mkeys do). Written by the daemon
-// only (except `inflight`); readers load lkey/rkey with acquire and then
+// only; readers load lkey/rkey with acquire and then
 // read the rest (the daemon stores the keys last on publish and clears them
 // first on invalidation).
 //
@@ -59,13 +60,13 @@ static_assert(sizeof(std::atomic<uint64_t>) == 8);
 // is not bound. Bound, its iova/length/access/pdn are the bind's, addr the
 // owner va of iova, and window_of the lkey of the MR it lies in: an access
 // checks the window, then reaches the bytes through that MR (its mapping,
-// its in-flight count, its lkey still published).
+// its slot in the access records, its lkey still published).
 //
 // Two cache lines: the first holds everything a key check reads and is
 // written only when the daemon publishes, so every process keeps a shared
-// copy; `inflight`, which accessors write twice per access, is alone in the
-// second (with fields read only when a peer maps the MR), so counting never
-// invalidates the line the key checks read.
+// copy; the second the fields read only when a peer maps the MR. Nothing in
+// either is written per access (a peer inside an access counts in its own
+// access record, below).
 struct alignas(64) MrEntry {
   std::atomic<uint32_t> lkey;          // the MR's lkey; 0 = slot free or invalidated
   std::atomic<uint32_t> rkey;          // the MR's rkey; 0 = slot free or invalidated
@@ -80,7 +81,7 @@ struct alignas(64) MrEntry {
   std::atomic<uint64_t> addr;          // owner's virtual address of iova
   std::atomic<uint64_t> backed_begin;  // owner va of the first memfd-backed page
   // Second cache line.
-  std::atomic<uint32_t> inflight;  // other contexts inside an access; dereg waits for 0
+  uint32_t reserved1;  // was the shared in-flight count (layout 3-9)
   // The client (process) whose memory the MR is; `owner` is the group whose
   // keys these are (the same unless a context was imported across processes).
   std::atomic<uint32_t> registrant;
@@ -89,7 +90,7 @@ struct alignas(64) MrEntry {
   uint64_t reserved2[5];
 };
 static_assert(sizeof(MrEntry) == 128);
-static_assert(offsetof(MrEntry, inflight) == 64);
+static_assert(offsetof(MrEntry, registrant) == 68);
 
 // One QP number. Written by the daemon (create, modify, error, destroy,
 // client death); peers read it before they touch the QP's queues.
@@ -166,11 +167,16 @@ inline constexpr uint64_t kDeviceTableQpOffset = kDeviceTableMrOffset + kMrSlots
 inline constexpr uint64_t kDeviceTableSize = kDeviceTableQpOffset + kQpSlots * sizeof(QpEntry);
 
 // A context's access record: a memfd of kMrSlots counts (uint32_t, index
-// MrSlotOf(key)), the part of each MR's shared `inflight` this context holds
-// right now. The context writes it (Host::AccessRecord); the daemon, which
-// got the file at hello, reads it when the context is gone and takes those
-// counts back, so a process killed inside an access does not leave an MR
-// waited for. Pages appear only for the slots a context touches.
+// MrSlotOf(key)), how many accesses of each MR of another process this
+// context is inside right now (Host::AccessRecord: incremented, seq_cst,
+// before the key check, decremented after the access). It is the only count
+// of a peer's accesses: the daemon, which got the file at hello (sealed
+// against shrinking) and maps it read-only, sums a slot over the live
+// contexts' records when it deregisters an MR, after clearing its keys, and
+// the owner's ibv_dereg_mr waits until that sum is 0. A context that is gone
+// (a process killed inside an access) leaves the sum with its record. Each
+// context writes only lines of its own, so counting moves no cache line
+// between processes. Pages appear only for the slots a context touches.
 inline constexpr uint64_t kAccessRecordSize = kMrSlots * sizeof(std::atomic<uint32_t>);
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 

@@ -56,7 +56,8 @@ enum class MrCheck {
 
 // Checks an access of `len` bytes at `addr` (an address in the key's iova
 // space) through `key`. `remote`: key is an rkey. On kOk, *owner_va is the
-// owner's virtual address of addr. The caller holds an InflightGuard.
+// owner's virtual address of addr. The caller is counted inside the access
+// (MrGuards, keyed_access.h) unless the MR is its own.
 // Inline: every work request checks two keys.
 inline MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32_t pdn,
                              uint32_t owner_client, uint32_t need_access, uint64_t addr,
@@ -101,21 +102,5 @@ bool AtomicCompareSwap(const MemPiece& p, uint64_t compare, uint64_t swap, uint6
 bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old);
 // An 8-byte store at one aligned piece, at once (IBV_WR_ATOMIC_WRITE).
 bool AtomicStore(const MemPiece& p, uint64_t value);
-
-// Marks a peer as inside an access of an MR, so that ibv_dereg_mr waits for
-// it. Taken before the key check (Dekker style: either the deregistering
-// owner sees inflight > 0, or this peer sees the cleared key).
-class InflightGuard {
- public:
-  explicit InflightGuard(MrEntry* e) : e_(e) {
-    e_->inflight.fetch_add(1, std::memory_order_seq_cst);
-  }
-  InflightGuard(const InflightGuard&) = delete;
-  InflightGuard& operator=(const InflightGuard&) = delete;
-  ~InflightGuard() { e_->inflight.fetch_sub(1, std::memory_order_release); }
-
- private:
-  MrEntry* e_;
-};
 
 }  // namespace softverbs::datapath

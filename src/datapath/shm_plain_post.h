@@ -104,8 +104,7 @@ uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint3
   MrEntry* e = host.table().MrSlot(key);
   if (remote && e->window_of.load(std::memory_order_acquire) != 0) return nullptr;
   const bool own = owner == host.client_id() && host.OwnAccessesFenced() && host.OwnsMemory(*e);
-  if (!own && !host.ChangesKeysBetweenAccesses())
-    guards.Enter(&e->inflight, host.AccessRecord(key));
+  if (!own && !host.ChangesKeysBetweenAccesses()) guards.Enter(host.AccessRecord(key));
   uint64_t va = 0;
   if (CheckMrAccess(*e, key, remote, pdn, owner, need, addr, checked, &va) != MrCheck::kOk) {
     return nullptr;

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 12;
+inline constexpr uint32_t kProtocolVersion = 13;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -186,6 +186,16 @@ struct RegMrReply {
   uint32_t reserved;
 };
 static_assert(sizeof(RegMrReply) == 16);
+
+// dereg_mr (request: HandleRequest). The keys are cleared when the reply
+// comes; `peers_inside` is how many accesses of the MR other contexts were
+// still inside then, by their access records (datapath/layout.h): the owner
+// waits until mr_peers_inside says 0.
+struct DeregMrReply {
+  uint32_t peers_inside;
+  uint32_t reserved;
+};
+static_assert(sizeof(DeregMrReply) == 8);
 
 struct ReregMrRequest {
   Handle mr;
@@ -399,10 +409,9 @@ struct MapMrRequest {
   uint32_t reserved;
 };
 
-// mr_peers_inside: how many accesses of the MR slot of `key` live clients
-// hold now, by their access records (datapath/layout.h). Asked by an owner
-// whose dereg waits on the shared counter: a count no live client holds was
-// left by one that died inside an access (between its two increments).
+// mr_peers_inside: how many accesses of the MR slot of `key` live contexts
+// are inside now, by their access records (datapath/layout.h). Asked by an
+// owner whose dereg found peers inside (DeregMrReply), until it is 0.
 struct MrPeersInsideRequest {
   uint32_t key;
   uint32_t reserved;

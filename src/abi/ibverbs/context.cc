@@ -170,12 +170,20 @@ Context* OpenContext(const char* verb, const char* device_name, int join_fd) {
   protocol::HelloReply reply{};
   std::vector<int> fds;
   int err = 0;
+  // The access record: where this context counts its accesses to other
+  // processes' MRs (datapath/layout.h), the only count of them an owner's
+  // dereg waits on; no context works without one.
   const int record_fd = softverbs::datapath::CreateSharedFile(
       "softverbs-access-record", softverbs::datapath::kAccessRecordSize);
-  if (record_fd >= 0) ctx->access_record.Map(record_fd);
+  if (record_fd < 0) {
+    err = -record_fd;
+  } else {
+    ctx->record_fd = record_fd;
+    err = ctx->access_record.Map(record_fd);
+  }
   // A daemon that reached its idle timeout just as we connected closes the
   // connection unanswered (ENODEV): connect again, which starts a new one.
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int attempt = 0; attempt < 3 && !err; ++attempt) {
     if ((err = ctx->channel.Connect(protocol::Role::kContext))) break;
     // The data path: our /proc/self/mem goes to the daemon (peers reach the
     // partial pages of our MRs through it), the device table comes back.
@@ -191,10 +199,8 @@ Context* OpenContext(const char* verb, const char* device_name, int join_fd) {
       hello_fds[nfds++] = mem_fd;
       hello.files |= protocol::kHelloMemFd;
     }
-    if (record_fd >= 0 && ctx->access_record.base()) {
-      hello_fds[nfds++] = record_fd;
-      hello.files |= protocol::kHelloAccessRecord;
-    }
+    hello_fds[nfds++] = record_fd;
+    hello.files |= protocol::kHelloAccessRecord;
     hello_fds[nfds++] = ctx->channel.fd();
     hello.files |= protocol::kHelloSelf;
     if (join_fd >= 0) {
@@ -207,7 +213,6 @@ Context* OpenContext(const char* verb, const char* device_name, int join_fd) {
     if (err != ENODEV) break;
     ctx->channel.Disconnect();
   }
-  ctx->record_fd = record_fd;
   if (!err) err = MapDeviceTable(ctx, fds.empty() ? -1 : fds[0]);
   for (int fd : fds) close(fd);
   if (!err) {
@@ -275,10 +280,10 @@ SV_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
       ctx->gids = from->gids;
       ctx->multicast_gids = from->multicast_gids;
       ctx->has_mem_fd = from->has_mem_fd;
-      ctx->record_fd = from->record_fd >= 0 ? fcntl(from->record_fd, F_DUPFD_CLOEXEC, 0) : -1;
+      ctx->record_fd = fcntl(from->record_fd, F_DUPFD_CLOEXEC, 0);
       ctx->table_fd = fcntl(from->table_fd, F_DUPFD_CLOEXEC, 0);
-      int err = ctx->channel.fd() < 0 || ctx->table_fd < 0 ? errno : 0;
-      if (!err && ctx->record_fd >= 0) ctx->access_record.Map(ctx->record_fd);
+      int err = ctx->channel.fd() < 0 || ctx->record_fd < 0 || ctx->table_fd < 0 ? errno : 0;
+      if (!err) err = ctx->access_record.Map(ctx->record_fd);
       if (!err && (err = ctx->table_mapping.Map(ctx->table_fd)) == 0) {
         ctx->table = softverbs::datapath::DeviceTable(ctx->table_mapping.base());
         ctx->peers = std::make_unique<PeerCache>(ctx);

@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <new>
 #include <vector>
 
@@ -143,21 +144,18 @@ ibv_mr* MakeMr(ibv_pd* pd, const protocol::RegMrReply& rep, uint64_t backing_id,
 
 namespace {
 
-// Waits until no peer is inside an access of the MR (bounded: a peer that
-// died inside an access never leaves; see docs/datapath.md). Accesses by
-// this process itself are not counted: it waits for the executions in
-// progress in its other threads (the execution gate's grace period, whose
-// barrier comes after the daemon cleared the keys: an execution that began
-// later sees them cleared). seq_cst loads: the other half of the peers'
-// Dekker protocol (the daemon's key clearing happens before, through the
-// request's reply).
+// Waits until no peer is inside an access of the MR: `inside` is how many
+// accesses other contexts were inside when the daemon cleared the keys (the
+// sum of their access records' counts, DeregMrReply); a peer not counted
+// there sees the keys cleared. Bounded by the clock (kDeregWaitNs): a
+// stopped peer may never leave. Accesses by this process itself are not
+// counted: it waits for the executions in progress in its other threads
+// (the execution gate's grace period, whose barrier comes after the daemon
+// cleared the keys: an execution that began later sees them cleared).
 constexpr int64_t kDeregWaitNs = 2'000'000'000;  // docs/datapath.md
-// How long a dereg waits on the shared count before asking the daemon
-// whether a live peer holds it (and again after as long).
-constexpr int64_t kAskDaemonAfterNs = 20'000'000;
 
-// How many accesses of the slot live peers hold, by their access records
-// (the daemon reads them); UINT32_MAX if it cannot say.
+// How many accesses of the slot live peers are inside, by their access
+// records (the daemon sums them); UINT32_MAX if it cannot say.
 uint32_t LivePeersInside(Context* ctx, uint32_t lkey) {
   protocol::MrPeersInsideRequest req{lkey, 0};
   protocol::MrPeersInsideReply rep{};
@@ -165,46 +163,36 @@ uint32_t LivePeersInside(Context* ctx, uint32_t lkey) {
   return rep.inside;
 }
 
-void WaitForPeersToLeave(Context* ctx, uint32_t lkey) {
-  if (!ctx->table.valid()) return;
-  const datapath::MrEntry* e = ctx->table.MrSlot(lkey);
+int64_t NsSince(const timespec& start) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - start.tv_sec) * 1'000'000'000LL + (now.tv_nsec - start.tv_nsec);
+}
+
+void WaitForPeersToLeave(Context* ctx, uint32_t lkey, uint32_t inside) {
   if (!ExecutionGate::Inside() && !ExecutionGate::WaitForExecutions(kDeregWaitNs)) {
     Log("ibv_dereg_mr: key 0x%x: a thread of this process stayed inside an execution for %lld ms "
         "(it is stopped?); the MR is deregistered without it",
         lkey, static_cast<long long>(kDeregWaitNs / 1'000'000));
   }
-  auto inside = [&] { return e->inflight.load(std::memory_order_seq_cst) != 0; };
-  // Bounded by the clock (kDeregWaitNs), not by a count of sleeps: a sleep
-  // of 10 us took 110-157 us on loaded machines, which made a 2 s bound of
-  // counted sleeps 20-34 s.
+  if (inside == 0) return;
+  // A peer's access of a few bytes ends in microseconds, a large WRITE's
+  // copy in milliseconds: ask again after 20 us, then less and less often.
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
-  int64_t next_ask_ns = kAskDaemonAfterNs;
-  for (int spins = 0; inside(); ++spins) {
-    if (spins < 1000) continue;
-    timespec now{};
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    const int64_t waited_ns =
-        (now.tv_sec - start.tv_sec) * 1'000'000'000LL + (now.tv_nsec - start.tv_nsec);
-    // A count that no live peer's access record holds was left by a peer
-    // that died inside an access, between its two increments (the device
-    // took back what its record held): nobody is inside.
-    if (waited_ns >= next_ask_ns) {
-      next_ask_ns = waited_ns + kAskDaemonAfterNs;
-      if (LivePeersInside(ctx, lkey) == 0) {
-        Log("ibv_dereg_mr: key 0x%x: an in-flight count no live peer holds (a peer died inside "
-            "an access); not waited for",
-            lkey);
-        return;
-      }
-    }
-    if (waited_ns >= kDeregWaitNs) {
-      Log("ibv_dereg_mr: a peer stayed inside an access of key 0x%x for %lld ms (it died "
-          "there, or is stopped); the MR is deregistered without it",
+  useconds_t pause_us = 20;
+  for (;;) {
+    usleep(pause_us);
+    pause_us = std::min<useconds_t>(pause_us * 2, 1000);
+    inside = LivePeersInside(ctx, lkey);
+    if (inside == 0) return;
+    const int64_t waited_ns = NsSince(start);
+    if (inside == UINT32_MAX || waited_ns >= kDeregWaitNs) {
+      Log("ibv_dereg_mr: a peer stayed inside an access of key 0x%x for %lld ms (it is "
+          "stopped?); the MR is deregistered without it",
           lkey, static_cast<long long>(waited_ns / 1'000'000));
       return;
     }
-    usleep(50);
   }
 }
 
@@ -310,13 +298,14 @@ SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   Mr* m = FromPublic<Mr>(mr);
   Context* ctx = Context::From(mr->context);
   protocol::HandleRequest req{m->handle, 0};
-  if (int err = ctx->channel.Call(protocol::Op::kDeregMr, req)) {
+  protocol::DeregMrReply rep{};
+  if (int err = ctx->channel.Call(protocol::Op::kDeregMr, req, &rep)) {
     return err;
   }
   // The daemon cleared the keys; a peer that got past its key check before
   // that is still inside an access: wait for it, as hardware finishes its
   // DMA before the deregistration completes.
-  WaitForPeersToLeave(ctx, mr->lkey);
+  WaitForPeersToLeave(ctx, mr->lkey, rep.peers_inside);
   ReleaseMrBacking(m->backing_id);
   delete m;
   return 0;

@@ -64,9 +64,10 @@ class PeerCache final : public datapath::Host {
   }
   uint64_t PeerEpoch() const override { return epoch_.load(std::memory_order_seq_cst); }
   bool OwnAccessesFenced() const override { return true; }
+  // Every context has its record (ibv_open_device fails without one).
   std::atomic<uint32_t>* AccessRecord(uint32_t key) override {
-    void* base = ctx_->access_record.base();
-    return base ? static_cast<std::atomic<uint32_t>*>(base) + datapath::MrSlotOf(key) : nullptr;
+    return static_cast<std::atomic<uint32_t>*>(ctx_->access_record.base()) +
+           datapath::MrSlotOf(key);
   }
   void SetQpError(uint32_t qpn) override;
   // Moves this process's unreliable QP qpn to SQE (a requester error).

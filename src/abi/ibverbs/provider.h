@@ -62,8 +62,9 @@ struct Context {
   // pages of its MRs through it). False for a non-dumpable process
   // (PR_SET_DUMPABLE 0), which cannot open it: only whole pages register.
   bool has_mem_fd = false;
-  // This context's access record (datapath/layout.h kAccessRecordSize), shared
-  // with the daemon, which takes back what it holds if the process dies.
+  // This context's access record (datapath/layout.h kAccessRecordSize): its
+  // accesses in progress to other processes' MRs, which the daemon sums when
+  // an MR is deregistered.
   datapath::SharedMapping access_record;
   int record_fd = -1;  // the record's memfd (a context imported from this one maps it too)
   ibv_mtu active_mtu = IBV_MTU_1024;

@@ -1,11 +1,15 @@
-// A peer killed inside an access of an MR (issue 10, point 2): the owner's
-// ibv_dereg_mr does not wait for it beyond the device's bound (2 s, on the
-// clock; it waited 20-34 s when the bound counted 10 us sleeps). The peer is
-// held inside the access by the test hook SOFTVERBS_TEST_STALL_IN_ACCESS_US
-// (read once per process: this binary runs nothing else before the fork).
-// The device takes back what the dead peer held (its access record, read by
-// the daemon at its death), so the owner's dereg has nobody to wait for: the
-// library's log channel must not report a dereg that gave up waiting.
+// A peer inside an access of an MR when the owner deregisters it (issue 10,
+// point 2). The peer is held inside the access (after its key check, before
+// its bytes move) by the test hook SOFTVERBS_TEST_STALL_IN_ACCESS_US (read
+// once per process: this binary runs nothing else before the fork).
+// - Alive, the owner's ibv_dereg_mr waits for it, as hardware finishes its
+//   DMA before the deregistration completes: when the dereg returns, the
+//   peer's bytes are in the buffer (its access record counted it inside,
+//   and the device summed that count after clearing the keys).
+// - Killed there, it is inside nothing any more: its record went with it,
+//   so the dereg has nobody to wait for (bounded by 2 s on the clock in any
+//   case; it waited 20-34 s when the bound counted 10 us sleeps), and the
+//   library's log channel must not report a dereg that gave up waiting.
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -27,15 +31,18 @@
 namespace softverbs::it {
 namespace {
 
-// The peer: connects to the target and writes into its MR, stalling inside
-// the access until it is killed.
-[[noreturn]] void RunPeer(int up, int down, const char* stall_hook) {
-  setenv(stall_hook, "60000000", 1);
+constexpr uint8_t kPattern = 0x5a;
+
+// The peer: connects to the target and writes kPattern into its MR,
+// stalling inside the access for stall_us.
+[[noreturn]] void RunPeer(int up, int down, const char* stall_us) {
+  setenv("SOFTVERBS_TEST_STALL_IN_ACCESS_US", stall_us, 1);
   ibv_context* ctx = OpenDevice();
   ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
   ibv_cq* cq = pd ? ibv_create_cq(ctx, 4, nullptr, nullptr, 0) : nullptr;
   ibv_qp* qp = cq ? RcQp(pd, cq) : nullptr;
   static char src[4096];
+  memset(src, kPattern, sizeof(src));
   ibv_mr* mr = qp ? ibv_reg_mr(pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE) : nullptr;
   if (!mr) _exit(10);
   RemoteMr target{};
@@ -49,8 +56,8 @@ namespace {
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.wr.rdma.remote_addr = target.addr;
   wr.wr.rdma.rkey = target.rkey;
-  ibv_post_send(qp, &wr, &bad);  // stalls inside the access
-  _exit(14);
+  if (ibv_post_send(qp, &wr, &bad) != 0) _exit(14);  // stalls inside the access
+  _exit(0);
 }
 
 // Waits (10 s at most) until process `pid` is inside clock_nanosleep, read
@@ -66,41 +73,6 @@ bool WaitUntilInNanosleep(pid_t pid) {
   return false;
 }
 
-// The owner's side: a peer stalled by `stall_hook` inside its write into
-// our MR is killed there; returns our log channel's lines about the dereg.
-void DeregAfterPeerKilledIn(const char* stall_hook, double* waited, std::string* log);
-
-TEST(DeadPeer, DeregDoesNotWaitForAPeerKilledInsideAnAccess) {
-  double waited = 0;
-  std::string log;
-  DeregAfterPeerKilledIn("SOFTVERBS_TEST_STALL_IN_ACCESS_US", &waited, &log);
-  // Correctness of the bound, not speed: 2 s plus scheduling slack; before
-  // the fix it was 20-34 s.
-  EXPECT_LT(waited, 10.0);
-  // The device took the dead peer's count back: the dereg did not have to
-  // give up on it (it logs when it does).
-  EXPECT_EQ(log.find("stayed inside an access"), std::string::npos)
-      << "the dereg waited out its bound for the dead peer:\n"
-      << log;
-}
-
-// Killed between its two counts (the MR's shared count taken, its access
-// record not yet): the device cannot take that count back, but no live
-// peer's record holds it, which the dereg asks the daemon (mr_peers_inside)
-// instead of waiting out its bound.
-TEST(DeadPeer, DeregDoesNotWaitForACountNoLivePeerHolds) {
-  double waited = 0;
-  std::string log;
-  DeregAfterPeerKilledIn("SOFTVERBS_TEST_STALL_BETWEEN_COUNTS_US", &waited, &log);
-  EXPECT_LT(waited, 10.0);
-  EXPECT_EQ(log.find("stayed inside an access"), std::string::npos)
-      << "the dereg waited out its bound for the dead peer:\n"
-      << log;
-  EXPECT_NE(log.find("no live peer holds"), std::string::npos)
-      << "the dereg should have found the count held by no live peer:\n"
-      << log;
-}
-
 // This process's log channel: one file (the channel reads SOFTVERBS_LOG
 // once, at its first line); each case reads what was appended meanwhile.
 const std::string& LogPath() {
@@ -114,65 +86,147 @@ const std::string& LogPath() {
   return path;
 }
 
-void DeregAfterPeerKilledIn(const char* stall_hook, double* waited_out, std::string* log_out) {
-  int up[2], down[2];
-  ASSERT_EQ(pipe(up), 0);
-  ASSERT_EQ(pipe(down), 0);
-  pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) RunPeer(up[1], down[0], stall_hook);
-  close(up[1]);  // so a child that dies early is seen as EOF
-  close(down[0]);
-  const std::string& log_path = LogPath();
-  std::ifstream log_file(log_path);
-  log_file.seekg(0, std::ios::end);
-  const std::streamoff log_start = log_file.tellg();
-  ibv_context* ctx = OpenDevice();
-  ASSERT_NE(ctx, nullptr);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
-  ibv_qp* qp = RcQp(pd, cq);
-  ASSERT_NE(qp, nullptr);
-  std::vector<uint8_t> buf(1 << 16);
-  ibv_mr* mr =
-      ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  ASSERT_NE(mr, nullptr);
-  uint32_t peer_qpn = 0;
-  ASSERT_TRUE(ReadAll(up[0], &peer_qpn, 4));
-  ASSERT_TRUE(ConnectRc(ctx, qp, peer_qpn));
-  const RemoteMr target{qp->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(buf.data())};
-  ASSERT_EQ(write(down[1], &target, sizeof(target)), static_cast<ssize_t>(sizeof(target)));
-  char ready = 0;
-  ASSERT_TRUE(ReadAll(up[0], &ready, 1)) << "the peer could not connect";
-  // The peer is now about to enter the access: it is killed once it sleeps
-  // in the stall hook (usleep is clock_nanosleep).
-  ASSERT_TRUE(WaitUntilInNanosleep(child)) << "the peer never reached the stall";
-  ASSERT_EQ(kill(child, SIGKILL), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+// The owner's side: an MR of 64 KiB that a peer process, stalled inside its
+// write of 4 KiB into it for stall_us, is in the middle of writing.
+class PeerInsideAnAccess {
+ public:
+  explicit PeerInsideAnAccess(const char* stall_us) : stall_us_(stall_us) {}
+  ~PeerInsideAnAccess() {
+    if (child_ > 0) {
+      kill(child_, SIGKILL);
+      waitpid(child_, nullptr, 0);
+    }
+    if (qp_) ibv_destroy_qp(qp_);
+    if (cq_) ibv_destroy_cq(cq_);
+    if (pd_) ibv_dealloc_pd(pd_);
+    if (ctx_) ibv_close_device(ctx_);
+  }
+
+  // Starts the peer and returns once it sleeps inside the access.
+  void Start() {
+    int up[2], down[2];
+    ASSERT_EQ(pipe(up), 0);
+    ASSERT_EQ(pipe(down), 0);
+    child_ = fork();
+    ASSERT_GE(child_, 0);
+    if (child_ == 0) RunPeer(up[1], down[0], stall_us_);
+    close(up[1]);  // so a child that dies early is seen as EOF
+    close(down[0]);
+    std::ifstream log_file(LogPath());
+    log_file.seekg(0, std::ios::end);
+    log_start_ = log_file.tellg();
+    ctx_ = OpenDevice();
+    ASSERT_NE(ctx_, nullptr);
+    pd_ = ibv_alloc_pd(ctx_);
+    cq_ = ibv_create_cq(ctx_, 4, nullptr, nullptr, 0);
+    qp_ = RcQp(pd_, cq_);
+    ASSERT_NE(qp_, nullptr);
+    mr_ =
+        ibv_reg_mr(pd_, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(mr_, nullptr);
+    uint32_t peer_qpn = 0;
+    ASSERT_TRUE(ReadAll(up[0], &peer_qpn, 4));
+    ASSERT_TRUE(ConnectRc(ctx_, qp_, peer_qpn));
+    const RemoteMr target{qp_->qp_num, mr_->rkey, reinterpret_cast<uintptr_t>(buf_.data())};
+    ASSERT_EQ(write(down[1], &target, sizeof(target)), static_cast<ssize_t>(sizeof(target)));
+    char ready = 0;
+    ASSERT_TRUE(ReadAll(up[0], &ready, 1)) << "the peer could not connect";
+    close(up[0]);
+    close(down[1]);
+    // The peer is now about to enter the access; it sleeps in the stall
+    // hook (usleep is clock_nanosleep) once inside.
+    ASSERT_TRUE(WaitUntilInNanosleep(child_)) << "the peer never reached the stall";
+  }
+
+  // ibv_dereg_mr of the MR: its time in seconds.
+  double Dereg() {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ibv_dereg_mr(mr_), 0);
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    printf("ibv_dereg_mr: %.3f s\n", waited);
+    return waited;
+  }
+
+  // The peer's exit: its status from waitpid.
+  int Reap() {
+    int status = 0;
+    EXPECT_EQ(waitpid(child_, &status, 0), child_);
+    child_ = -1;
+    return status;
+  }
+  pid_t child() const { return child_; }
+  const std::vector<uint8_t>& buffer() const { return buf_; }
+
+  // What our log channel got since Start.
+  std::string Log() const {
+    std::ifstream after(LogPath());
+    after.seekg(log_start_);
+    std::stringstream log;
+    log << after.rdbuf();
+    return log.str();
+  }
+
+  // The device still works: a new MR of the same buffer, deregistered.
+  void ExpectTheDeviceWorks() {
+    ibv_mr* again = ibv_reg_mr(pd_, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_NE(again, nullptr);
+    if (again) {
+      EXPECT_EQ(ibv_dereg_mr(again), 0);
+    }
+  }
+
+ private:
+  const char* stall_us_;
+  pid_t child_ = -1;
+  std::streamoff log_start_ = 0;
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  ibv_mr* mr_ = nullptr;
+  std::vector<uint8_t> buf_ = std::vector<uint8_t>(1 << 16);
+};
+
+TEST(DeadPeer, DeregWaitsForALivePeerInsideAnAccess) {
+  PeerInsideAnAccess peer("800000");  // 0.8 s inside
+  ASSERT_NO_FATAL_FAILURE(peer.Start());
+  EXPECT_EQ(peer.buffer()[0], 0) << "the peer wrote before its stall";
+  const double waited = peer.Dereg();
+  // It returned once the peer's bytes were in: all of them, none missing.
+  const std::vector<uint8_t>& buf = peer.buffer();
+  size_t written = 0;
+  while (written < 4096 && buf[written] == kPattern) ++written;
+  EXPECT_EQ(written, 4096u) << "the dereg returned while the peer was still inside its write";
+  EXPECT_EQ(buf[4096], 0);
+  // Not by giving up: the peer left well within the bound.
+  EXPECT_GT(waited, 0.2);
+  const std::string log = peer.Log();
+  EXPECT_EQ(log.find("stayed inside an access"), std::string::npos) << log;
+  const int status = peer.Reap();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the peer's post failed";
+  peer.ExpectTheDeviceWorks();
+}
+
+TEST(DeadPeer, DeregDoesNotWaitForAPeerKilledInsideAnAccess) {
+  PeerInsideAnAccess peer("60000000");  // a minute inside: it is killed there
+  ASSERT_NO_FATAL_FAILURE(peer.Start());
+  ASSERT_EQ(kill(peer.child(), SIGKILL), 0);
+  const int status = peer.Reap();
   ASSERT_TRUE(WIFSIGNALED(status))
       << "the peer left the access on its own: " << WEXITSTATUS(status);
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(ibv_dereg_mr(mr), 0);
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  printf("ibv_dereg_mr after the peer's death: %.2f s\n", waited);
-  *waited_out = waited;
-  std::ifstream after(log_path);
-  after.seekg(log_start);
-  std::stringstream log;
-  log << after.rdbuf();
-  *log_out = log.str();
-  // The device still works: a new MR, written by the owner itself.
-  ibv_mr* again = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
-  EXPECT_NE(again, nullptr);
-  if (again) {
-    EXPECT_EQ(ibv_dereg_mr(again), 0);
-  }
-  ibv_destroy_qp(qp);
-  ibv_destroy_cq(cq);
-  ibv_dealloc_pd(pd);
-  ibv_close_device(ctx);
+  const double waited = peer.Dereg();
+  // Correctness of the bound, not speed: 2 s plus scheduling slack; before
+  // the fix it was 20-34 s.
+  EXPECT_LT(waited, 10.0);
+  // The dead peer's record went with it: the dereg did not have to give up
+  // waiting for it (it logs when it does).
+  const std::string log = peer.Log();
+  EXPECT_EQ(log.find("stayed inside an access"), std::string::npos)
+      << "the dereg waited out its bound for the dead peer:\n"
+      << log;
+  EXPECT_EQ(peer.buffer()[0], 0) << "the killed peer's write landed";
+  peer.ExpectTheDeviceWorks();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "datapath/engine.h"
+#include "datapath/keyed_access.h"
 #include "datapath/shm_completer.h"
 #include "datapath/shm_plain_post.h"
 #include "datapath/shm_send_queue.h"
@@ -46,6 +47,8 @@ class FakeHost : public Host {
   }
   std::vector<Completion> RecvCompletions(uint32_t qpn) { return sides_.at(qpn)->recv.Drain(); }
   void Advance(uint64_t ns) { now_ += ns; }
+  // The accesses of MR key this host's access record says it is inside.
+  uint32_t Inside(uint32_t key) const { return record_[MrSlotOf(key)].load(); }
 
   std::vector<uint32_t> qp_errors;  // SetQpError calls
   // For each SetQpError: how many receive completions of that QP were
@@ -70,6 +73,7 @@ class FakeHost : public Host {
     return remote_mapping ? remote_mapping : &local_;
   }
   bool OwnAccessesFenced() const override { return fenced; }
+  std::atomic<uint32_t>* AccessRecord(uint32_t key) override { return &record_[MrSlotOf(key)]; }
   PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
   void SetQpError(uint32_t qpn) override {
     qp_errors.push_back(qpn);
@@ -85,6 +89,7 @@ class FakeHost : public Host {
   MrMapping local_{0, true, nullptr, 0, 0, -1};
   std::map<uint32_t, std::unique_ptr<TestReceiveSide>> sides_;
   uint64_t now_ = 1'000'000'000;
+  std::vector<std::atomic<uint32_t>> record_ = std::vector<std::atomic<uint32_t>>(kMrSlots);
 };
 
 // QP A's side as its send queue reaches it (the provider's QpPort).
@@ -169,6 +174,39 @@ TEST_F(ShmEngine, SendIsAckedAndCompletesOnBothSides) {
   EXPECT_EQ(recv[0].src_qp, kQpA);
   EXPECT_EQ(dst()[63], 0xab);
   EXPECT_EQ(dst()[64], 0);
+}
+
+// An access of memory that is not this process's own (or of its own, where
+// its executions are not fenced) is counted in the host's access record for
+// as long as the access lasts: that count is what the device sums when the
+// MR is deregistered (docs/datapath.md).
+TEST_F(ShmEngine, AnAccessIsCountedInTheAccessRecordWhileItLasts) {
+  RecvSge sge{reinterpret_cast<uint64_t>(dst()), 64, kKey};
+  for (bool fenced : {false, true}) {
+    host_.fenced = fenced;
+    {
+      MrGuards guards;
+      PieceList pieces;
+      ASSERT_EQ(AddKeyedPieces(host_, guards, &sge, 1, false, kPdn, kOwner, IBV_ACCESS_LOCAL_WRITE,
+                               &pieces),
+                kVendorNone);
+      // Fenced, the MR is this process's own: its dereg waits for its
+      // executions instead, so nothing is counted.
+      EXPECT_EQ(host_.Inside(kKey), fenced ? 0u : 1u) << "fenced " << fenced;
+    }
+    EXPECT_EQ(host_.Inside(kKey), 0u) << "fenced " << fenced;
+  }
+  // Counted before the key check: a refused access holds no count after.
+  {
+    MrGuards guards;
+    PieceList pieces;
+    RecvSge outside{reinterpret_cast<uint64_t>(buf_) + sizeof(buf_), 64, kKey};
+    host_.fenced = false;
+    EXPECT_NE(AddKeyedPieces(host_, guards, &outside, 1, false, kPdn, kOwner,
+                             IBV_ACCESS_LOCAL_WRITE, &pieces),
+              kVendorNone);
+  }
+  EXPECT_EQ(host_.Inside(kKey), 0u);
 }
 
 TEST_F(ShmEngine, UnsignaledSuccessCompletesOnlyWithSqSigAll) {
@@ -443,7 +481,7 @@ class PlainPath : public ShmEngine {
   // Nothing of a refused post is left: no byte, no count, no error, no event.
   void ExpectUntouched() {
     EXPECT_EQ(dst()[0], 0);
-    EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+    EXPECT_EQ(host_.Inside(kKey), 0u);
     EXPECT_TRUE(host_.qp_errors.empty());
     EXPECT_TRUE(host_.events.empty());
     EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());
@@ -455,7 +493,7 @@ TEST_F(PlainPath, InlineWriteLandsAndLeavesNoCount) {
   ASSERT_TRUE(TryPlainPost(host_, port_.View(), Inline()));
   EXPECT_EQ(dst()[7], 0xcd);
   EXPECT_EQ(dst()[8], 0);
-  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  EXPECT_EQ(host_.Inside(kKey), 0u);
   EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());
 }
 
@@ -513,12 +551,12 @@ TEST_F(PlainPath, WriteRefusesBytesOutsideThePeersMappedPages) {
   PlainPost w = Inline();
   w.remote_addr = reinterpret_cast<uint64_t>(buf_) + 4092;  // 4 bytes before, 4 inside
   EXPECT_FALSE(TryPlainPost(host_, port_.View(), w));
-  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  EXPECT_EQ(host_.Inside(kKey), 0u);
   memset(src(), 0xcd, 8);
   w.remote_addr = reinterpret_cast<uint64_t>(buf_) + 4096;
   ASSERT_TRUE(TryPlainPost(host_, port_.View(), w));
   EXPECT_EQ(buf_[4096 + 7], 0xcd);
-  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);  // taken, then given back
+  EXPECT_EQ(host_.Inside(kKey), 0u);  // taken, then given back
 }
 
 TEST_F(PlainPath, SendTakesTheOldestReceiveAndCompletesIt) {
@@ -542,7 +580,7 @@ TEST_F(PlainPath, SendTakesTheOldestReceiveAndCompletesIt) {
   EXPECT_EQ(recv[0].wc_flags, IBV_WC_WITH_IMM);
   EXPECT_EQ(recv[0].imm_data, 0x01020304u);
   EXPECT_EQ(recv[0].solicited, 1);
-  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  EXPECT_EQ(host_.Inside(kKey), 0u);
   // The general engine's SEND of the same bytes completes the same way.
   Outcome out = Execute(host_, port_.View(), Wr(2, IBV_WR_SEND, 8));
   EXPECT_EQ(out.response, Response::kAck);
@@ -601,7 +639,7 @@ TEST_F(PlainPath, ReadAndAtomicsReturnTheRemoteBytes) {
   EXPECT_EQ(got, 42u);
   memcpy(&word, dst() + 64, 8);
   EXPECT_EQ(word, 7u);
-  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  EXPECT_EQ(host_.Inside(kKey), 0u);
   // Refused: a misaligned atomic, a result buffer under 8 bytes, a target
   // without remote atomics.
   PlainPost misaligned = keyed(IBV_WR_ATOMIC_FETCH_AND_ADD, 60);
@@ -613,7 +651,7 @@ TEST_F(PlainPath, ReadAndAtomicsReturnTheRemoteBytes) {
   EXPECT_FALSE(TryPlainPost(host_, port_.View(), keyed(IBV_WR_ATOMIC_FETCH_AND_ADD, 64)));
   memcpy(&word, dst() + 64, 8);
   EXPECT_EQ(word, 7u) << "a refused atomic changed the remote word";
-  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  EXPECT_EQ(host_.Inside(kKey), 0u);
   EXPECT_TRUE(host_.qp_errors.empty());
 }
 
@@ -629,7 +667,7 @@ TEST_F(PlainPath, ReadNeedsLocalWriteOnItsBuffer) {
   memset(dst(), 0x5a, 8);
   EXPECT_FALSE(TryPlainPost(host_, port_.View(), read));
   EXPECT_EQ(own[0], 0);
-  EXPECT_EQ(host_.table().MrSlot(kKey)->inflight.load(), 0u);
+  EXPECT_EQ(host_.Inside(kKey), 0u);
 }
 
 TEST(ShmCompleter, JudgesOnlyRetriesAndReadsAttributesOnlyThen) {

@@ -116,6 +116,9 @@ class FakeWire : public WireHost {
     return it == sides_.end() || generation != 1 ? nullptr : &it->second->rx.peer;
   }
   const MrMapping* FindMrMapping(uint32_t, const MrEntry&) override { return &local_; }
+  // The device's host, as the daemon's WireService: its accesses take no
+  // count (it has no access record).
+  bool ChangesKeysBetweenAccesses() const override { return true; }
   PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
   void SetQpError(uint32_t qpn) override {
     errors.push_back(qpn);
