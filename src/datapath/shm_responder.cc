@@ -5,8 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/gid_table.h"
 #include "datapath/keyed_access.h"
 #include "datapath/tag_matching.h"
+#include "datapath/ud_receive.h"
 
 namespace softverbs::datapath {
 
@@ -50,8 +52,10 @@ void FailTarget(Host& host, const Target& t, const Completion* receive_error = n
 
 Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQp& qp,
                              const SendWr& wr, const WrOpcodeInfo& info) {
-  return MessageReceiveCompletion(r.wr_id, t.qpn, qp, qp.type == IBV_QPT_UD ? wr.sl : qp.sl,
-                                  wr.send_flags, wr.imm_data, info);
+  // UD: the packet's type, as mlx5 reports it (ud_receive.h).
+  const uint8_t sl =
+      qp.type == IBV_QPT_UD ? UdReceiveSl(!(IsIpv4Gid(wr.sgid) && IsIpv4Gid(wr.dgid))) : qp.sl;
+  return MessageReceiveCompletion(r.wr_id, t.qpn, qp, sl, wr.send_flags, wr.imm_data, info);
 }
 
 bool IsReliable(uint32_t type) {
@@ -164,15 +168,10 @@ void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const W
     return;
   }
   if (ud) {
-    ibv_grh grh{};
-    grh.version_tclass_flow = htobe32(6u << 28);
-    grh.paylen = htobe16(static_cast<uint16_t>(bytes));
-    grh.next_hdr = 0x11;  // RoCE v2: UDP
-    grh.hop_limit = 64;
-    memcpy(grh.sgid.raw, wr.sgid, 16);
-    memcpy(grh.dgid.raw, wr.dgid, 16);
+    uint8_t grh[kGrhBytes];
+    WriteUdReceiveGrh(wr.sgid, wr.dgid, bytes, info.immediate, grh);
     PieceList with_grh;
-    with_grh.Add({reinterpret_cast<uint8_t*>(&grh), -1, 0, kGrhBytes});
+    with_grh.Add({grh, -1, 0, kGrhBytes});
     for (int i = 0; i < src.count; ++i) with_grh.Add(src.piece[i]);
     if (!CopyPieces(dst, with_grh)) recv.status = IBV_WC_LOC_ACCESS_ERR;
     recv.wc_flags |= IBV_WC_GRH;

@@ -283,6 +283,8 @@ class WireQp {
   PeerQp* rx_ = nullptr;  // receive side (own RQ, its SRQ or an XRC SRQ)
   uint32_t rx_pdn_ = 0;
   bool have_wqe_ = false;
+  // A UD receive's completion sl: the packet's type (datapath/ud_receive.h).
+  uint8_t ud_sl_ = 0;
   ClaimedRecv wqe_{};
   uint64_t rx_offset_ = 0;  // bytes of the message placed so far
   uint64_t write_va_ = 0;

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "datapath/keyed_access.h"
+#include "datapath/ud_receive.h"
 #include "datapath/wire_qp.h"
 #include "roce/aeth.h"
 #include "roce/flow.h"
@@ -200,6 +201,9 @@ void WireQp::OnUdRequest(const WirePacket& packet) {
     return;
   }
   have_wqe_ = true;
+  // Without its IP header (a packet the tests hand over bare) it counts as
+  // IPv6, whose GRH is the whole 40 bytes.
+  ud_sl_ = UdReceiveSl(packet.ends ? packet.ends->ipv6 : true);
   const uint32_t needed = static_cast<uint32_t>(packet.payload.size()) + kGrhBytes;
   uint64_t room = 0;
   for (uint32_t i = 0; i < wqe_.num_sge; ++i) room += wqe_.sge[i].length;
@@ -495,7 +499,7 @@ void WireQp::CompleteReceive(const roce::TransportFields& f, uint32_t byte_len,
   c.byte_len = byte_len;
   c.qp_num = config_.qpn;
   c.src_qp = config_.type == IBV_QPT_UD ? f.src_qp : config_.dest_qpn;
-  c.sl = config_.sl;
+  c.sl = config_.type == IBV_QPT_UD ? ud_sl_ : config_.sl;
   c.solicited = f.solicited ? 1 : 0;
   c.opcode = IsWrite(op) ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
   if (HasImmediate(op)) {

@@ -11,80 +11,18 @@
 namespace softverbs::roce {
 namespace {
 
-// The Internet checksum (RFC 1071) of a sum of 16-bit words.
-uint32_t SumWords(uint32_t sum, const uint8_t* p, size_t n) {
-  for (size_t i = 0; i + 1 < n; i += 2) sum += uint32_t{p[i]} << 8 | p[i + 1];
-  if (n % 2) sum += uint32_t{p[n - 1]} << 8;
-  return sum;
-}
-uint16_t Fold(uint32_t sum) {
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
-
 // The UDP checksum with its pseudo-header (RFC 768 / RFC 8200 8.1).
 uint16_t UdpChecksum(const Endpoints& ends, const uint8_t* udp, size_t udp_len) {
   const size_t addr_len = ends.ipv6 ? 16 : 4;
-  uint32_t sum = SumWords(0, ends.src, addr_len);
-  sum = SumWords(sum, ends.dst, addr_len);
+  uint32_t sum = ChecksumAdd(0, ends.src, addr_len);
+  sum = ChecksumAdd(sum, ends.dst, addr_len);
   sum += kIpProtoUdp + static_cast<uint32_t>(udp_len);
-  sum = SumWords(sum, udp, udp_len);
-  const uint16_t c = Fold(sum);
+  sum = ChecksumAdd(sum, udp, udp_len);
+  const uint16_t c = ChecksumFold(sum);
   return c == 0 ? 0xffff : c;  // 0 means "no checksum"
 }
 
 }  // namespace
-
-size_t IpUdpBytes(bool ipv6) {
-  return (ipv6 ? sizeof(Ipv6Header) : sizeof(Ipv4Header)) + sizeof(UdpHeader);
-}
-
-void WriteIpUdp(const Endpoints& ends, size_t roce_bytes, uint8_t* out) {
-  const size_t udp_len = sizeof(UdpHeader) + roce_bytes;
-  size_t ip_len;
-  if (ends.ipv6) {
-    auto* ip = reinterpret_cast<Ipv6Header*>(out);
-    ip->version_class_flow.set(uint32_t{6} << 28 | uint32_t{ends.traffic_class} << 20 |
-                               (ends.flow_label & 0xfffff));
-    ip->payload_length.set(udp_len);
-    ip->next_header = kIpProtoUdp;
-    ip->hop_limit = ends.hop_limit;
-    std::memcpy(ip->src, ends.src, 16);
-    std::memcpy(ip->dst, ends.dst, 16);
-    ip_len = sizeof(Ipv6Header);
-  } else {
-    auto* ip = reinterpret_cast<Ipv4Header*>(out);
-    ip->version_ihl = 0x45;
-    ip->tos = ends.traffic_class;
-    ip->total_length.set(sizeof(Ipv4Header) + udp_len);
-    ip->id.set(ends.ipv6 ? 0 : ends.ipv4_id);
-    ip->flags_fragment.set(kIpv4DontFragment);
-    ip->ttl = ends.hop_limit;
-    ip->protocol = kIpProtoUdp;
-    ip->checksum.set(0);
-    std::memcpy(ip->src, ends.src, 4);
-    std::memcpy(ip->dst, ends.dst, 4);
-    ip_len = sizeof(Ipv4Header);
-  }
-  auto* udp = reinterpret_cast<UdpHeader*>(out + ip_len);
-  udp->src_port.set(ends.src_port);
-  udp->dst_port.set(ends.dst_port);
-  udp->length.set(udp_len);
-  udp->checksum.set(0);
-}
-
-void WriteGrh(const Endpoints& ends, size_t roce_bytes, uint8_t grh[40]) {
-  uint8_t ip_udp[sizeof(Ipv6Header) + sizeof(UdpHeader)];
-  WriteIpUdp(ends, roce_bytes, ip_udp);
-  if (ends.ipv6) {
-    std::memcpy(grh, ip_udp, sizeof(Ipv6Header));
-    return;
-  }
-  auto* ip = reinterpret_cast<Ipv4Header*>(ip_udp);
-  ip->checksum.set(Fold(SumWords(0, ip_udp, sizeof(Ipv4Header))));
-  std::memset(grh, 0, 40 - sizeof(Ipv4Header));
-  std::memcpy(grh + 40 - sizeof(Ipv4Header), ip_udp, sizeof(Ipv4Header));
-}
 
 size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,
                    std::span<const uint8_t> payload, std::span<uint8_t> out, WireError* error) {
@@ -106,7 +44,7 @@ size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,
       UdpChecksum(ends, out.data() + ip_len, sizeof(UdpHeader) + transport + kIcrcBytes));
   if (!ends.ipv6) {
     reinterpret_cast<Ipv4Header*>(out.data())
-        ->checksum.set(Fold(SumWords(0, out.data(), sizeof(Ipv4Header))));
+        ->checksum.set(ChecksumFold(ChecksumAdd(0, out.data(), sizeof(Ipv4Header))));
   }
   *error = WireError::kOk;
   return head + transport + kIcrcBytes;

@@ -8,39 +8,11 @@
 #include <cstdint>
 #include <span>
 
+#include "roce/ip_udp.h"
 #include "roce/transport.h"
 #include "roce/wire_error.h"
 
 namespace softverbs::roce {
-
-// The IP and UDP side of a packet.
-struct Endpoints {
-  bool ipv6 = false;
-  uint8_t src[16] = {};  // IPv4: the first 4 bytes
-  uint8_t dst[16] = {};
-  uint16_t src_port = 0;  // flow.h: SourcePortOfQpn
-  uint16_t dst_port = 4791;
-  uint8_t traffic_class = 0;  // IPv4 TOS / IPv6 traffic class
-  uint8_t hop_limit = 64;     // IPv4 TTL / IPv6 hop limit
-  uint32_t flow_label = 0;    // IPv6 only, 20 bits
-  // IPv4 identification: 0 as sent (a GSO run's segments get 1, 2, ...);
-  // as received, the one the ICRC was made for (icrc.h).
-  uint16_t ipv4_id = 0;
-};
-
-// Bytes of the IP and UDP headers (28 for IPv4, 48 for IPv6).
-size_t IpUdpBytes(bool ipv6);
-
-// Writes the IP and UDP headers of a packet whose transport part plus ICRC
-// is roce_bytes long, checksums zero (as the ICRC sees them after masking
-// and as a socket's kernel would fill them). out holds IpUdpBytes.
-void WriteIpUdp(const Endpoints& ends, size_t roce_bytes, uint8_t* out);
-
-// The 40-byte GRH a UD receive buffer starts with for a packet that came
-// with these IP headers (roce_bytes after its UDP header), as rxe writes it
-// (union rdma_network_hdr): IPv6: the IPv6 header; IPv4: 20 zero bytes,
-// then the IPv4 header (ID 0, DF, checksum filled).
-void WriteGrh(const Endpoints& ends, size_t roce_bytes, uint8_t grh[40]);
 
 // Builds a whole packet into out. Returns its length, or 0 with *error.
 size_t BuildPacket(const Endpoints& ends, const TransportFields& fields,

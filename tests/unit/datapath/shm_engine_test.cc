@@ -453,6 +453,64 @@ TEST_F(ShmEngine, UdQkeyMismatchIsDropped) {
   EXPECT_TRUE(recv[0].wc_flags & IBV_WC_GRH);
 }
 
+// A UD message on one host reaches the receive buffer as the network would
+// deliver it (RoCE v2): the GRH holds the packet's IP header, and the
+// completion's sl says which kind it is as mlx5 reports it (bit 3: UDP;
+// 1 IPv6, 2 IPv4), which UCX's UD transport reads to find the destination
+// address. Byte offsets from RFC 791 / RFC 8200 and IBA A17.4.5.2 (IPv4: the
+// header in the second half of the 40 bytes).
+TEST_F(ShmEngine, UdReceiveShowsThePacketsIpHeaderAndType) {
+  host_.AddQp(0x41, IBV_QPT_UD, 0);
+  host_.AddQp(0x42, IBV_QPT_UD, 0);
+  const LocalQp ud{0x41, IBV_QPT_UD, kPdn, 0, 0x1111, 1024, 0, nullptr};
+  SendWr wr = Wr(1, IBV_WR_SEND, 16);
+  wr.remote_qpn = 0x42;
+  wr.remote_qkey = 0x1111;
+  const uint8_t v4_src[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 1};
+  const uint8_t v4_dst[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 2};
+  memcpy(wr.sgid, v4_src, 16);
+  memcpy(wr.dgid, v4_dst, 16);
+  memset(dst(), 0xee, 256);
+  host_.PostRecv(0x42, 9, dst(), 256);
+  ASSERT_EQ(Execute(host_, ud, wr).response, Response::kAck);
+  auto recv = host_.RecvCompletions(0x42);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].sl, 0x8 | 0x2);  // RoCE v2 over IPv4
+  const uint8_t* ip = dst() + 20;
+  EXPECT_EQ(ip[0], 0x45);  // version 4, 5 words
+  // total length: IPv4 20 + UDP 8 + BTH 12 + DETH 8 + 16 + ICRC 4
+  EXPECT_EQ(ip[2] << 8 | ip[3], 68);
+  EXPECT_EQ(ip[8], 64);  // TTL
+  EXPECT_EQ(ip[9], 17);  // UDP
+  EXPECT_EQ(memcmp(ip + 12, v4_src + 12, 4), 0);
+  EXPECT_EQ(memcmp(ip + 16, v4_dst + 12, 4), 0);
+  uint32_t sum = 0;  // a valid header checksum sums to 0xffff
+  for (int i = 0; i < 20; i += 2) sum += ip[i] << 8 | ip[i + 1];
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  EXPECT_EQ(sum, 0xffffu);
+  EXPECT_EQ(dst()[40], src()[0]);  // the payload after the 40 bytes
+
+  // Between IPv6 addresses: the IPv6 header, all 40 bytes.
+  const uint8_t v6_src[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  const uint8_t v6_dst[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+  memcpy(wr.sgid, v6_src, 16);
+  memcpy(wr.dgid, v6_dst, 16);
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  host_.PostRecv(0x42, 10, dst(), 256);
+  ASSERT_EQ(Execute(host_, ud, wr).response, Response::kAck);
+  recv = host_.RecvCompletions(0x42);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].sl, 0x8 | 0x1);  // RoCE v2 over IPv6
+  const uint8_t* ip6 = dst();
+  EXPECT_EQ(ip6[0] >> 4, 6);
+  // payload length: UDP 8 + BTH 12 + DETH 8 + immediate 4 + 16 + ICRC 4
+  EXPECT_EQ(ip6[4] << 8 | ip6[5], 52);
+  EXPECT_EQ(ip6[6], 17);  // next header: UDP
+  EXPECT_EQ(ip6[7], 64);  // hop limit
+  EXPECT_EQ(memcmp(ip6 + 8, v6_src, 16), 0);
+  EXPECT_EQ(memcmp(ip6 + 24, v6_dst, 16), 0);
+}
+
 // The plain post path (shm_plain_post.h): the success path alone, or
 // nothing at all.
 class PlainPath : public ShmEngine {
