@@ -225,6 +225,11 @@ ssize_t DaemonChannel::ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf,
     std::vector<int> fds;
     AwaitReadable(fd_);
     ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), &fds);
+    // A daemon that closes the connection with our request unread (one out
+    // of descriptors refuses a new client so, having answered before the
+    // request came) makes the first read report ECONNRESET, before the
+    // answer queued ahead of it: read that.
+    if (n == -ECONNRESET) n = ReceiveMessage(fd_, buf.data(), buf.size(), &fds);
     protocol::ReplyHeader rh{};
     if (n >= static_cast<ssize_t>(sizeof(rh))) memcpy(&rh, buf.data(), sizeof(rh));
     // seq 0 with an error: the daemon refused the connection before it read
