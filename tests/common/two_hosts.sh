@@ -69,6 +69,19 @@ th_exec() {
     SOFTVERBS_IDLE_TIMEOUT="${SOFTVERBS_IDLE_TIMEOUT:-30}" "$@"
 }
 
+# th_pgrep HOST REGEX: the processes in HOST's namespace whose command line
+# (arguments joined by spaces) matches REGEX, one PID a line. Only that
+# namespace: another test may run the same program with the same arguments
+# in namespaces of its own.
+th_pgrep() {
+  local pid cmd
+  for pid in $(ip netns pids "$(th_ns "$1")" 2>/dev/null); do
+    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+    [[ "$cmd" =~ $2 ]] && echo "$pid"
+  done
+  return 0
+}
+
 # th_run HOST PROGRAM ARGS...: PROGRAM on HOST's softverbs device.
 th_run() {
   local h=$1

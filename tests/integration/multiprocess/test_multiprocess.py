@@ -232,13 +232,24 @@ class DebianTools(unittest.TestCase):
         self.assertEqual(proc.stdout.strip(), repr(["a", "-x"]), proc.stderr)
 
 
+def _nobody():
+    """The user `nobody` (Debian's base-passwd has it), or None."""
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        return None
+
+
+NOBODY = _nobody()
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root to run a process as another user")
+@unittest.skipUnless(NOBODY, "no user 'nobody' on this machine")
 class TwoUsers(unittest.TestCase):
-    NOBODY = pwd.getpwnam("nobody")
 
     def as_nobody(self, argv, **kwargs):
-        return subprocess.run(["/usr/bin/setpriv", f"--reuid={self.NOBODY.pw_uid}",
-                               f"--regid={self.NOBODY.pw_gid}", "--clear-groups", *argv],
+        return subprocess.run(["/usr/bin/setpriv", f"--reuid={NOBODY.pw_uid}",
+                               f"--regid={NOBODY.pw_gid}", "--clear-groups", *argv],
                               capture_output=True, text=True, timeout=TIMEOUT, **kwargs)
 
     def setUp(self):

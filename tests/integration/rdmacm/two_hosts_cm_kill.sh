@@ -33,7 +33,9 @@ mads_received() {
 }
 before=$(mads_received)
 start=$(date +%s%N)
-pkill -9 -f "^rping -c -v -C 1000000 -a $TH_ADDR_A" || { echo "FAIL: no client to kill"; exit 1; }
+victims=$(th_pgrep b "^rping -c -v -C 1000000 -a $TH_ADDR_A")
+[ -n "$victims" ] || { echo "FAIL: no client to kill"; exit 1; }
+kill -9 $victims
 wait $client 2>/dev/null
 for _ in $(seq 200); do
   kill -0 $server 2>/dev/null || break

@@ -24,7 +24,7 @@ q = json.load(sys.stdin)["roce"]["qps"]
 sys.exit(0 if q and q[0]["packets_received"] > 1000 else 1)' && break
   sleep 0.1
 done
-victim=$(pgrep -f "^$program server $port" | head -1)
+victim=$(th_pgrep a "^$program server $port" | head -1)
 [ -n "$victim" ] || { echo "FAIL: no server process to kill"; exit 1; }
 start=$(date +%s%N)
 kill -9 "$victim"

@@ -23,9 +23,9 @@ th_run b timeout 600 "$program" client "$TH_ADDR_A" "$port" "$mib" >"$TH_DIR/cli
 client_rc=$?
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
 # A client that failed leaves the server waiting for it (up to its timeout):
-# stop it, by name inside host A's namespace.
+# stop it, by name among host A's processes.
 if [ $client_rc -ne 0 ]; then
-  ip netns exec "$TH_NS_A" pkill -TERM -f "$program server $port" 2>/dev/null
+  kill -TERM $(th_pgrep a "$program server $port") 2>/dev/null
 fi
 wait "$server"
 server_rc=$?
