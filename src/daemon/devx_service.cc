@@ -10,6 +10,7 @@
 #include "daemon/device.h"
 #include "devx/prm_context_layouts.h"
 #include "devx/prm_opcodes.h"
+#include "verbs/mr_rules.h"
 
 namespace softverbs::daemon {
 
@@ -41,10 +42,6 @@ bool ToEntryPoint(uint32_t wire, devx::EntryPoint* out) {
 constexpr uint16_t kCreateCqOpcode = devx::opcode::kCreateCq;
 constexpr uint16_t kCreateQpOpcode = devx::opcode::kCreateQp;
 constexpr uint32_t kQpcStateErr = devx::layout::qp_state::kErr;
-
-// Access bits the kernel accepts for a UMEM (spec §2.6).
-constexpr uint32_t kUmemAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
 // Object kinds by creator opcode, for the status output.
 const char* KindName(uint16_t creator_opcode) {
@@ -193,15 +190,9 @@ void DevxService::QpEnteredError(uint32_t qpn) {
 
 Verdict DevxService::UmemReg(ClientId c, const protocol::DevxUmemRegRequest& req,
                              protocol::DevxUmemRegReply* out) {
-  if (req.size == 0) return Verdict::Fail(EINVAL, "umem_reg: size is 0");
-  if (req.addr + req.size < req.addr) return Verdict::Fail(EINVAL, "umem_reg: range wraps around");
-  if (req.access & ~kUmemAccess) {
-    return Verdict::Fail(EINVAL,
-                         "umem_reg: only LOCAL_WRITE, REMOTE_WRITE and REMOTE_READ are allowed");
-  }
-  // The kernel's ib_check_mr_access, as for an MR.
-  if ((req.access & IBV_ACCESS_REMOTE_WRITE) && !(req.access & IBV_ACCESS_LOCAL_WRITE)) {
-    return Verdict::Fail(EINVAL, "umem_reg: REMOTE_WRITE needs LOCAL_WRITE");
+  if (verbs::MrRuleVerdict v = verbs::CheckUmemRegistration(req.addr, req.size, req.access);
+      !v.ok()) {
+    return Verdict::Fail(v.err, "umem_reg: " + v.why);
   }
   EnsureUid(c);
   *out = {objects_.RegisterUmem(c, req.addr, req.size, req.access), 0};

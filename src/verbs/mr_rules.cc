@@ -48,4 +48,20 @@ MrRuleVerdict CheckMrRegistration(uint64_t addr, uint64_t length, uint32_t acces
   return CheckMrRange(addr, length, max_mr_size);
 }
 
+uint32_t SupportedUmemAccess() {
+  return IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+}
+
+MrRuleVerdict CheckUmemRegistration(uint64_t addr, uint64_t size, uint32_t access) {
+  if (access & ~SupportedUmemAccess()) {
+    return {EINVAL, "only LOCAL_WRITE, REMOTE_WRITE and REMOTE_READ are allowed"};
+  }
+  if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE)) {
+    return {EINVAL, "REMOTE_WRITE needs LOCAL_WRITE"};
+  }
+  if (size == 0) return {EINVAL, "size is 0"};
+  if (addr + size < addr) return {EINVAL, "range wraps around"};
+  return {};
+}
+
 }  // namespace softverbs::verbs

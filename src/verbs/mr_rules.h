@@ -32,6 +32,15 @@ bool IsImplicitOdp(uint64_t addr, uint64_t length, uint32_t access);
 MrRuleVerdict CheckMrRegistration(uint64_t addr, uint64_t length, uint32_t access,
                                   uint64_t max_mr_size);
 
+// Access bits a DEVX UMEM may carry (mlx5dv_devx_umem_reg; spec §2.6).
+uint32_t SupportedUmemAccess();
+
+// Size and access of a UMEM registration, as the kernel checks them before
+// it pins anything: known bits, REMOTE_WRITE needs LOCAL_WRITE
+// (ib_check_mr_access), a size of at least 1 and no wrap-around
+// (ib_umem_get). All EINVAL.
+MrRuleVerdict CheckUmemRegistration(uint64_t addr, uint64_t size, uint32_t access);
+
 }  // namespace softverbs::verbs
 
 #endif  // SOFTVERBS_VERBS_MR_RULES_H_

@@ -5,8 +5,11 @@
 #include <errno.h>
 
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/self_maps.h"
 #include "common/log.h"
+#include "verbs/mr_rules.h"
 
 using namespace softverbs::provider;
 
@@ -21,6 +24,24 @@ SV_EXPORT int softverbs_call(ibv_context* context, uint16_t op, const void* req,
   if (op == 0 || op >= static_cast<uint16_t>(softverbs::protocol::Op::kCount)) return EINVAL;
   return Context::From(context)->channel.Call(static_cast<softverbs::protocol::Op>(op), req,
                                               req_len, rep, rep_len, fds, nfds, rep_body_len);
+}
+
+SV_EXPORT int softverbs_check_umem(const void* addr, size_t size, uint32_t access) {
+  const auto begin = reinterpret_cast<uint64_t>(addr);
+  if (softverbs::verbs::MrRuleVerdict v =
+          softverbs::verbs::CheckUmemRegistration(begin, size, access);
+      !v.ok()) {
+    softverbs::Log("mlx5dv_devx_umem_reg: %s", v.why.c_str());
+    return v.err;
+  }
+  SelfMaps maps;
+  const bool need_write = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!addr || !MemoryIsAccessible(maps, begin, size, need_write)) {
+    softverbs::Log("mlx5dv_devx_umem_reg: [%p, +%zu) is not mapped memory the access flags allow",
+                   addr, size);
+    return EFAULT;
+  }
+  return 0;
 }
 
 SV_EXPORT void softverbs_vlog(const char* fmt, va_list ap) {

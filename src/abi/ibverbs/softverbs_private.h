@@ -39,6 +39,16 @@ uint32_t softverbs_client_id(struct ibv_context* context);
  * the channel is off. */
 void softverbs_vlog(const char* fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
+/*
+ * What the kernel checks of a DEVX UMEM registration before CREATE_UMEM
+ * (mlx5dv_devx_umem_reg): its size and access flags (EINVAL,
+ * verbs/mr_rules.h), then that [addr, addr + size) is mapped memory the
+ * access allows - readable, and writable for LOCAL_WRITE or REMOTE_WRITE -
+ * which the kernel finds when it pins the pages (EFAULT). Returns 0 or that
+ * errno, explained on the log channel.
+ */
+int softverbs_check_umem(const void* addr, size_t size, uint32_t access);
+
 /* Device-wide numbers of verbs objects (what mlx5dv_init_obj reports and
  * DEVX commands use to name them). */
 uint32_t softverbs_pd_number(struct ibv_pd* pd);

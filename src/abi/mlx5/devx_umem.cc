@@ -7,6 +7,7 @@
 // buffers and doorbell records in them (devx_queues.cc).
 #include <new>
 
+#include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
 
 using softverbs::mlx5::CallDaemon;
@@ -26,6 +27,12 @@ struct Umem {
 SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg(ibv_context* context, void* addr, size_t size,
                                                       uint32_t access) {
   if (context == nullptr) return RejectNull(EINVAL, "mlx5dv_devx_umem_reg: context is NULL");
+  // What the kernel checks before it pins the range (the daemon checks the
+  // size and flags again).
+  if (int err = softverbs_check_umem(addr, size, access)) {
+    errno = err;
+    return nullptr;
+  }
   const softverbs::protocol::DevxUmemRegRequest req{reinterpret_cast<uintptr_t>(addr), size, access,
                                                     0};
   softverbs::protocol::DevxUmemRegReply rep{};

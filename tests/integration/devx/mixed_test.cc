@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <set>
@@ -233,6 +234,47 @@ TEST_F(DevxTest, UmemRegistration) {
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(mlx5dv_devx_umem_dereg(a), 0);
   EXPECT_EQ(mlx5dv_devx_umem_dereg(b), 0);
+}
+
+// The kernel pins a UMEM's pages: a range that is not mapped, or not
+// readable, or read-only under a writable access, fails with EFAULT
+// (ib_umem_get) and nothing is registered. (Before, such a UMEM was taken,
+// and a DEVX queue in it made the data path fault in the process.)
+TEST_F(DevxTest, UmemOfMemoryTheAccessDoesNotAllowIsEfault) {
+  // This process's UMEMs in the device (softverbs status).
+  auto Umems = [] {
+    const nlohmann::json me = ClientOf(Status(), getpid());
+    return me.is_null() || !me.contains("devx") ? size_t{0} : me["devx"]["umems"].size();
+  };
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* pages = static_cast<uint8_t*>(
+      mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(pages, MAP_FAILED);
+  ASSERT_EQ(mprotect(pages + page, page, PROT_READ), 0);
+  ASSERT_EQ(munmap(pages + 2 * page, page), 0);
+  uint8_t* writable = pages;
+  uint8_t* read_only = pages + page;
+  uint8_t* unmapped = pages + 2 * page;
+  const size_t before = Umems();
+  errno = 0;
+  EXPECT_EQ(mlx5dv_devx_umem_reg(ctx_, unmapped, page, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EFAULT);
+  errno = 0;
+  EXPECT_EQ(mlx5dv_devx_umem_reg(ctx_, read_only, page, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EFAULT);
+  errno = 0;  // partly outside: the range runs into the unmapped page
+  EXPECT_EQ(mlx5dv_devx_umem_reg(ctx_, writable, 3 * page, IBV_ACCESS_REMOTE_READ), nullptr);
+  EXPECT_EQ(errno, EFAULT);
+  errno = 0;  // bad flags are EINVAL first, as the kernel checks them first
+  EXPECT_EQ(mlx5dv_devx_umem_reg(ctx_, unmapped, page, IBV_ACCESS_REMOTE_ATOMIC), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(Umems(), before) << "a refused UMEM was registered";
+  // Read-only memory for reading only is fine.
+  mlx5dv_devx_umem* ro = mlx5dv_devx_umem_reg(ctx_, read_only, page, IBV_ACCESS_REMOTE_READ);
+  ASSERT_NE(ro, nullptr);
+  EXPECT_EQ(Umems(), before + 1);
+  EXPECT_EQ(mlx5dv_devx_umem_dereg(ro), 0);
+  munmap(pages, 2 * page);
 }
 
 TEST_F(DevxTest, EqnAndUar) {
