@@ -136,7 +136,7 @@ double CarrierPingPong(size_t payload_size, uint64_t* count) {
       WaitReadable(b.fd());
       while (b.Receive(&p, &v, &err)) {
         ack.psn = p.fields.psn;
-        b.Send(ga, 0xc002, ack, {}, &err);
+        b.Send(ga, 0xc002, PathIpFields{}, ack, {}, &err);
         b.FlushSends();
       }
     }
@@ -150,13 +150,13 @@ double CarrierPingPong(size_t payload_size, uint64_t* count) {
   while (Since(t0) < g_seconds) {
     f.psn = PsnOf(rtts.size());
     const auto s = Clock::now();
-    a.Send(gb, 0xc001, f, payload, &error);
+    a.Send(gb, 0xc001, PathIpFields{}, f, payload, &error);
     a.FlushSends();
     while (!a.Receive(&p, &v, &error)) WaitReadable(a.fd());
     rtts.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
   }
   stop = true;
-  a.Send(gb, 0xc001, f, payload, &error);  // wakes the echo thread
+  a.Send(gb, 0xc001, PathIpFields{}, f, payload, &error);  // wakes the echo thread
   a.FlushSends();
   echo.join();
   std::sort(rtts.begin(), rtts.end());
@@ -272,7 +272,7 @@ void Rates() {
   Rate("carrier Send (GSO runs)", kRoceV2Port, [&](uint64_t n) {
     for (int i = 0; i < 100; ++i) {
       f.psn = PsnOf(n + i);
-      a.Send(gb, 0xc001, f, payload, &error);
+      a.Send(gb, 0xc001, PathIpFields{}, f, payload, &error);
     }
     a.FlushSends();
     return 100;

@@ -298,7 +298,8 @@ void WireService::SendGsi(const uint8_t sgid[16], const uint8_t dgid[16],
   f.psn = gsi_psn_;
   gsi_psn_ = roce::PsnAdd(gsi_psn_, 1);
   mads_sent_++;
-  SendPacket(sgid, dgid, roce::SourcePortOfQpn(roce::kGsiQpn), f, mad);
+  // The CM's MADs go with the hop limit rdma_cm gives its paths (64).
+  SendPacket(sgid, dgid, roce::SourcePortOfQpn(roce::kGsiQpn), roce::PathIpFields{}, f, mad);
 }
 
 bool WireService::ServedHere(const Qp& qp) const {
@@ -337,6 +338,7 @@ dp::WireQpConfig WireService::ConfigOf(const Qp& qp) const {
   const uint8_t index = a.ah_attr.grh.sgid_index;
   if (index < gids.count) std::copy(gids.gids[index].raw, gids.gids[index].raw + 16, c.sgid);
   std::copy(a.ah_attr.grh.dgid.raw, a.ah_attr.grh.dgid.raw + 16, c.dgid);
+  c.path = {a.ah_attr.grh.traffic_class, roce::HopLimitOnTheWire(a.ah_attr.grh.hop_limit)};
   return c;
 }
 
@@ -444,11 +446,11 @@ void WireService::FlushSends() {
 }
 
 void WireService::SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
-                             const roce::TransportFields& fields,
+                             const roce::PathIpFields& path, const roce::TransportFields& fields,
                              std::span<const uint8_t> payload) {
   Carrier* c = CarrierFor(sgid);
   std::string error;
-  if (!c || !c->udp.Send(dgid, src_port, fields, payload, &error)) {
+  if (!c || !c->udp.Send(dgid, src_port, path, fields, payload, &error)) {
     // No route: lost, as on a NIC whose packet finds none (the requester's
     // ACK timeout ends it with IBV_WC_RETRY_EXC_ERR).
     send_failures_++;

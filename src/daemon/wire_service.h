@@ -124,7 +124,8 @@ class WireService : public datapath::WireHost {
                                    const datapath::SendWr& wr) override;
   bool InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) override;
   void SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
-                  const roce::TransportFields& fields, std::span<const uint8_t> payload) override;
+                  const roce::PathIpFields& path, const roce::TransportFields& fields,
+                  std::span<const uint8_t> payload) override;
   bool SendCq(uint32_t qpn, datapath::CqRing** ring, int* event_fd) override {
     return memory_.SendCq(qpn, ring, event_fd);
   }

@@ -88,6 +88,8 @@ struct SendWr {
   uint8_t dgid[16] = {};
   uint8_t sgid[16] = {};
   uint8_t sl = 0;
+  uint8_t traffic_class = 0;  // the AH's GRH traffic class and hop limit
+  uint8_t hop_limit = 0;
   // UD: the AH's path leaves the host (the device's network transport
   // carries it; docs/roce.md).
   bool off_host = false;

@@ -169,7 +169,8 @@ void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const W
   }
   if (ud) {
     uint8_t grh[kGrhBytes];
-    WriteUdReceiveGrh(wr.sgid, wr.dgid, bytes, info.immediate, grh);
+    const roce::PathIpFields path{wr.traffic_class, roce::HopLimitOnTheWire(wr.hop_limit)};
+    WriteUdReceiveGrh(wr.sgid, wr.dgid, path, bytes, info.immediate, grh);
     PieceList with_grh;
     with_grh.Add({grh, -1, 0, kGrhBytes});
     for (int i = 0; i < src.count; ++i) with_grh.Add(src.piece[i]);

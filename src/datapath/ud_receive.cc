@@ -8,9 +8,12 @@
 
 namespace softverbs::datapath {
 
-bool WriteUdReceiveGrh(const uint8_t sgid[16], const uint8_t dgid[16], uint32_t payload_bytes,
-                       bool with_immediate, uint8_t grh[40]) {
+bool WriteUdReceiveGrh(const uint8_t sgid[16], const uint8_t dgid[16],
+                       const roce::PathIpFields& path, uint32_t payload_bytes, bool with_immediate,
+                       uint8_t grh[40]) {
   roce::Endpoints ends;
+  ends.traffic_class = path.traffic_class;
+  ends.hop_limit = path.hop_limit;
   ends.ipv6 = !(IsIpv4Gid(sgid) && IsIpv4Gid(dgid));
   if (ends.ipv6) {
     std::memcpy(ends.src, sgid, 16);

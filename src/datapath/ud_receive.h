@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "roce/ip_udp.h"
+
 namespace softverbs::datapath {
 
 // The completion's sl of a UD receive, as mlx5 reports a RoCE packet's type
@@ -18,15 +20,18 @@ namespace softverbs::datapath {
 // (uct_ud_iface_check_grh), and drops every packet whose address it does not
 // find there: with sl 0 it looked for an IPv6 address where an IPv4 packet's
 // header is, and a two-host ud_verbs job timed out.
-constexpr uint8_t UdReceiveSl(bool ipv6) { return 0x8 | (ipv6 ? 0x1 : 0x2); }
+constexpr uint8_t UdReceiveSl(bool ipv6) {
+  return 0x8 | (ipv6 ? 0x1 : 0x2);
+}
 
 // Writes the GRH of a UD message of payload_bytes (with an immediate or not)
-// from sgid to dgid, delivered on one host, as the network transport writes
-// it for the same packet (roce::WriteGrh; hop limit 64, traffic class and
-// flow label 0, as sent): between IPv4 addresses (IPv4-mapped GIDs) 20 zero
-// bytes, then the IPv4 header; otherwise the IPv6 header. Returns whether it
-// is IPv6 (UdReceiveSl's argument).
-bool WriteUdReceiveGrh(const uint8_t sgid[16], const uint8_t dgid[16], uint32_t payload_bytes,
-                       bool with_immediate, uint8_t grh[40]);
+// from sgid to dgid over the AH's path, delivered on one host, as the
+// network transport writes it for the same packet (roce::WriteGrh; the
+// path's traffic class and hop limit, flow label 0): between IPv4 addresses
+// (IPv4-mapped GIDs) 20 zero bytes, then the IPv4 header; otherwise the IPv6
+// header. Returns whether it is IPv6 (UdReceiveSl's argument).
+bool WriteUdReceiveGrh(const uint8_t sgid[16], const uint8_t dgid[16],
+                       const roce::PathIpFields& path, uint32_t payload_bytes, bool with_immediate,
+                       uint8_t grh[40]);
 
 }  // namespace softverbs::datapath

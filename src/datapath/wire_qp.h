@@ -48,8 +48,9 @@ struct WireQpConfig {
   uint8_t max_rd_atomic = 1;  // READs/atomics the requester has outstanding
   uint8_t sl = 0;
   bool sq_sig_all = false;
-  uint8_t sgid[16] = {};  // our address: the port's GID at the path's sgid_index
-  uint8_t dgid[16] = {};  // RC/UC/XRC: the path's destination
+  uint8_t sgid[16] = {};    // our address: the port's GID at the path's sgid_index
+  uint8_t dgid[16] = {};    // RC/UC/XRC: the path's destination
+  roce::PathIpFields path;  // RC/UC/XRC: the path's traffic class and hop limit (on the wire)
 };
 
 // What the transport needs from where it runs: the device's memory and rings
@@ -57,9 +58,9 @@ struct WireQpConfig {
 class WireHost : public Host {
  public:
   // Sends one packet from sgid's address and flow source port src_port to
-  // dgid.
+  // dgid, with the path's IP header fields.
   virtual void SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
-                          const roce::TransportFields& fields,
+                          const roce::PathIpFields& path, const roce::TransportFields& fields,
                           std::span<const uint8_t> payload) = 0;
   // QP qpn's send CQ (its ring and completion channel), or false.
   virtual bool SendCq(uint32_t qpn, CqRing** ring, int* event_fd) = 0;

@@ -292,7 +292,11 @@ void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
     highest_sent_psn_ = f.psn;
     sent_any_ = true;
   }
-  host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), f, {payload, len});
+  const roce::PathIpFields path =
+      config_.type == IBV_QPT_UD
+          ? roce::PathIpFields{wr.traffic_class, roce::HopLimitOnTheWire(wr.hop_limit)}
+          : config_.path;
+  host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), path, f, {payload, len});
   counters_.packets_sent++;
 }
 

@@ -25,6 +25,22 @@ struct Endpoints {
   uint16_t ipv4_id = 0;
 };
 
+// The IP header fields a packet's path sets: the address vector's GRH
+// traffic class and hop limit (IPv4: TOS and TTL), as a NIC puts them in
+// the packets of a QP's path or of a UD AH.
+struct PathIpFields {
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+};
+
+// The hop limit (TTL) a packet goes with for an address vector's hop limit:
+// its own, except 0, which a UDP socket cannot send over IPv4 (IP_TTL takes
+// 1-255) and which would not cross a router: the default of 64 then (the
+// hop limit rdma_cm puts in the paths it resolves).
+constexpr uint8_t HopLimitOnTheWire(uint8_t av_hop_limit) {
+  return av_hop_limit ? av_hop_limit : 64;
+}
+
 // Bytes of the IP and UDP headers (28 for IPv4, 48 for IPv6).
 size_t IpUdpBytes(bool ipv6);
 

@@ -175,8 +175,8 @@ void UdpCarrier::CloseOldestSendSocket() {
   auto socket = send_fds_.find(port);
   close(socket->second.first);
   send_fds_.erase(socket);
-  for (auto it = route_index_.lower_bound({port, {}});
-       it != route_index_.end() && it->first.first == port;) {
+  for (auto it = route_index_.lower_bound({port, {}, 0, 0});
+       it != route_index_.end() && std::get<0>(it->first) == port;) {
     routes_[it->second].fd = -1;
     free_routes_.push_back(it->second);
     it = route_index_.erase(it);
@@ -235,14 +235,14 @@ bool UdpCarrier::Open(const uint8_t gid[16], uint32_t scope_id, std::string* err
 int64_t UdpCarrier::RouteTo(const Endpoints& ends, std::string* error) {
   std::array<uint8_t, 16> dst;
   std::memcpy(dst.data(), ends.dst, 16);
-  const auto key = std::make_pair(ends.src_port, dst);
+  const RouteKey key{ends.src_port, dst, ends.traffic_class, ends.hop_limit};
   if (auto it = route_index_.find(key); it != route_index_.end()) {
     return static_cast<int64_t>(it->second);
   }
   uint16_t bound = 0;
   const int fd = SendSocket(ends.src_port, &bound, error);
   if (fd < 0) return -1;
-  Route route{fd, bound, {}, 0};
+  Route route{fd, bound, {}, 0, {ends.traffic_class, ends.hop_limit}};
   route.to_len = SockaddrOf(ends, /*source=*/false, kRoceV2Port, scope_id_, &route.to);
   size_t slot = routes_.size();
   if (free_routes_.empty()) {
@@ -271,20 +271,21 @@ bool UdpCarrier::TransmitRun(std::string* error) {
     }
   } else {
     iovec iov{run.bytes.get(), run.used};
-    alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(uint16_t))] = {};
+    alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(uint16_t)) + kPathControlBytes] = {};
     msghdr msg{};
     msg.msg_name = const_cast<sockaddr_storage*>(&r.to);
     msg.msg_namelen = r.to_len;
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    auto* c = reinterpret_cast<cmsghdr*>(control);
     c->cmsg_level = IPPROTO_UDP;
     c->cmsg_type = UDP_SEGMENT;
     c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
     const uint16_t segment = static_cast<uint16_t>(run.segment);
     std::memcpy(CMSG_DATA(c), &segment, sizeof(segment));
+    msg.msg_controllen =
+        CMSG_SPACE(sizeof(uint16_t)) + WritePathControl(r, control + CMSG_SPACE(sizeof(uint16_t)));
     const ssize_t n = sendmsg(r.fd, &msg, 0);
     if (n == static_cast<ssize_t>(run.used)) {
       counters_.sent += run.count;
@@ -335,10 +336,32 @@ void UdpCarrier::FlushSends() {
   TransmitRun(nullptr);
 }
 
+size_t UdpCarrier::WritePathControl(const Route& r, uint8_t* control) const {
+  const bool ipv6 = r.to.ss_family == AF_INET6;
+  const int values[2] = {r.path.traffic_class, r.path.hop_limit};
+  const int types[2] = {ipv6 ? IPV6_TCLASS : IP_TOS, ipv6 ? IPV6_HOPLIMIT : IP_TTL};
+  for (int i = 0; i < 2; ++i) {
+    auto* c = reinterpret_cast<cmsghdr*>(control + i * CMSG_SPACE(sizeof(int)));
+    c->cmsg_level = ipv6 ? IPPROTO_IPV6 : IPPROTO_IP;
+    c->cmsg_type = types[i];
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &values[i], sizeof(int));
+  }
+  return kPathControlBytes;
+}
+
 bool UdpCarrier::Transmit(std::span<const uint8_t> roce, uint64_t route, std::string* error) {
   const Route& r = routes_[route];
-  const ssize_t n =
-      sendto(r.fd, roce.data(), roce.size(), 0, reinterpret_cast<const sockaddr*>(&r.to), r.to_len);
+  iovec iov{const_cast<uint8_t*>(roce.data()), roce.size()};
+  alignas(cmsghdr) uint8_t control[kPathControlBytes] = {};
+  msghdr msg{};
+  msg.msg_name = const_cast<sockaddr_storage*>(&r.to);
+  msg.msg_namelen = r.to_len;
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = WritePathControl(r, control);
+  const ssize_t n = sendmsg(r.fd, &msg, 0);
   if (n != static_cast<ssize_t>(roce.size())) {
     if (error) *error = Errno("sendto");
     ++counters_.send_errors;
@@ -348,8 +371,9 @@ bool UdpCarrier::Transmit(std::span<const uint8_t> roce, uint64_t route, std::st
   return true;
 }
 
-bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const TransportFields& fields,
-                      std::span<const uint8_t> payload, std::string* error) {
+bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const PathIpFields& path,
+                      const TransportFields& fields, std::span<const uint8_t> payload,
+                      std::string* error) {
   if (GidIsIpv4(dst_gid) == local_.ipv6) {
     *error = "destination GID and local GID are of different IP versions";
     return false;
@@ -358,6 +382,8 @@ bool UdpCarrier::Send(const uint8_t dst_gid[16], uint16_t src_port, const Transp
   SetAddressFromGid(dst_gid, /*source=*/false, &ends);
   ends.src_port = src_port;
   ends.dst_port = kRoceV2Port;
+  ends.traffic_class = path.traffic_class;
+  ends.hop_limit = path.hop_limit;
   const int64_t route = RouteTo(ends, error);
   if (route < 0) return false;
   ends.src_port = routes_[static_cast<size_t>(route)].src_port;

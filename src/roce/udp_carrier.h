@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -94,8 +95,11 @@ class UdpCarrier {
   // segmentation offload: one system call, cut into datagrams by the
   // kernel or the NIC) when the next packet cannot join it or at
   // FlushSends - which the caller calls when it has sent what it had.
-  bool Send(const uint8_t dst_gid[16], uint16_t src_port, const TransportFields& fields,
-            std::span<const uint8_t> payload, std::string* error);
+  // The packet's IP header gets path's traffic class (IPv4 TOS) and hop
+  // limit (TTL), given to the kernel with each send (IP_TOS and IP_TTL,
+  // IPV6_TCLASS and IPV6_HOPLIMIT control messages).
+  bool Send(const uint8_t dst_gid[16], uint16_t src_port, const PathIpFields& path,
+            const TransportFields& fields, std::span<const uint8_t> payload, std::string* error);
 
   // Takes one packet from the receive socket. kOk: *out holds it; any
   // other WireError: a packet arrived and was refused for that reason;
@@ -119,13 +123,21 @@ class UdpCarrier {
   const FaultInjector* faults() const { return injector_.get(); }
 
  private:
-  // Where a packet goes: the socket of its source port and its destination.
+  // Where a packet goes: the socket of its source port, its destination and
+  // the IP header fields of its path.
   struct Route {
     int fd;
     uint16_t src_port;  // the port its socket has (see SendSocket)
     sockaddr_storage to;
     socklen_t to_len;
+    PathIpFields path;
   };
+  // Routes by (flow port, destination, traffic class, hop limit).
+  using RouteKey = std::tuple<uint16_t, std::array<uint8_t, 16>, uint8_t, uint8_t>;
+  // The control messages that give the kernel a route's path fields (two
+  // ints); returns the bytes written to control (kPathControlBytes).
+  static constexpr size_t kPathControlBytes = 2 * CMSG_SPACE(sizeof(int));
+  size_t WritePathControl(const Route& r, uint8_t* control) const;
   // The socket sending from flow port src_port, made on first use. If
   // another socket holds that port, the kernel picks one (*bound says
   // which): the port is only flow entropy, the ICRC covers whichever goes.
@@ -172,7 +184,7 @@ class UdpCarrier {
   std::deque<uint16_t> send_fd_order_;  // flow ports of send_fds_, oldest socket first
   std::vector<Route> routes_;
   std::vector<size_t> free_routes_;  // slots of routes_ whose socket was closed
-  std::map<std::pair<uint16_t, std::array<uint8_t, 16>>, size_t> route_index_;
+  std::map<RouteKey, size_t> route_index_;
   std::unique_ptr<FaultInjector> injector_;
   CarrierCounters counters_;
   SendRun run_;

@@ -221,7 +221,8 @@ int Send(char** argv) {
   for (const auto& f : frames) {
     std::string error;
     UdpCarrier& c = f.ipv6 ? pair.v6 : pair.v4;
-    if (!c.Send(f.ipv6 ? dst6 : dst4, test::SourcePortOf(f), f.fields, f.payload, &error)) {
+    if (!c.Send(f.ipv6 ? dst6 : dst4, test::SourcePortOf(f), PathIpFields{}, f.fields, f.payload,
+                &error)) {
       std::fprintf(stderr, "frame %u: %s\n", f.number, error.c_str());
       return 1;
     }

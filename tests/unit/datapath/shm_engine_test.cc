@@ -480,7 +480,8 @@ TEST_F(ShmEngine, UdReceiveShowsThePacketsIpHeaderAndType) {
   EXPECT_EQ(ip[0], 0x45);  // version 4, 5 words
   // total length: IPv4 20 + UDP 8 + BTH 12 + DETH 8 + 16 + ICRC 4
   EXPECT_EQ(ip[2] << 8 | ip[3], 68);
-  EXPECT_EQ(ip[8], 64);  // TTL
+  EXPECT_EQ(ip[1], 0);   // TOS: the AH's traffic class, 0
+  EXPECT_EQ(ip[8], 64);  // TTL: the AH's hop limit 0 goes as 64 (HopLimitOnTheWire)
   EXPECT_EQ(ip[9], 17);  // UDP
   EXPECT_EQ(memcmp(ip + 12, v4_src + 12, 4), 0);
   EXPECT_EQ(memcmp(ip + 16, v4_dst + 12, 4), 0);
@@ -496,6 +497,8 @@ TEST_F(ShmEngine, UdReceiveShowsThePacketsIpHeaderAndType) {
   memcpy(wr.sgid, v6_src, 16);
   memcpy(wr.dgid, v6_dst, 16);
   wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.traffic_class = 0xb8;  // the AH's GRH, as a packet would carry them
+  wr.hop_limit = 17;
   host_.PostRecv(0x42, 10, dst(), 256);
   ASSERT_EQ(Execute(host_, ud, wr).response, Response::kAck);
   recv = host_.RecvCompletions(0x42);
@@ -503,10 +506,11 @@ TEST_F(ShmEngine, UdReceiveShowsThePacketsIpHeaderAndType) {
   EXPECT_EQ(recv[0].sl, 0x8 | 0x1);  // RoCE v2 over IPv6
   const uint8_t* ip6 = dst();
   EXPECT_EQ(ip6[0] >> 4, 6);
+  EXPECT_EQ((ip6[0] << 4 | ip6[1] >> 4) & 0xff, 0xb8);  // traffic class
   // payload length: UDP 8 + BTH 12 + DETH 8 + immediate 4 + 16 + ICRC 4
   EXPECT_EQ(ip6[4] << 8 | ip6[5], 52);
   EXPECT_EQ(ip6[6], 17);  // next header: UDP
-  EXPECT_EQ(ip6[7], 64);  // hop limit
+  EXPECT_EQ(ip6[7], 17);  // hop limit
   EXPECT_EQ(memcmp(ip6 + 8, v6_src, 16), 0);
   EXPECT_EQ(memcmp(ip6 + 24, v6_dst, 16), 0);
 }

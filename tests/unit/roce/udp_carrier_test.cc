@@ -103,7 +103,7 @@ TEST(RoceUdpCarrier, EveryOpcodeOverLoopback) {
     f.imm = 0x1234;
     const std::vector<uint8_t> payload(
         dp::IbtaOperationRow(dp::OperationOfOpcode(f.opcode)).payload ? 33 : 0, 0xab);
-    ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), f, payload, &error)) << error;
+    ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), PathIpFields{}, f, payload, &error)) << error;
     sent[f.psn] = f.opcode;
   }
   a.FlushSends();
@@ -121,6 +121,45 @@ TEST(RoceUdpCarrier, EveryOpcodeOverLoopback) {
   }
   EXPECT_EQ(b.counters().received, 60u);
   EXPECT_EQ(a.counters().sent, 60u);
+}
+
+// A packet leaves with its path's traffic class and hop limit (an AH's or a
+// QP path's GRH: IPv4 TOS and TTL), as the receiving kernel reports them
+// (IP_RECVTOS, IP_RECVTTL); packets of two paths to one destination, several
+// of each (runs: one GSO send per path), keep theirs.
+TEST(RoceUdpCarrier, PacketsLeaveWithTheirPathsTosAndTtl) {
+  unsetenv(kFaultsEnvironmentVariable);
+  uint8_t ga[16], gb[16];
+  Gid("127.0.0.26", ga);
+  Gid("127.0.0.27", gb);
+  UdpCarrier a, b;
+  std::string error;
+  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.27: " << error;
+  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  const PathIpFields paths[] = {{0x28, 17}, {0xb8, 200}};  // DSCP 10 and 46 (EF)
+  std::map<uint32_t, PathIpFields> sent;                   // PSN -> path
+  for (uint32_t i = 0; i < 12; ++i) {
+    TransportFields f;
+    f.opcode = dp::IbtaOpcode(dp::IbtaTransport::kUd, dp::IbtaOperation::kSendOnly);
+    f.dest_qp = 0x42;
+    f.src_qp = 0x77;
+    f.qkey = 0x1111;
+    f.psn = 0x300 + i;
+    const PathIpFields& path = paths[i / 3 % 2];  // three of one, three of the other, ...
+    ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), path, f, std::vector<uint8_t>(64, 0xcd), &error))
+        << error;
+    sent[f.psn] = path;
+  }
+  a.FlushSends();
+  const auto received = ReceiveUpTo(b, sent.size());
+  ASSERT_EQ(received.size(), sent.size());
+  for (const auto& [packet, verdict] : received) {
+    EXPECT_EQ(verdict, WireError::kOk) << WireErrorName(verdict);
+    ASSERT_EQ(sent.count(packet.fields.psn), 1u);
+    const PathIpFields& path = sent[packet.fields.psn];
+    EXPECT_EQ(packet.ends.traffic_class, path.traffic_class) << "PSN " << packet.fields.psn;
+    EXPECT_EQ(packet.ends.hop_limit, path.hop_limit) << "PSN " << packet.fields.psn;
+  }
 }
 
 TEST(RoceUdpCarrier, GarbageIsRefusedAndCounted) {
@@ -168,7 +207,7 @@ TEST(RoceUdpCarrier, RunsOfEqualPacketsLeaveAsOneGsoSend) {
     f.dest_qp = 0x42;
     f.psn = 0x500 + i;
     const std::vector<uint8_t> payload(i + 1 == kPackets ? 100 : 256, static_cast<uint8_t>(i));
-    ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), f, payload, &error)) << error;
+    ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x77), PathIpFields{}, f, payload, &error)) << error;
   }
   EXPECT_EQ(a.counters().sent, kIcrcIpv4Ids);  // the first run went when full; the rest waits
   EXPECT_EQ(a.counters().gso_sends, 1u);
@@ -213,7 +252,7 @@ TEST(RoceUdpCarrier, AnOlderKernelsLimitOf64SegmentsSplitsTheRun) {
       f.rkey = 0x55;
       f.dma_len = 8;
       const std::vector<uint8_t> payload(8, static_cast<uint8_t>(i));
-      ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x78), f, payload, &error)) << error;
+      ASSERT_TRUE(a.Send(gb, SourcePortOfQpn(0x78), PathIpFields{}, f, payload, &error)) << error;
     }
     a.FlushSends();
     const auto received = ReceiveUpTo(b, kPackets);
@@ -262,7 +301,8 @@ bool SendFromFlows(UdpCarrier& c, const uint8_t dst_gid[16], size_t flows, std::
   f.dest_qp = 0x12;
   for (size_t i = 0; i < flows; ++i) {
     f.psn = static_cast<uint32_t>(i);
-    if (!c.Send(dst_gid, static_cast<uint16_t>(0xc000 + i), f, {}, error)) return false;
+    if (!c.Send(dst_gid, static_cast<uint16_t>(0xc000 + i), PathIpFields{}, f, {}, error))
+      return false;
   }
   return true;
 }
@@ -301,7 +341,7 @@ TEST(RoceUdpCarrier, FlowSocketsPastTheLimitCloseTheOldest) {
   f.opcode = 0x04;
   f.dest_qp = 0x12;
   f.psn = 0x1000;
-  ASSERT_TRUE(a.Send(gb, 0xc000, f, {}, &error)) << error;
+  ASSERT_TRUE(a.Send(gb, 0xc000, PathIpFields{}, f, {}, &error)) << error;
   a.FlushSends();
   received = ReceiveUpTo(b, 1);
   ASSERT_EQ(received.size(), 1u);
@@ -369,7 +409,7 @@ TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
   TransportFields f;
   f.opcode = 0x04;
   f.dest_qp = 0x12;
-  ASSERT_TRUE(a.Send(gb, flow_port, f, {}, &error)) << error;
+  ASSERT_TRUE(a.Send(gb, flow_port, PathIpFields{}, f, {}, &error)) << error;
   a.FlushSends();
   const auto received = ReceiveUpTo(b, 1);
   close(squatter);
@@ -402,7 +442,7 @@ TEST(RoceUdpCarrier, OpenErrorsSayWhatIsWrong) {
   // Another IP version than the carrier's.
   uint8_t v6[16] = {0xfe, 0x80};
   v6[15] = 2;
-  EXPECT_FALSE(with_faults.Send(v6, 0xc000, TransportFields{}, {}, &error));
+  EXPECT_FALSE(with_faults.Send(v6, 0xc000, PathIpFields{}, TransportFields{}, {}, &error));
   EXPECT_EQ(error, "destination GID and local GID are of different IP versions");
 }
 

@@ -132,8 +132,8 @@ class FakeWire : public WireHost {
   void SrqLimitReached(uint32_t) override {}
   void RaiseQpEvent(uint32_t, ibv_event_type) override {}
   void McastMembers(const uint8_t*, std::vector<uint32_t>*) override {}
-  void SendPacket(const uint8_t*, const uint8_t*, uint16_t, const roce::TransportFields& f,
-                  std::span<const uint8_t> payload) override {
+  void SendPacket(const uint8_t*, const uint8_t*, uint16_t, const roce::PathIpFields&,
+                  const roce::TransportFields& f, std::span<const uint8_t> payload) override {
     wire_.push_back({f, {payload.begin(), payload.end()}});
   }
   bool SendCq(uint32_t qpn, CqRing** ring, int* event_fd) override {
@@ -447,7 +447,7 @@ TEST_F(WireQpTest, ALateReadResponseIsTakenAndItsRepeatsDropped) {
       return false;
     }
     if (held && Op(p) == IbtaOperation::kReadResponseLast && held->fields.psn == 101) {
-      host_.SendPacket(nullptr, nullptr, 0, held->fields, held->payload);
+      host_.SendPacket(nullptr, nullptr, 0, roce::PathIpFields{}, held->fields, held->payload);
       held->fields.psn = 0;  // put back once
     }
     return true;
