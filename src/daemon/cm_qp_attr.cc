@@ -72,6 +72,7 @@ Verdict CmService::InitQpAttr(const Id& id, uint32_t qp_state, protocol::CmReply
       memcpy(a.ah_attr.grh.dgid.raw, id.remote_gid, 16);
       a.ah_attr.grh.sgid_index = id.route.sgid_index;
       a.ah_attr.grh.hop_limit = kHopLimit;
+      a.ah_attr.grh.traffic_class = id.traffic_class;
       a.ah_attr.port_num = 1;
       a.path_mtu = static_cast<ibv_mtu>(id.route.path_mtu);
       a.dest_qp_num = id.remote.qp_num;

@@ -101,6 +101,7 @@ Verdict CmService::Handle(ClientId c, Op op, const CmRequest& req, CmReply* out)
     Id* id = Find(req.id);
     if (!id || id->owner != c)
       return Verdict::Fail(EINVAL, IdName(req.id) + " is not an id of this process");
+    if (req.tos_set) id->traffic_class = req.tos;
     switch (op) {
       case Op::kCmDestroyId:
         v = DestroyId(*id);
@@ -539,6 +540,7 @@ Verdict CmService::JoinMcast(Id& id, const CmAddr& group, uint64_t token) {
   rec.conn.qkey = RDMA_UDP_QKEY;
   MulticastGid(group, rec.ah_dgid);
   rec.ah_sgid_index = id.route.sgid_index;
+  rec.ah_traffic_class = id.traffic_class;
   PushEvent(id, rec);
   return Verdict::Ok();
 }

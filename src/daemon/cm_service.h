@@ -63,6 +63,7 @@ struct CmMessage {
   // the connection's messages are sent again.
   uint8_t local_cm_response_timeout;
   uint8_t max_cm_retries;
+  uint8_t traffic_class;  // REQ: the primary path's traffic class
   protocol::CmConnParam conn;
 };
 
@@ -173,6 +174,10 @@ class CmService {
     uint8_t responder_resources = 0;  // what this side's QP answers (RTR)
     uint8_t initiator_depth = 0;      // what this side's QP issues (RTS)
     uint8_t remote_gid[16] = {};
+    // The traffic class of the id's paths: its TOS (RDMA_OPTION_ID_TOS) on
+    // the active side, the REQ's on the passive side (the kernel's
+    // path_rec traffic_class; 0 unless set).
+    uint8_t traffic_class = 0;
     bool timer = false;
     Clock::time_point deadline{};
     // A message to another host that is sent again until it is answered

@@ -39,6 +39,7 @@ CmMessage CmService::MessageFrom(const Id& id, CmMsgKind kind) const {
   msg.qp_type = id.qp_type;
   msg.remote_qpn = id.remote.qp_num;
   msg.starting_psn = id.local_psn;
+  msg.traffic_class = id.traffic_class;
   msg.conn = id.local;
   msg.conn.private_data_len = 0;
   return msg;
@@ -157,6 +158,7 @@ void CmService::OnReq(const CmMessage& msg) {
   child.responder_resources = msg.conn.initiator_depth;
   child.initiator_depth = msg.conn.responder_resources;
   memcpy(child.remote_gid, msg.sgid, 16);
+  child.traffic_class = msg.traffic_class;  // the kernel's cm_format_path_from_req
   SetRouteFromAddrs(child);
   memcpy(child.route.dgid, msg.sgid, 16);
   listener->pending++;
@@ -331,6 +333,7 @@ void CmService::OnSidrRep(Id& id, const CmMessage& msg) {
   rec.conn = msg.conn;
   memcpy(rec.ah_dgid, msg.sgid, 16);
   rec.ah_sgid_index = id.route.sgid_index;
+  rec.ah_traffic_class = id.traffic_class;
   PushEvent(id, rec);
 }
 

@@ -175,6 +175,7 @@ roce::CmMad MadOf(const CmMessage& msg, ibv_mtu path_mtu, uint64_t ca_guid) {
     memcpy(m.local_gid, msg.sgid, 16);
     memcpy(m.remote_gid, msg.dgid, 16);
     m.hop_limit = 64;
+    m.traffic_class = msg.traffic_class;
     m.local_ack_timeout = kLocalAckTimeout;
   }
   if (attr == roce::CmAttr::kRep) m.target_ack_delay = kTargetAckDelay;
@@ -205,6 +206,7 @@ bool MessageOf(const roce::CmMad& mad, const uint8_t sgid[16], const uint8_t dgi
   memcpy(msg->sgid, sgid, 16);
   memcpy(msg->dgid, dgid, 16);
   msg->starting_psn = mad.starting_psn;
+  msg->traffic_class = mad.traffic_class;
   msg->conn.qp_num = mad.qpn;
   msg->conn.qkey = mad.qkey;
   msg->conn.responder_resources = mad.responder_resources;
@@ -265,7 +267,7 @@ void ConnectCmToWire(CmService& cm, WireService& wire, ibv_mtu path_mtu, uint64_
           return;
         }
         std::array<uint8_t, roce::kMadBytes> mad{};
-        if (roce::EncodeCmMad(m, mad)) wire.SendGsi(msg.sgid, msg.dgid, mad);
+        if (roce::EncodeCmMad(m, mad)) wire.SendGsi(msg.sgid, msg.dgid, msg.traffic_class, mad);
       });
   cm.set_listen_hook([&wire] { wire.OpenCarriers(); });
   wire.set_gsi_sink(

@@ -287,7 +287,7 @@ void WireService::ReceiveGsi(Carrier& c, const roce::ReceivedPacket& packet) {
   gsi_sink_(sgid, c.gid.data(), packet.payload);
 }
 
-void WireService::SendGsi(const uint8_t sgid[16], const uint8_t dgid[16],
+void WireService::SendGsi(const uint8_t sgid[16], const uint8_t dgid[16], uint8_t traffic_class,
                           std::span<const uint8_t> mad) {
   OpenCarriers();
   roce::TransportFields f;
@@ -298,8 +298,11 @@ void WireService::SendGsi(const uint8_t sgid[16], const uint8_t dgid[16],
   f.psn = gsi_psn_;
   gsi_psn_ = roce::PsnAdd(gsi_psn_, 1);
   mads_sent_++;
-  // The CM's MADs go with the hop limit rdma_cm gives its paths (64).
-  SendPacket(sgid, dgid, roce::SourcePortOfQpn(roce::kGsiQpn), roce::PathIpFields{}, f, mad);
+  // The CM's MADs go over the connection's path, as ib_cm sends them with
+  // the path record's address vector: its traffic class, and the hop limit
+  // rdma_cm gives its paths (64).
+  SendPacket(sgid, dgid, roce::SourcePortOfQpn(roce::kGsiQpn), roce::PathIpFields{traffic_class}, f,
+             mad);
 }
 
 bool WireService::ServedHere(const Qp& qp) const {

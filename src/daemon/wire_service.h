@@ -117,8 +117,10 @@ class WireService : public datapath::WireHost {
   // when the first network QP appears, or the CM needs QP1 (a listener, a
   // MAD to send).
   void OpenCarriers();
-  // Sends one MAD from QP1 at sgid to QP1 at dgid.
-  void SendGsi(const uint8_t sgid[16], const uint8_t dgid[16], std::span<const uint8_t> mad);
+  // Sends one MAD from QP1 at sgid to QP1 at dgid, with the connection's
+  // traffic class.
+  void SendGsi(const uint8_t sgid[16], const uint8_t dgid[16], uint8_t traffic_class,
+               std::span<const uint8_t> mad);
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
   datapath::VendorError BindWindow(const datapath::LocalQp& qp,
                                    const datapath::SendWr& wr) override;

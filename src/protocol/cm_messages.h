@@ -71,8 +71,13 @@ struct CmRequest {
   sockaddr_in6 src;     // kCmBindAddr, kCmResolveAddr (optional), kCm*Mcast
   sockaddr_in6 dst;     // kCmResolveAddr
   CmConnParam conn;     // kCmConnect, kCmAccept, kCmReject (private data only)
+  // Every op: the id's RDMA_OPTION_ID_TOS when tos_set (the traffic class
+  // of the paths it resolves and the connection's REQ; librdmacm's tos).
+  uint8_t tos;
+  uint8_t tos_set;
+  uint8_t reserved[6];
 };
-static_assert(sizeof(CmRequest) == 96 + sizeof(CmConnParam));
+static_assert(sizeof(CmRequest) == 104 + sizeof(CmConnParam));
 
 struct CmReply {
   uint32_t id;           // kCmCreateId: the new id
@@ -92,7 +97,8 @@ struct CmEventRecord {
   CmConnParam conn;     // the peer's parameters and private data
   uint8_t ah_dgid[16];  // UD events: where the peer (or group) is
   uint8_t ah_sgid_index;
-  uint8_t reserved[7];
+  uint8_t ah_traffic_class;  // UD events: the route's traffic class (the id's TOS)
+  uint8_t reserved[6];
 };
 static_assert(sizeof(CmEventRecord) == 24 + sizeof(CmRoute) + sizeof(CmConnParam) + 24);
 

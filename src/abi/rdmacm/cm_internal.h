@@ -66,7 +66,8 @@ struct Id {
   uint8_t initiator_depth = 0;
   bool connect_error = false;
   uint32_t option_flags = 0;  // protocol::kCmReuseAddr, kCmAfOnly
-  uint8_t tos = 0;
+  uint8_t tos = 0;            // RDMA_OPTION_ID_TOS (the device puts it in the paths it resolves)
+  bool tos_set = false;
   // RDMA_OPTION_ID_ACK_TIMEOUT: the QP's local ACK timeout in RTS, as the
   // kernel's cma_init_qp_attr applies it (unset: the rdma_cm default).
   bool ack_timeout_set = false;

@@ -102,6 +102,8 @@ protocol::CmRequest RequestFor(const Id* id) {
   protocol::CmRequest req{};
   req.id = id->handle;
   req.flags = id->option_flags;
+  req.tos = id->tos;
+  req.tos_set = id->tos_set ? 1 : 0;
   return req;
 }
 

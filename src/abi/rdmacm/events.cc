@@ -55,6 +55,7 @@ void CopyUd(Event* evt, const CmEventRecord& rec) {
   ah.is_global = 1;
   memcpy(ah.grh.dgid.raw, rec.ah_dgid, 16);
   ah.grh.sgid_index = rec.ah_sgid_index;
+  ah.grh.traffic_class = rec.ah_traffic_class;
   ah.grh.hop_limit = 64;
   ah.port_num = 1;
   dst.qp_num = rec.conn.qp_num;

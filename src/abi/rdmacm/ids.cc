@@ -156,6 +156,7 @@ SV_EXPORT int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optv
         }
         if (optname == RDMA_OPTION_ID_TOS) {
           priv->tos = *static_cast<uint8_t*>(optval);
+          priv->tos_set = true;
         } else {
           priv->ack_timeout = *static_cast<uint8_t*>(optval);
           priv->ack_timeout_set = true;
