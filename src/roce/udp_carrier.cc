@@ -272,12 +272,7 @@ bool UdpCarrier::TransmitRun(std::string* error) {
   } else {
     iovec iov{run.bytes.get(), run.used};
     alignas(cmsghdr) uint8_t control[CMSG_SPACE(sizeof(uint16_t)) + kPathControlBytes] = {};
-    msghdr msg{};
-    msg.msg_name = const_cast<sockaddr_storage*>(&r.to);
-    msg.msg_namelen = r.to_len;
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
+    msghdr msg = MessageTo(r, &iov, control);
     auto* c = reinterpret_cast<cmsghdr*>(control);
     c->cmsg_level = IPPROTO_UDP;
     c->cmsg_type = UDP_SEGMENT;
@@ -336,6 +331,16 @@ void UdpCarrier::FlushSends() {
   TransmitRun(nullptr);
 }
 
+msghdr UdpCarrier::MessageTo(const Route& r, iovec* iov, uint8_t* control) {
+  msghdr msg{};
+  msg.msg_name = const_cast<sockaddr_storage*>(&r.to);
+  msg.msg_namelen = r.to_len;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  return msg;
+}
+
 size_t UdpCarrier::WritePathControl(const Route& r, uint8_t* control) const {
   const bool ipv6 = r.to.ss_family == AF_INET6;
   const int values[2] = {r.path.traffic_class, r.path.hop_limit};
@@ -354,12 +359,7 @@ bool UdpCarrier::Transmit(std::span<const uint8_t> roce, uint64_t route, std::st
   const Route& r = routes_[route];
   iovec iov{const_cast<uint8_t*>(roce.data()), roce.size()};
   alignas(cmsghdr) uint8_t control[kPathControlBytes] = {};
-  msghdr msg{};
-  msg.msg_name = const_cast<sockaddr_storage*>(&r.to);
-  msg.msg_namelen = r.to_len;
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
+  msghdr msg = MessageTo(r, &iov, control);
   msg.msg_controllen = WritePathControl(r, control);
   const ssize_t n = sendmsg(r.fd, &msg, 0);
   if (n != static_cast<ssize_t>(roce.size())) {

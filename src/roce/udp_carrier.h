@@ -138,6 +138,9 @@ class UdpCarrier {
   // ints); returns the bytes written to control (kPathControlBytes).
   static constexpr size_t kPathControlBytes = 2 * CMSG_SPACE(sizeof(int));
   size_t WritePathControl(const Route& r, uint8_t* control) const;
+  // A message of *iov to the route's destination, with control as its
+  // control buffer (the caller sets msg_controllen).
+  static msghdr MessageTo(const Route& r, iovec* iov, uint8_t* control);
   // The socket sending from flow port src_port, made on first use. If
   // another socket holds that port, the kernel picks one (*bound says
   // which): the port is only flow entropy, the ICRC covers whichever goes.
