@@ -223,6 +223,7 @@ void CmService::OnSidrReq(const CmMessage& msg) {
   child.peer = msg.local_comm_id;
   SetRouteFromAddrs(child);
   memcpy(child.route.dgid, msg.sgid, 16);
+  child.traffic_class = msg.traffic_class;  // the SIDR REQ's (its packet's)
   listener->pending++;
   const uint32_t listen_handle = listener->handle;
   ids_[child.handle] = child;
@@ -231,6 +232,7 @@ void CmService::OnSidrReq(const CmMessage& msg) {
   rec.conn = msg.conn;
   memcpy(rec.ah_dgid, msg.sgid, 16);
   rec.ah_sgid_index = child.route.sgid_index;
+  rec.ah_traffic_class = child.traffic_class;
   PushEvent(child, rec);
 }
 

@@ -270,14 +270,17 @@ void ConnectCmToWire(CmService& cm, WireService& wire, ibv_mtu path_mtu, uint64_
         if (roce::EncodeCmMad(m, mad)) wire.SendGsi(msg.sgid, msg.dgid, msg.traffic_class, mad);
       });
   cm.set_listen_hook([&wire] { wire.OpenCarriers(); });
-  wire.set_gsi_sink(
-      [&cm](const uint8_t sgid[16], const uint8_t dgid[16], std::span<const uint8_t> bytes) {
-        roce::CmMad mad;
-        CmMessage msg;
-        if (roce::DecodeCmMad(bytes, &mad) && MessageOf(mad, sgid, dgid, &msg)) {
-          cm.ReceiveFromWire(msg);
-        }
-      });
+  wire.set_gsi_sink([&cm](const uint8_t sgid[16], const uint8_t dgid[16], uint8_t traffic_class,
+                          std::span<const uint8_t> bytes) {
+    roce::CmMad mad;
+    CmMessage msg;
+    if (roce::DecodeCmMad(bytes, &mad) && MessageOf(mad, sgid, dgid, &msg)) {
+      // A SIDR REQ names no path: the responder's AH takes the packet's
+      // traffic class, as the kernel's ib_init_ah_attr_from_wc takes the GRH's.
+      if (mad.attr == roce::CmAttr::kSidrReq) msg.traffic_class = traffic_class;
+      cm.ReceiveFromWire(msg);
+    }
+  });
 }
 
 }  // namespace softverbs::daemon

@@ -284,7 +284,7 @@ void WireService::ReceiveGsi(Carrier& c, const roce::ReceivedPacket& packet) {
   uint8_t sgid[16];
   roce::GidOfAddress(packet.ends, true, sgid);
   mads_received_++;
-  gsi_sink_(sgid, c.gid.data(), packet.payload);
+  gsi_sink_(sgid, c.gid.data(), packet.ends.traffic_class, packet.payload);
 }
 
 void WireService::SendGsi(const uint8_t sgid[16], const uint8_t dgid[16], uint8_t traffic_class,

@@ -110,8 +110,9 @@ class WireService : public datapath::WireHost {
   // QP1, the general services interface: CM MADs (daemon/cm_wire.h). The
   // sink gets each MAD that arrives (UD SEND Only to QP1 with the GSI
   // Q_Key) with the packet's source GID and the carrier's GID.
+  // traffic_class: the packet's (its IP header's TOS / traffic class).
   using GsiSink = std::function<void(const uint8_t sgid[16], const uint8_t dgid[16],
-                                     std::span<const uint8_t> mad)>;
+                                     uint8_t traffic_class, std::span<const uint8_t> mad)>;
   void set_gsi_sink(GsiSink sink) { gsi_sink_ = std::move(sink); }
   // Opens the UDP 4791 carriers on the port's RoCE v2 addresses (once):
   // when the first network QP appears, or the CM needs QP1 (a listener, a

@@ -2,11 +2,11 @@
 # The IP header fields of an address vector on the wire: ib_send_bw between
 # two hosts (tests/common/two_hosts.sh) with traffic class 184 (DSCP 46, EF),
 # over a UD AH (IPv4 and IPv6 link-local) and an RC QP's path (IPv4) set by
-# perftest (--tclass=184), and over an RC connection rdma_cm made with
-# RDMA_OPTION_ID_TOS 184 (-R --tos=184). tshark captures the link on host
-# B's side: every RoCE packet, both directions (RC: the requests and the
-# responder's ACKs; rdma_cm: its MADs too, sent over the path as ib_cm sends
-# them), must carry traffic class / TOS 184 and the path's hop limit / TTL:
+# perftest (--tclass=184), and over an RC connection and a UD id (SIDR)
+# rdma_cm made with RDMA_OPTION_ID_TOS 184 (-R --tos=184). tshark captures
+# the link on host B's side: every RoCE packet, both directions (RC: the
+# requests and the responder's ACKs; rdma_cm: its MADs too, sent over the
+# path as ib_cm sends them), must carry traffic class / TOS 184 and the path's hop limit / TTL:
 # 255 for perftest's own address vectors (hop limit 0xff), 64 for rdma_cm's
 # paths. (A UDP socket's defaults, TOS 0 and TTL 64, are what every packet
 # had before the device gave the kernel the path's fields with each send;
@@ -83,9 +83,10 @@ run_case() {
   tshark -r "$WORK/$name/capture.pcap" -T fields -E separator=, \
     -e ip.dst -e ipv6.dst -e ip.dsfield -e ipv6.tclass -e ip.ttl -e ipv6.hlim \
     -e infiniband.bth.destqp >"$WORK/$name/fields.csv" 2>/dev/null
-  /usr/bin/python3 - "$name" "$3" "$WORK/$name/fields.csv" "$TH_ADDR_A" "$ttl" <<'PY' || failed=1
+  local args_py=("$name" "$3" "$WORK/$name/fields.csv" "$TH_ADDR_A" "$ttl" "$conn")
+  /usr/bin/python3 - "${args_py[@]}" <<'PY' || failed=1
 import collections, sys
-name, mode, path, addr_a, want_ttl = sys.argv[1:]
+name, mode, path, addr_a, want_ttl, conn = sys.argv[1:]
 want_ttl = int(want_ttl)
 # (to A?, destination QP) -> traffic classes seen; every packet's TTL.
 classes = collections.defaultdict(collections.Counter)
@@ -107,11 +108,13 @@ if mode != "cm":
 else:
     # perftest -R also makes a connection of its own to exchange its
     # parameters, without a TOS: each QP's packets share one traffic class,
-    # 0 or 184; the test's 50 SENDs and their ACKs go with 184, and so do the
-    # test connection's MADs (QP 1) both ways (REQ, REP).
+    # 0 or 184; the test's 50 SENDs (and RC's ACKs) go with 184, and so do
+    # the test id's MADs (QP 1) both ways: REQ and REP, or SIDR REQ and SIDR
+    # REP (the passive side took the SIDR REQ packet's traffic class).
     ok = ok and all(len(c) == 1 and set(c) <= {0, 184}
                     for (a, qp), c in classes.items() if qp != 1)
-    ok = ok and count(True, True, 184) >= 50 and count(False, True, 184) >= 1
+    ok = ok and count(True, True, 184) >= 50
+    ok = ok and (conn == "UD" or count(False, True, 184) >= 1)
     ok = ok and count(True, False, 184) >= 1 and count(False, False, 184) >= 1
 if not ok:
     print(f"FAIL: {name}: not traffic class 184 and TTL {want_ttl} where expected")
@@ -124,5 +127,6 @@ run_case ud_ipv4 UD "$ipv4_a" "$ipv4_b" 255 --tclass=184
 run_case ud_ipv6 UD "fe80::1" "fe80::2" 255 --tclass=184
 run_case rc_ipv4 RC "$ipv4_a" "$ipv4_b" 255 --tclass=184
 run_case rc_rdma_cm RC cm cm 64 -R --tos=184
+run_case ud_rdma_cm UD cm cm 64 -R --tos=184
 [ $failed -eq 0 ] || exit 1
 echo PASS
