@@ -453,7 +453,21 @@ void WireService::SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uin
                              std::span<const uint8_t> payload) {
   Carrier* c = CarrierFor(sgid);
   std::string error;
-  if (!c || !c->udp.Send(dgid, src_port, path, fields, payload, &error)) {
+  if (!c) {
+    // A source GID no interface address backs (the port's default GID, of
+    // the MAC, on a link without that link-local address): lost, said once
+    // per GID, where a NIC would send from it anyway.
+    std::array<uint8_t, 16> gid;
+    std::copy(sgid, sgid + 16, gid.begin());
+    if (gids_without_carrier_.insert(gid).second) {
+      fprintf(stderr,
+              "softverbsd: no network carrier for source GID %s: no interface has that address "
+              "(the port's default GID of a link without its EUI-64 link-local address?); "
+              "packets sent from it are lost: use the GID index of an interface address\n",
+              FormatGid(sgid).c_str());
+    }
+    send_failures_++;
+  } else if (!c->udp.Send(dgid, src_port, path, fields, payload, &error)) {
     // No route: lost, as on a NIC whose packet finds none (the requester's
     // ACK timeout ends it with IBV_WC_RETRY_EXC_ERR).
     send_failures_++;

@@ -200,8 +200,9 @@ class WireService : public datapath::WireHost {
   uint32_t gsi_psn_ = 0;    // QP1's send PSN
   uint64_t mads_sent_ = 0;  // CM MADs sent and received on QP1
   uint64_t mads_received_ = 0;
-  uint64_t send_failures_ = 0;  // packets no carrier could send
-  uint64_t bad_posts_ = 0;      // doorbell records refused
+  uint64_t send_failures_ = 0;                              // packets no carrier could send
+  std::set<std::array<uint8_t, 16>> gids_without_carrier_;  // said once on the log
+  uint64_t bad_posts_ = 0;                                  // doorbell records refused
 };
 
 }  // namespace softverbs::daemon
