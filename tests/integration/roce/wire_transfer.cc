@@ -126,10 +126,11 @@ Endpoint Local(Device& d, uint32_t psn) {
 void Connect(Device& d, const Endpoint& local, const Endpoint& remote) {
   wire_rc_pair::PathOptions o;
   o.sq_psn = local.psn;
-  // 8.4 ms: a lost last packet costs one timeout, and seven in a row
-  // without progress (67 ms) fail the WR - 4.2 ms (33 ms) was exceeded on a
-  // 2-core machine running other tests beside (the daemons not scheduled).
-  o.timeout = 11;
+  // 33.5 ms: a lost last packet costs one timeout, and seven in a row
+  // without progress (235 ms) fail the WR - 4.2 ms (33 ms in all) and then
+  // 8.4 ms (67 ms) were exceeded on a 2-core machine running other tests
+  // beside (the daemons not scheduled).
+  o.timeout = 13;
   o.rd_atomic = 16;
   wire_rc_pair::ConnectQp(d.qp, remote.qpn, remote.psn, remote.gid, o);
 }
