@@ -31,6 +31,7 @@
 #include "datapath/opcodes.h"
 #include "datapath/recv_queue.h"
 #include "datapath/timers.h"
+#include "roce/ip_udp.h"
 
 namespace softverbs::datapath {
 
@@ -88,8 +89,9 @@ struct SendWr {
   uint8_t dgid[16] = {};
   uint8_t sgid[16] = {};
   uint8_t sl = 0;
-  uint8_t traffic_class = 0;  // the AH's GRH traffic class and hop limit
-  uint8_t hop_limit = 0;
+  // The AH's GRH traffic class and hop limit, as the packet carries them
+  // (roce::HopLimitOnTheWire applied at the post).
+  roce::PathIpFields path;
   // UD: the AH's path leaves the host (the device's network transport
   // carries it; docs/roce.md).
   bool off_host = false;

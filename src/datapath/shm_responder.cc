@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/gid_table.h"
 #include "datapath/keyed_access.h"
 #include "datapath/tag_matching.h"
 #include "datapath/ud_receive.h"
@@ -53,8 +52,7 @@ void FailTarget(Host& host, const Target& t, const Completion* receive_error = n
 Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQp& qp,
                              const SendWr& wr, const WrOpcodeInfo& info) {
   // UD: the packet's type, as mlx5 reports it (ud_receive.h).
-  const uint8_t sl =
-      qp.type == IBV_QPT_UD ? UdReceiveSl(!(IsIpv4Gid(wr.sgid) && IsIpv4Gid(wr.dgid))) : qp.sl;
+  const uint8_t sl = qp.type == IBV_QPT_UD ? UdReceiveSl(UdMessageIsIpv6(wr.sgid, wr.dgid)) : qp.sl;
   return MessageReceiveCompletion(r.wr_id, t.qpn, qp, sl, wr.send_flags, wr.imm_data, info);
 }
 
@@ -169,8 +167,7 @@ void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const W
   }
   if (ud) {
     uint8_t grh[kGrhBytes];
-    const roce::PathIpFields path{wr.traffic_class, roce::HopLimitOnTheWire(wr.hop_limit)};
-    WriteUdReceiveGrh(wr.sgid, wr.dgid, path, bytes, info.immediate, grh);
+    WriteUdReceiveGrh(wr.sgid, wr.dgid, wr.path, bytes, info.immediate, grh);
     PieceList with_grh;
     with_grh.Add({grh, -1, 0, kGrhBytes});
     for (int i = 0; i < src.count; ++i) with_grh.Add(src.piece[i]);

@@ -8,13 +8,17 @@
 
 namespace softverbs::datapath {
 
+bool UdMessageIsIpv6(const uint8_t sgid[16], const uint8_t dgid[16]) {
+  return !(IsIpv4Gid(sgid) && IsIpv4Gid(dgid));
+}
+
 bool WriteUdReceiveGrh(const uint8_t sgid[16], const uint8_t dgid[16],
                        const roce::PathIpFields& path, uint32_t payload_bytes, bool with_immediate,
                        uint8_t grh[40]) {
   roce::Endpoints ends;
   ends.traffic_class = path.traffic_class;
   ends.hop_limit = path.hop_limit;
-  ends.ipv6 = !(IsIpv4Gid(sgid) && IsIpv4Gid(dgid));
+  ends.ipv6 = UdMessageIsIpv6(sgid, dgid);
   if (ends.ipv6) {
     std::memcpy(ends.src, sgid, 16);
     std::memcpy(ends.dst, dgid, 16);

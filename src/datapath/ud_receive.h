@@ -24,6 +24,10 @@ constexpr uint8_t UdReceiveSl(bool ipv6) {
   return 0x8 | (ipv6 ? 0x1 : 0x2);
 }
 
+// Whether a UD message from sgid to dgid goes as IPv6 (else IPv4: both are
+// IPv4-mapped GIDs), as the network transport would send it.
+bool UdMessageIsIpv6(const uint8_t sgid[16], const uint8_t dgid[16]);
+
 // Writes the GRH of a UD message of payload_bytes (with an immediate or not)
 // from sgid to dgid over the AH's path, delivered on one host, as the
 // network transport writes it for the same packet (roce::WriteGrh; the

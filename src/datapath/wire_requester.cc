@@ -292,10 +292,7 @@ void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
     highest_sent_psn_ = f.psn;
     sent_any_ = true;
   }
-  const roce::PathIpFields path =
-      config_.type == IBV_QPT_UD
-          ? roce::PathIpFields{wr.traffic_class, roce::HopLimitOnTheWire(wr.hop_limit)}
-          : config_.path;
+  const roce::PathIpFields& path = config_.type == IBV_QPT_UD ? wr.path : config_.path;
   host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), path, f, {payload, len});
   counters_.packets_sent++;
 }

@@ -57,8 +57,7 @@ int SetUdAddress(Context* ctx, ibv_ah* ibah, uint32_t remote_qpn, uint32_t remot
   wr->off_host = ah->leaves_host;
   wr->remote_qkey = remote_qkey;
   wr->sl = ah->attr.sl;
-  wr->traffic_class = ah->attr.grh.traffic_class;
-  wr->hop_limit = ah->attr.grh.hop_limit;
+  wr->path = {ah->attr.grh.traffic_class, roce::HopLimitOnTheWire(ah->attr.grh.hop_limit)};
   memcpy(wr->dgid, ah->attr.grh.dgid.raw, 16);
   const int index = ah->attr.grh.sgid_index;
   if (index < ctx->gids.count) memcpy(wr->sgid, ctx->gids.gids[index].raw, 16);

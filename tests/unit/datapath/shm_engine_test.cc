@@ -481,7 +481,7 @@ TEST_F(ShmEngine, UdReceiveShowsThePacketsIpHeaderAndType) {
   // total length: IPv4 20 + UDP 8 + BTH 12 + DETH 8 + 16 + ICRC 4
   EXPECT_EQ(ip[2] << 8 | ip[3], 68);
   EXPECT_EQ(ip[1], 0);   // TOS: the AH's traffic class, 0
-  EXPECT_EQ(ip[8], 64);  // TTL: the AH's hop limit 0 goes as 64 (HopLimitOnTheWire)
+  EXPECT_EQ(ip[8], 64);  // TTL: the default path's (an AH's hop limit 0 goes as 64 too)
   EXPECT_EQ(ip[9], 17);  // UDP
   EXPECT_EQ(memcmp(ip + 12, v4_src + 12, 4), 0);
   EXPECT_EQ(memcmp(ip + 16, v4_dst + 12, 4), 0);
@@ -497,8 +497,7 @@ TEST_F(ShmEngine, UdReceiveShowsThePacketsIpHeaderAndType) {
   memcpy(wr.sgid, v6_src, 16);
   memcpy(wr.dgid, v6_dst, 16);
   wr.opcode = IBV_WR_SEND_WITH_IMM;
-  wr.traffic_class = 0xb8;  // the AH's GRH, as a packet would carry them
-  wr.hop_limit = 17;
+  wr.path = {0xb8, 17};  // the AH's GRH, as a packet would carry them
   host_.PostRecv(0x42, 10, dst(), 256);
   ASSERT_EQ(Execute(host_, ud, wr).response, Response::kAck);
   recv = host_.RecvCompletions(0x42);
