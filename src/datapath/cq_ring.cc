@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <utility>
 #include <vector>
 
 #include "datapath/ring_word.h"
@@ -49,7 +50,7 @@ uint64_t CqRing::Capacity() const {
   return CapacityRef(header_).load(std::memory_order_acquire);
 }
 
-bool CqRing::Push(const Completion& completion) {
+bool CqRing::Push(const Completion& completion, uint32_t recv_wqe) {
   uint64_t w = rw::WaitOpen(header_->tail);
   uint64_t index = 0;
   for (;;) {
@@ -75,6 +76,7 @@ bool CqRing::Push(const Completion& completion) {
   // is the one the reservation was made under.
   CqEntry& slot = entries_[index & (Capacity() - 1)];
   // The completion, then seq with release: the consumer sees a whole entry.
+  slot.recv_wqe = recv_wqe;
   slot.completion = completion;
   if (header_->flags.load(std::memory_order_relaxed) & kCqStampCompletions) {
     slot.completion.timestamp = DeviceClockNs();
@@ -155,11 +157,12 @@ int64_t CqRing::ModerationDue(uint64_t now) {
   return static_cast<int64_t>(first + period_ns - now);
 }
 
-bool CqRing::Peek(Completion* out) const {
+bool CqRing::Peek(Completion* out, uint32_t* recv_wqe) const {
   uint64_t head = header_->head.load(std::memory_order_relaxed);
   const CqEntry& slot = entries_[head & (Capacity() - 1)];
   if (slot.seq.load(std::memory_order_acquire) != static_cast<uint32_t>(head + 1)) return false;
   *out = slot.completion;
+  if (recv_wqe) *recv_wqe = slot.recv_wqe;
   return true;
 }
 
@@ -198,16 +201,18 @@ int CqRing::Resize(uint32_t cqe, size_t file_bytes, const std::function<int(uint
     return err;
   }
   if (new_capacity != old_capacity) {
-    std::vector<Completion> outstanding;
+    std::vector<std::pair<uint32_t, Completion>> outstanding;  // recv_wqe, completion
     outstanding.reserve(end - head);
     for (uint64_t i = head; i < end; ++i) {
-      outstanding.push_back(entries_[i & (old_capacity - 1)].completion);
+      const CqEntry& slot = entries_[i & (old_capacity - 1)];
+      outstanding.emplace_back(slot.recv_wqe, slot.completion);
     }
     // Same indexes, new slots: a stale seq in a slot belongs to an index
     // below `end` and never matches a later one.
     for (uint64_t i = head; i < end; ++i) {
       CqEntry& slot = entries_[i & (new_capacity - 1)];
-      slot.completion = outstanding[i - head];
+      slot.recv_wqe = outstanding[i - head].first;
+      slot.completion = outstanding[i - head].second;
       slot.seq.store(static_cast<uint32_t>(i + 1), std::memory_order_relaxed);
     }
     CapacityRef(header_).store(static_cast<uint32_t>(new_capacity), std::memory_order_release);
@@ -252,10 +257,14 @@ uint64_t CqRing::Clean(const std::function<bool(const Completion&)>& drop) {
   // needs no new seq; the owner alone reads completions.
   uint64_t dst = end;
   for (uint64_t i = end; i-- > head;) {
-    const Completion& c = entries_[i & (capacity - 1)].completion;
-    if (drop(c)) continue;
+    const CqEntry& slot = entries_[i & (capacity - 1)];
+    if (drop(slot.completion)) continue;
     --dst;
-    if (dst != i) entries_[dst & (capacity - 1)].completion = c;
+    if (dst != i) {
+      CqEntry& to = entries_[dst & (capacity - 1)];
+      to.recv_wqe = slot.recv_wqe;
+      to.completion = slot.completion;
+    }
   }
   if (dst != head) {
     // Release: our reads of the slots below dst happen before a producer,

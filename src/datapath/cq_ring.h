@@ -36,9 +36,10 @@ class CqRing {
   bool valid() const { return header_ != nullptr; }
   CqHeader* header() const { return header_; }
 
-  // Appends one completion. Returns false when the
-  // ring is full (a CQ overrun, counted in header->overruns).
-  bool Push(const Completion& completion);
+  // Appends one completion; recv_wqe as CqEntry::recv_wqe (0: not said).
+  // Returns false when the ring is full (a CQ overrun, counted in
+  // header->overruns).
+  bool Push(const Completion& completion, uint32_t recv_wqe = 0);
   // Owner (ibv_req_notify_cq): arms the CQ for the next completion, or the
   // next solicited or error one. The owner polls after arming.
   void Arm(bool solicited_only);
@@ -60,8 +61,9 @@ class CqRing {
   int64_t ModerationDue(uint64_t now);
   // Disarms an armed CQ and counts the event; false if it was not armed.
   bool Disarm();
-  // Copies out the oldest published completion. Owner only.
-  bool Peek(Completion* out) const;
+  // Copies out the oldest published completion (and, if asked, its
+  // CqEntry::recv_wqe). Owner only.
+  bool Peek(Completion* out, uint32_t* recv_wqe = nullptr) const;
   void Pop();
   // Published completions not yet consumed (approximate for producers).
   uint64_t Depth() const;

@@ -296,7 +296,9 @@ void FinishRendezvous(Host& host, const LocalQp& qp, const RendezvousFinish& f);
 
 // Writes a completion to a CQ ring and signals its channel if it was armed
 // (shm_completer.cc).
-void Complete(CqRing& cq, int event_fd, const Completion& c);
+// A message's receive completion names the WQE it consumed, `consumed`
+// (CqEntry::recv_wqe), for the owner of the WQE's queue.
+void Complete(CqRing& cq, int event_fd, const Completion& c, const ClaimedRecv* consumed = nullptr);
 
 // Claims every WQE left in rq and completes it with IBV_WC_WR_FLUSH_ERR on
 // cq (a QP in the error state). Safe against concurrent claimers.

@@ -27,8 +27,8 @@ namespace softverbs::datapath {
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn); 10: no MrEntry::inflight (a peer
-// inside an access counts only in its access record).
-inline constexpr uint32_t kLayoutVersion = 10;
+// inside an access counts only in its access record); 11: CqEntry::recv_wqe.
+inline constexpr uint32_t kLayoutVersion = 11;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -243,7 +243,12 @@ inline constexpr uint32_t kCqStampCompletions = 1u << 0;  // CqHeader::flags
 // One ring slot.
 struct CqEntry {
   std::atomic<uint32_t> seq;  // (slot index + 1), low 32 bits, once published; acquire it
-  uint32_t reserved;
+  // A receive completion: the consumed WQE's index in its receive queue + 1,
+  // low 32 bits (0: not said). The CQ's owner passes it to the QP's own
+  // receive queue (RecvQueue::NoteConsumed), whose next post then need not
+  // read the claimers' head - as libmlx5 frees a receive slot when its
+  // completion is polled.
+  uint32_t recv_wqe;
   Completion completion;
 };
 static_assert(sizeof(CqEntry) == 64);

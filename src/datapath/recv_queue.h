@@ -25,6 +25,7 @@ void InitRecvQueueFile(void* base, uint32_t max_wr, uint32_t max_sge);
 
 // A WQE copied out of the ring.
 struct ClaimedRecv {
+  uint64_t index = 0;  // its place in the queue's sequence of WQEs (Peek, Claim)
   uint64_t wr_id = 0;
   uint32_t num_sge = 0;
   RecvSge sge[32];
@@ -53,6 +54,11 @@ class RecvQueue {
   bool ClaimPeeked(uint64_t ticket);
   // WQEs posted and not yet claimed.
   uint32_t Count() const;
+  // Owner (the poll of its CQ, any thread): a completion said that WQE
+  // index + 1 == recv_wqe (low 32 bits, CqEntry::recv_wqe) was claimed, so
+  // the claimers' head is past it and Post may refill its slot without
+  // reading head. Anything that is not news is ignored.
+  void NoteConsumed(uint32_t recv_wqe);
 
   // Owner, holding its post lock: gives the queue room for max_wr WQEs.
   // `file_bytes` is the size of the mapped file. While the queue is closed,
@@ -68,10 +74,13 @@ class RecvQueue {
   }
   RecvQueueHeader* header_ = nullptr;
   char* slots_ = nullptr;
-  // The owner's last look at the claimers' head index: a lower bound, so
-  // the fullness check against it is conservative; spares a cache-line
-  // transfer from the claimers on every post (owner only, under its lock).
-  uint64_t cached_head_ = 0;
+  // A lower bound of the claimers' head index - the owner's last look at
+  // head, or what a polled completion said (NoteConsumed) - so the fullness
+  // check against it is conservative; spares a cache-line transfer from
+  // the claimers on every post. Written by the owner's post (under its
+  // lock) and its CQ's poll; read with atomic_ref. Either may store an
+  // older bound than the other just did: still a bound.
+  mutable uint64_t cached_head_ = 0;
 };
 
 }  // namespace softverbs::datapath

@@ -75,9 +75,9 @@ CompleterVerdict JudgeRetry(Host& host, const RequesterAttributes& r, Outcome* o
   return CompleterVerdict::kComplete;
 }
 
-void Complete(CqRing& cq, int event_fd, const Completion& c) {
+void Complete(CqRing& cq, int event_fd, const Completion& c, const ClaimedRecv* consumed) {
   if (!cq.valid()) return;
-  cq.Push(c);
+  cq.Push(c, consumed ? static_cast<uint32_t>(consumed->index + 1) : 0);
   if (cq.TakeArm(c.solicited || c.status != IBV_WC_SUCCESS) && event_fd >= 0) {
     uint64_t one = 1;
     ssize_t ignored = write(event_fd, &one, sizeof(one));

@@ -196,7 +196,7 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p) {
   Completion recv =
       MessageReceiveCompletion(r.wr_id, qp.dest_qpn, qp, qp.sl, p.send_flags, p.imm_data, info);
   recv.byte_len = p.bytes;
-  Complete(peer->recv_cq, peer->cq_event_fd, recv);
+  Complete(peer->recv_cq, peer->cq_event_fd, recv, &r);
   return true;
 }
 

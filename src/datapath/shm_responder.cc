@@ -187,7 +187,7 @@ void ScatterAndComplete(Host& host, const LocalQp& qp, const SendWr& wr, const W
     FailTarget(host, target, &recv);
     return Nak(out, IBV_WC_REM_INV_REQ_ERR, kVendorRemoteInvalidate);
   }
-  Complete(peer->recv_cq, peer->cq_event_fd, recv);
+  Complete(peer->recv_cq, peer->cq_event_fd, recv, &r);
   out->response = Response::kAck;
 }
 

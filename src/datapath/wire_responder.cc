@@ -510,7 +510,7 @@ void WireQp::CompleteReceive(const roce::TransportFields& f, uint32_t byte_len,
     c.wc_flags |= IBV_WC_WITH_INV;
   }
   if (config_.type == IBV_QPT_UD) c.wc_flags |= IBV_WC_GRH;
-  Complete(rx_->recv_cq, rx_->cq_event_fd, c);
+  Complete(rx_->recv_cq, rx_->cq_event_fd, c, &wqe_);
   have_wqe_ = false;
 }
 

@@ -10,7 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "abi/ibverbs/cq_moderation.h"
 #include "abi/ibverbs/devx_queues.h"
@@ -63,11 +66,31 @@ void ToWc(const datapath::Completion& c, ibv_wc* wc) {
   wc->dlid_path_bits = 0;
 }
 
+// A polled receive completion that names the WQE it consumed: the WQE's
+// queue, if it is the own queue of a QP of this CQ, learns that its slot
+// is free (QP numbers come round again only after 2^24 QPs, so a late
+// completion of a destroyed QP does not name a new one's queue).
+void NoteReceivePolled(Cq* cq, uint32_t qpn, uint32_t recv_wqe) {
+  if (recv_wqe == 0) return;
+  auto& queues = cq->receive_queues;
+  auto it = std::lower_bound(queues.begin(), queues.end(), qpn,
+                             [](const auto& entry, uint32_t n) { return entry.first < n; });
+  if (it != queues.end() && it->first == qpn) it->second->NoteConsumed(recv_wqe);
+}
+
+// One completion out of the ring, under the CQ's consumer lock.
+bool PopCompletion(Cq* cq, datapath::Completion* c) {
+  uint32_t recv_wqe = 0;
+  if (!cq->ring.Peek(c, &recv_wqe)) return false;
+  cq->ring.Pop();
+  NoteReceivePolled(cq, c->qp_num, recv_wqe);
+  return true;
+}
+
 // The extended poll API: start_poll takes the CQ's consumer lock, end_poll
 // releases it; each call moves `current` to the next completion.
 bool TakeNext(Cq* cq) {
-  if (!cq->ring.Peek(&cq->current)) return false;
-  cq->ring.Pop();
+  if (!PopCompletion(cq, &cq->current)) return false;
   cq->ibv.wr_id = cq->current.wr_id;
   cq->ibv.status = static_cast<ibv_wc_status>(cq->current.status);
   return true;
@@ -218,10 +241,7 @@ int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   std::lock_guard lock(cq->poll_lock);
   int n = 0;
   datapath::Completion c;
-  while (n < num_entries && cq->ring.Peek(&c)) {
-    cq->ring.Pop();
-    ToWc(c, &wc[n++]);
-  }
+  while (n < num_entries && PopCompletion(cq, &c)) ToWc(c, &wc[n++]);
   // An empty poll while the device's network transport works for this
   // context: let it run. Its daemon is what produces these completions, and
   // an application polling in a loop would otherwise hold the core it needs
@@ -230,6 +250,19 @@ int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     sched_yield();
   }
   return n;
+}
+
+void AttachReceiveQueue(Cq* cq, uint32_t qpn, datapath::RecvQueue* rq) {
+  std::lock_guard lock(cq->poll_lock);
+  auto& queues = cq->receive_queues;
+  auto it = std::lower_bound(queues.begin(), queues.end(), qpn,
+                             [](const auto& entry, uint32_t n) { return entry.first < n; });
+  queues.insert(it, {qpn, rq});
+}
+
+void DetachReceiveQueue(Cq* cq, uint32_t qpn) {
+  std::lock_guard lock(cq->poll_lock);
+  std::erase_if(cq->receive_queues, [&](const auto& entry) { return entry.first == qpn; });
 }
 
 int ReqNotifyCqOp(ibv_cq* ibcq, int solicited_only) {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "abi/ibverbs/daemon_channel.h"
@@ -179,7 +180,15 @@ struct Cq {
   uint32_t async_events_reported = 0;  // async events handed out (under ibv.mutex)
   SpinLock poll_lock;                  // one consumer at a time
   datapath::Completion current{};      // the entry the ibv_cq_ex read_* calls read
+  // The QPs whose own receive queue completes here, by QP number, sorted
+  // (under poll_lock): the poll tells a queue which of its WQEs a receive
+  // completion consumed (CqEntry::recv_wqe, RecvQueue::NoteConsumed).
+  std::vector<std::pair<uint32_t, datapath::RecvQueue*>> receive_queues;
 };
+
+// A QP's own receive queue completes on cq from now on (until Detach...).
+void AttachReceiveQueue(Cq* cq, uint32_t qpn, datapath::RecvQueue* rq);
+void DetachReceiveQueue(Cq* cq, uint32_t qpn);
 
 struct Srq {
   ibv_srq ibv;  // first

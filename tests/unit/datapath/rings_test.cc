@@ -198,6 +198,81 @@ TEST(RecvQueue, FullQueueRefusesPost) {
   close(fd);
 }
 
+// The owner of a full queue learns from a polled receive completion that
+// a WQE's slot is free (CqEntry::recv_wqe): head, set back here to say
+// nothing was claimed, is not what lets the post in. A note that is not
+// news - of a WQE never posted, or older than what is known - changes
+// nothing, across the 32-bit wrap of the note.
+TEST(RecvQueue, APolledReceiveCompletionFreesItsWqesSlot) {
+  int fd = CreateSharedFile("t", RecvQueueFileSize(4, 1));
+  SharedMapping m;
+  ASSERT_EQ(m.Map(fd), 0);
+  InitRecvQueueFile(m.base(), 4, 1);
+  RecvQueueHeader* h = static_cast<RecvQueueHeader*>(m.base());
+  const uint64_t first = (uint64_t{1} << 32) - 2;  // the notes' low 32 bits wrap at WQE 2
+  h->head.store(first);
+  h->tail.store(first);
+  RecvQueue owner(m.base()), claimer(m.base());
+  RecvSge sge{0, 1, 1};
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(owner.Post(i, &sge, 1));
+  ClaimedRecv r;
+  ASSERT_TRUE(claimer.Claim(&r));
+  EXPECT_EQ(r.index, first);
+  EXPECT_EQ(r.wr_id, 0u);
+  h->head.store(first);
+  EXPECT_FALSE(owner.Post(10, &sge, 1));
+  owner.NoteConsumed(static_cast<uint32_t>(first + 5));  // never posted
+  owner.NoteConsumed(static_cast<uint32_t>(first));      // before every WQE
+  EXPECT_FALSE(owner.Post(10, &sge, 1));
+  owner.NoteConsumed(static_cast<uint32_t>(r.index + 1));
+  EXPECT_TRUE(owner.Post(10, &sge, 1));
+  EXPECT_FALSE(owner.Post(11, &sge, 1));
+  // WQEs 1 to 3 taken (WQE 1's note would be 0 after the wrap: "not
+  // said"), and only WQE 3's reported: every slot below it is free.
+  h->head.store(first + 1);
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(claimer.Claim(&r));
+  EXPECT_EQ(r.index, first + 3);
+  h->head.store(first + 1);
+  owner.NoteConsumed(static_cast<uint32_t>(r.index + 1));
+  owner.NoteConsumed(static_cast<uint32_t>(first + 1));  // older: no step back
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(owner.Post(20 + i, &sge, 1));
+  EXPECT_FALSE(owner.Post(23, &sge, 1));
+  close(fd);
+}
+
+// The WQE a receive completion consumed travels with it through a clean
+// and a resize of the ring.
+TEST(CqRing, AReceiveCompletionKeepsItsWqeThroughCleanAndResize) {
+  int fd = CreateSharedFile("t", CqFileSize(64));
+  SharedMapping m;
+  ASSERT_EQ(m.Map(fd), 0);
+  InitCqFile(m.base(), 16, 1);
+  CqRing ring(m.base());
+  for (uint32_t i = 0; i < 12; ++i) {
+    Completion c{};
+    c.qp_num = i % 3;
+    c.wr_id = i;
+    ASSERT_TRUE(ring.Push(c, 100 + i));
+  }
+  EXPECT_EQ(ring.Clean([](const Completion& c) { return c.qp_num == 1; }), 4u);
+  ASSERT_EQ(ring.Resize(64, CqFileSize(64), [](uint64_t) { return 0; }), 0);
+  for (uint32_t i = 0; i < 12; ++i) {
+    if (i % 3 == 1) continue;
+    Completion c;
+    uint32_t recv_wqe = 0;
+    ASSERT_TRUE(ring.Peek(&c, &recv_wqe));
+    EXPECT_EQ(c.wr_id, i);
+    EXPECT_EQ(recv_wqe, 100 + i);
+    ring.Pop();
+  }
+  ASSERT_TRUE(ring.Push(Completion{}));
+  Completion c;
+  uint32_t recv_wqe = 7;
+  ASSERT_TRUE(ring.Peek(&c, &recv_wqe));
+  EXPECT_EQ(recv_wqe, 0u);  // not said
+  close(fd);
+}
+
 // Resizing while three producers push: nothing lost, each producer's order
 // kept, the capacity follows, and a shrink below the outstanding count is
 // refused with the ring unchanged.
