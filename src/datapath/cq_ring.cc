@@ -61,10 +61,10 @@ bool CqRing::Push(const Completion& completion, uint32_t recv_wqe) {
     index = rw::Index(w);
     std::atomic_ref<uint64_t> cached(cached_head_);
     uint64_t head = cached.load(std::memory_order_relaxed);
-    if (index - head >= Capacity()) {
+    if (CqRingFullAt(index, head, Capacity())) {
       head = header_->head.load(std::memory_order_acquire);
       cached.store(head, std::memory_order_relaxed);
-      if (index - head >= Capacity()) {
+      if (CqRingFullAt(index, head, Capacity())) {
         header_->overruns.fetch_add(1, std::memory_order_relaxed);
         return false;
       }

@@ -28,6 +28,17 @@ size_t CqFileSize(uint32_t cqe);
 // Writes the header of a fresh CQ file, in use for `cqe` entries.
 void InitCqFile(void* base, uint32_t cqe, uint32_t cqn);
 
+// Whether a producer about to reserve slot `index` (the tail it read) finds
+// the ring full, `head` being the consumer's head read after it (or a bound
+// of it another thread cached): index is `capacity` or more slots past
+// head. A head past index means index is stale - other producers reserved
+// it and the consumer took it meanwhile -, not a full ring: the
+// reservation's CAS fails and is tried again at a fresh tail. (index - head
+// alone underflowed there, and a completion was dropped as an overrun.)
+inline bool CqRingFullAt(uint64_t index, uint64_t head, uint64_t capacity) {
+  return index >= head && index - head >= capacity;
+}
+
 class CqRing {
  public:
   CqRing() = default;
