@@ -78,7 +78,10 @@ CompleterVerdict JudgeRetry(Host& host, const RequesterAttributes& r, Outcome* o
 void Complete(CqRing& cq, int event_fd, const Completion& c, const ClaimedRecv* consumed) {
   if (!cq.valid()) return;
   cq.Push(c, consumed ? static_cast<uint32_t>(consumed->index + 1) : 0);
-  if (cq.TakeArm(c.solicited || c.status != IBV_WC_SUCCESS) && event_fd >= 0) {
+  // A CQ without a completion channel raises no events: its owner does not
+  // arm it (ReqNotifyCqOp), and producers skip the hand-off's fence.
+  if (event_fd < 0) return;
+  if (cq.TakeArm(c.solicited || c.status != IBV_WC_SUCCESS)) {
     uint64_t one = 1;
     ssize_t ignored = write(event_fd, &one, sizeof(one));
     (void)ignored;
