@@ -155,7 +155,9 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   qp->has_qp_ex = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
   qp->ibv.comp_mask = 0;
   attr->cap = rep.cap;
-  if (q.recv_cq && !q.srq && qp->rq.valid()) {
+  // From the reply, not the ring's header: a QP that never receives leaves
+  // its receive queue's pages untouched (memory per QP, docs/benchmarks.md).
+  if (q.recv_cq && !q.srq && rep.cap.max_recv_wr != 0) {
     AttachReceiveQueue(FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(q.recv_cq)), rep.qpn, &qp->rq);
   }
   ctx->Track(rep.handle, &q);
@@ -329,7 +331,7 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   ForgetDvQueue(ctx, true, qp->qp_num);  // mlx5 buffers of mlx5dv_init_obj, if any
   // The QP is unpublished: nothing completes on it any more.
   CleanQpCompletions(q);
-  if (qp->recv_cq && !qp->srq && q->rq.valid()) {
+  if (qp->recv_cq && !qp->srq && q->cap.max_recv_wr != 0) {
     DetachReceiveQueue(FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(qp->recv_cq)), qp->qp_num);
   }
   UnuseParentDomain(qp->pd);
