@@ -186,7 +186,8 @@ struct Cq {
   std::vector<std::pair<uint32_t, datapath::RecvQueue*>> receive_queues;
 };
 
-// A QP's own receive queue completes on cq from now on (until Detach...).
+// A QP's own receive queue completes on cq from its creation until its
+// destruction: the poll of cq passes it what its completions say.
 void AttachReceiveQueue(Cq* cq, uint32_t qpn, datapath::RecvQueue* rq);
 void DetachReceiveQueue(Cq* cq, uint32_t qpn);
 
