@@ -72,6 +72,7 @@ void ToWc(const datapath::Completion& c, ibv_wc* wc) {
 // completion of a destroyed QP does not name a new one's queue).
 void NoteReceivePolled(Cq* cq, uint32_t qpn, uint32_t recv_wqe) {
   if (recv_wqe == 0) return;
+  std::lock_guard lock(cq->receive_queues_lock);
   auto& queues = cq->receive_queues;
   auto it = std::lower_bound(queues.begin(), queues.end(), qpn,
                              [](const auto& entry, uint32_t n) { return entry.first < n; });
@@ -253,7 +254,7 @@ int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 }
 
 void AttachReceiveQueue(Cq* cq, uint32_t qpn, datapath::RecvQueue* rq) {
-  std::lock_guard lock(cq->poll_lock);
+  std::lock_guard lock(cq->receive_queues_lock);
   auto& queues = cq->receive_queues;
   auto it = std::lower_bound(queues.begin(), queues.end(), qpn,
                              [](const auto& entry, uint32_t n) { return entry.first < n; });
@@ -261,7 +262,7 @@ void AttachReceiveQueue(Cq* cq, uint32_t qpn, datapath::RecvQueue* rq) {
 }
 
 void DetachReceiveQueue(Cq* cq, uint32_t qpn) {
-  std::lock_guard lock(cq->poll_lock);
+  std::lock_guard lock(cq->receive_queues_lock);
   std::erase_if(cq->receive_queues, [&](const auto& entry) { return entry.first == qpn; });
 }
 

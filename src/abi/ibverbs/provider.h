@@ -181,8 +181,11 @@ struct Cq {
   SpinLock poll_lock;                  // one consumer at a time
   datapath::Completion current{};      // the entry the ibv_cq_ex read_* calls read
   // The QPs whose own receive queue completes here, by QP number, sorted
-  // (under poll_lock): the poll tells a queue which of its WQEs a receive
-  // completion consumed (CqEntry::recv_wqe, RecvQueue::NoteConsumed).
+  // (under receive_queues_lock, not poll_lock: a QP may be created between
+  // ibv_start_poll and ibv_end_poll): the poll tells a queue which of its
+  // WQEs a receive completion consumed (CqEntry::recv_wqe,
+  // RecvQueue::NoteConsumed).
+  SpinLock receive_queues_lock;
   std::vector<std::pair<uint32_t, datapath::RecvQueue*>> receive_queues;
 };
 

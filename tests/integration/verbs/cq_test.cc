@@ -226,6 +226,59 @@ TEST_F(CqTest, DestroyIsBusyWhileAQpUsesIt) {
   EXPECT_EQ(ibv_destroy_cq(cq), 0);
 }
 
+// A QP made while its receive CQ is being read with the extended poll API
+// (between ibv_start_poll and ibv_end_poll, in the same thread): the QP's
+// receive queue joins the CQ's list without the CQ's consumer lock, which
+// the poll holds (it waited for that lock for ever).
+TEST_F(CqTest, AQpCanBeCreatedWhileItsCqIsBeingPolled) {
+  ibv_cq_init_attr_ex attr{};
+  attr.cqe = 8;
+  attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+  ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &attr);
+  ASSERT_NE(cq, nullptr) << strerror(errno);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = ibv_cq_ex_to_cq(cq);
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {4, 4, 1, 1, 64};
+  init.sq_sig_all = 1;
+  ibv_qp* qp = ibv_create_qp(pd_, &init);
+  ASSERT_NE(qp, nullptr);
+  ASSERT_TRUE(ConnectRc(ctx_, qp, qp->qp_num)) << "an RC QP connected to itself";
+  uint64_t word = 7;
+  ibv_sge sge{reinterpret_cast<uint64_t>(&word), sizeof(word), 0};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_INLINE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  uint64_t sink = 0;
+  ibv_mr* mr = ibv_reg_mr(pd_, &sink, sizeof(sink), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
+  ibv_sge rsge{reinterpret_cast<uint64_t>(&sink), sizeof(sink), mr->lkey};
+  ibv_recv_wr rwr{};
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+  ibv_poll_cq_attr pa{};
+  int started = ENOENT;
+  for (int spins = 0; started == ENOENT && spins < 20000000; ++spins)
+    started = ibv_start_poll(cq, &pa);
+  ibv_qp* second = nullptr;
+  if (started == 0) {
+    second = ibv_create_qp(pd_, &init);
+    ibv_end_poll(cq);
+  }
+  ASSERT_EQ(started, 0) << "no completion came";
+  ASSERT_NE(second, nullptr) << strerror(errno);
+  EXPECT_EQ(ibv_destroy_qp(second), 0);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)), 0);
+}
+
 TEST_F(CqTest, CompChannelFdWorksWithPollAndEpoll) {
   ibv_comp_channel* ch = ibv_create_comp_channel(ctx_);
   ASSERT_NE(ch, nullptr);
