@@ -32,6 +32,46 @@ class CqTest : public ContextTest {
     if (cq) ibv_destroy_cq(cq);
     EXPECT_EQ(MyObjectCount("cq"), before);
   }
+  // An RC QP whose send and receive CQ is cq, connected to itself (init
+  // is what it was made with); nullptr if either step failed.
+  ibv_qp* SelfConnectedRc(ibv_cq_ex* cq, ibv_qp_init_attr* init) {
+    *init = {};
+    init->send_cq = init->recv_cq = ibv_cq_ex_to_cq(cq);
+    init->qp_type = IBV_QPT_RC;
+    init->cap = {4, 4, 1, 1, 64};
+    init->sq_sig_all = 1;
+    ibv_qp* qp = ibv_create_qp(pd_, init);
+    if (qp && !ConnectRc(ctx_, qp, qp->qp_num)) {
+      ibv_destroy_qp(qp);
+      return nullptr;
+    }
+    return qp;
+  }
+  // One inline 8-byte SEND from qp to itself into *sink, whose receive is
+  // posted first: a send and a receive completion follow. Returns sink's
+  // MR, or nullptr if a step failed.
+  ibv_mr* SendOneToSelf(ibv_qp* qp, uint64_t* sink) {
+    ibv_mr* mr = ibv_reg_mr(pd_, sink, sizeof(*sink), IBV_ACCESS_LOCAL_WRITE);
+    if (!mr) return nullptr;
+    ibv_sge rsge{reinterpret_cast<uint64_t>(sink), sizeof(*sink), mr->lkey};
+    ibv_recv_wr rwr{};
+    rwr.sg_list = &rsge;
+    rwr.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    uint64_t word = 42;
+    ibv_sge sge{reinterpret_cast<uint64_t>(&word), sizeof(word), 0};
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_INLINE;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_recv(qp, &rwr, &rbad) != 0 || ibv_post_send(qp, &wr, &bad) != 0) {
+      ibv_dereg_mr(mr);
+      return nullptr;
+    }
+    return mr;
+  }
 };
 
 TEST_F(CqTest, CreateReturnsAtLeastTheAskedSize) {
@@ -124,39 +164,18 @@ TEST_F(CqTest, CompletionTimestamps) {
                   IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
   ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &attr);
   ASSERT_NE(cq, nullptr) << strerror(errno);
-  ibv_qp_init_attr init{};
-  init.send_cq = ibv_cq_ex_to_cq(cq);
-  init.recv_cq = ibv_cq_ex_to_cq(cq);
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {4, 4, 1, 1, 64};
-  init.sq_sig_all = 1;
-  ibv_qp* qp = ibv_create_qp(pd_, &init);
-  ASSERT_NE(qp, nullptr);
-  ASSERT_TRUE(ConnectRc(ctx_, qp, qp->qp_num)) << "an RC QP connected to itself";
+  ibv_qp_init_attr init;
+  ibv_qp* qp = SelfConnectedRc(cq, &init);
+  ASSERT_NE(qp, nullptr) << "an RC QP connected to itself";
 
   ibv_values_ex before{IBV_VALUES_MASK_RAW_CLOCK, {}};
   ASSERT_EQ(ibv_query_rt_values_ex(ctx_, &before), 0);
   EXPECT_EQ(before.comp_mask, static_cast<uint32_t>(IBV_VALUES_MASK_RAW_CLOCK));
   timespec wall_before;
   clock_gettime(CLOCK_REALTIME, &wall_before);
-  uint64_t word = 42;
-  ibv_send_wr wr{};
-  ibv_sge sge{reinterpret_cast<uint64_t>(&word), sizeof(word), 0};
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_INLINE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
   uint64_t sink = 0;
-  ibv_mr* mr = ibv_reg_mr(pd_, &sink, sizeof(sink), IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_NE(mr, nullptr);
-  ibv_sge rsge{reinterpret_cast<uint64_t>(&sink), sizeof(sink), mr->lkey};
-  ibv_recv_wr rwr{};
-  rwr.sg_list = &rsge;
-  rwr.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
-  ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+  ibv_mr* mr = SendOneToSelf(qp, &sink);
+  ASSERT_NE(mr, nullptr) << "a receive and a SEND posted";
 
   std::vector<uint64_t> stamps, walls;
   ibv_poll_cq_attr pa{};
@@ -236,32 +255,12 @@ TEST_F(CqTest, AQpCanBeCreatedWhileItsCqIsBeingPolled) {
   attr.wc_flags = IBV_WC_STANDARD_FLAGS;
   ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &attr);
   ASSERT_NE(cq, nullptr) << strerror(errno);
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = ibv_cq_ex_to_cq(cq);
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {4, 4, 1, 1, 64};
-  init.sq_sig_all = 1;
-  ibv_qp* qp = ibv_create_qp(pd_, &init);
-  ASSERT_NE(qp, nullptr);
-  ASSERT_TRUE(ConnectRc(ctx_, qp, qp->qp_num)) << "an RC QP connected to itself";
-  uint64_t word = 7;
-  ibv_sge sge{reinterpret_cast<uint64_t>(&word), sizeof(word), 0};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_INLINE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  ibv_qp_init_attr init;
+  ibv_qp* qp = SelfConnectedRc(cq, &init);
+  ASSERT_NE(qp, nullptr) << "an RC QP connected to itself";
   uint64_t sink = 0;
-  ibv_mr* mr = ibv_reg_mr(pd_, &sink, sizeof(sink), IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_NE(mr, nullptr);
-  ibv_sge rsge{reinterpret_cast<uint64_t>(&sink), sizeof(sink), mr->lkey};
-  ibv_recv_wr rwr{};
-  rwr.sg_list = &rsge;
-  rwr.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+  ibv_mr* mr = SendOneToSelf(qp, &sink);
+  ASSERT_NE(mr, nullptr) << "a receive and a SEND posted";
   ibv_poll_cq_attr pa{};
   int started = ENOENT;
   for (int spins = 0; started == ENOENT && spins < 20000000; ++spins)
