@@ -27,8 +27,9 @@ namespace softverbs::datapath {
 // 2: XRC (QpEntry xrcd/events, SRQ number); 3: MrEntry::inflight in its own
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn); 10: no MrEntry::inflight (a peer
-// inside an access counts only in its access record); 11: CqEntry::recv_wqe.
-inline constexpr uint32_t kLayoutVersion = 11;
+// inside an access counts only in its access record); 11: CqEntry::recv_wqe;
+// 12: RecvQueueHeader::max_wr, receive rings of twice max_wr slots.
+inline constexpr uint32_t kLayoutVersion = 12;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -261,9 +262,9 @@ static_assert(sizeof(CqEntry) == 64);
 struct RecvQueueHeader {
   uint32_t magic;           // kRecvQueueMagic
   uint32_t layout_version;  // kLayoutVersion
-  uint32_t capacity;        // slots, a power of two (0: this QP has no own receive queue)
-  uint32_t max_sge;         // scatter entries per WQE
-  uint32_t wqe_stride;      // bytes per slot
+  uint32_t capacity;    // slots, a power of two, 2 * max_wr (0: this QP has no own receive queue)
+  uint32_t max_sge;     // scatter entries per WQE
+  uint32_t wqe_stride;  // bytes per slot
   // An SRQ's number while it exists (0: a QP's queue, or the SRQ is gone).
   // XRC initiators address SRQs by number and check it before delivering.
   std::atomic<uint32_t> srqn;
@@ -271,7 +272,13 @@ struct RecvQueueHeader {
   // tm_tags TmTag) at byte tm_offset of the file; 0 for other queues.
   uint32_t tm_tags;
   uint32_t tm_offset;
-  uint32_t reserved0[8];
+  // WQEs posted and not yet claimed, at most (the max_wr asked for, rounded
+  // up to a power of two: what the QP or SRQ reports). The ring has twice
+  // as many slots, so that a post refills a slot claimers last read max_wr
+  // WQEs ago rather than the one just claimed, whose line the claimer still
+  // holds (docs/datapath.md, "Rings"). Changes with capacity, head closed.
+  uint32_t max_wr;
+  uint32_t reserved0[7];
   alignas(64) std::atomic<uint64_t> head;  // next WQE to claim (consumers)
   uint8_t pad1[56];
   alignas(64) std::atomic<uint64_t> tail;  // next slot the owner fills (Count(), resize)

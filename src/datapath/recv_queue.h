@@ -38,7 +38,8 @@ class RecvQueue {
   void Attach(void* base);
   bool valid() const { return header_ != nullptr && header_->capacity != 0; }
   RecvQueueHeader* header() const { return header_; }
-  uint32_t capacity() const { return header_->capacity; }
+  // WQEs that may be posted at once (the ring has twice as many slots).
+  uint32_t max_wr() const { return header_->max_wr; }
   uint32_t max_sge() const { return header_->max_sge; }
 
   // Owner: appends a WQE. Returns false when the queue is full.

@@ -541,7 +541,7 @@ SV_EXPORT int softverbs_dv_init_qp(ibv_qp* ibqp, softverbs_dv_queue* out) {
     qp->verbs_qp = q;
     qp->entry = q->entry;
     const bool own_rq = q->rq.valid();
-    qp->rq_wqes = own_rq ? q->rq.capacity() : 0;
+    qp->rq_wqes = own_rq ? q->rq.max_wr() : 0;
     qp->rq_stride = 16 * dp::RoundUpPow2(std::max<uint32_t>(1, own_rq ? q->rq.max_sge() : 1));
     // Up to four basic blocks per send WQE (a WQE with several segments).
     qp->sq_bbs = dp::RoundUpPow2(std::max<uint32_t>(1, q->cap.max_send_wr) * 4);

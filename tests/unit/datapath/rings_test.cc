@@ -201,6 +201,38 @@ TEST(RecvQueue, EveryWqeClaimedExactlyOnce) {
   close(fd);
 }
 
+// The ring has twice max_wr slots: with max_wr WQEs posted, the post that
+// follows a claim fills a slot claimers last read max_wr WQEs ago, not the
+// slot just claimed (whose line the claimer still holds).
+TEST(RecvQueue, APostAfterAClaimFillsAnotherSlotThanTheClaimedOne) {
+  int fd = CreateSharedFile("t", RecvQueueFileSize(4, 1));
+  SharedMapping m;
+  ASSERT_EQ(m.Map(fd), 0);
+  InitRecvQueueFile(m.base(), 3, 1);
+  RecvQueue rq(m.base());
+  EXPECT_EQ(rq.max_wr(), 4u);
+  EXPECT_EQ(rq.header()->capacity, 8u);
+  auto slot_of = [&](uint64_t wr_id) {
+    for (uint32_t s = 0; s < rq.header()->capacity; ++s) {
+      auto* wqe = reinterpret_cast<RecvWqe*>(reinterpret_cast<char*>(rq.header() + 1) +
+                                             s * rq.header()->wqe_stride);
+      if (wqe->wr_id == wr_id && wqe->seq.load() != 0) return static_cast<int>(s);
+    }
+    return -1;
+  };
+  RecvSge sge{0, 1, 1};
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(rq.Post(100 + i, &sge, 1));
+  ClaimedRecv r;
+  ASSERT_TRUE(rq.Claim(&r));
+  EXPECT_EQ(r.wr_id, 100u);
+  const int claimed_slot = slot_of(100);
+  ASSERT_TRUE(rq.Post(200, &sge, 1));
+  EXPECT_NE(slot_of(200), claimed_slot);
+  EXPECT_EQ(slot_of(200), 4);
+  EXPECT_FALSE(rq.Post(201, &sge, 1));  // max_wr posted again
+  close(fd);
+}
+
 TEST(RecvQueue, FullQueueRefusesPost) {
   int fd = CreateSharedFile("t", RecvQueueFileSize(4, 1));
   SharedMapping m;
@@ -479,7 +511,7 @@ TEST(RecvQueue, ResizeUnderClaimersLosesNothing) {
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(rq.Post(500 + i, &sge, 1));
   EXPECT_EQ(rq.Resize(8, bytes, [](uint32_t n) { return n > 8 ? EINVAL : 0; }), EINVAL);
   EXPECT_EQ(rq.Resize(4096, bytes, [](uint32_t) { return 0; }), 0);
-  EXPECT_EQ(rq.capacity(), 4096u);
+  EXPECT_EQ(rq.max_wr(), 4096u);
   for (int i = 0; i < 10; ++i) {
     ClaimedRecv r;
     ASSERT_TRUE(rq.Claim(&r));
@@ -527,10 +559,12 @@ TEST(RecvQueue, SlotSeqPublishesWqes) {
   EXPECT_FALSE(rq.Claim(&r));
   // A slot above the old capacity, never written: its seq was set by the
   // resize so that it cannot match its next index.
+  const uint32_t slots = rq.header()->capacity;
+  EXPECT_EQ(slots, 512u);  // twice max_wr
   auto* slot0 = reinterpret_cast<RecvWqe*>(reinterpret_cast<char*>(rq.header() + 1) +
-                                           (next & 255) * rq.header()->wqe_stride);
+                                           (next & (slots - 1)) * rq.header()->wqe_stride);
   EXPECT_NE(slot0->seq.load(), static_cast<uint32_t>(next + 1));
-  round(600);  // wraps the 256 slots twice
+  round(2 * slots + 100);  // wraps the slots twice
   close(fd);
 }
 
