@@ -19,13 +19,25 @@
 namespace softverbs::datapath {
 namespace {
 
+// A ring's memfd of `size` bytes, mapped; closed and unmapped with the test.
+struct RingFile {
+  explicit RingFile(size_t size) : fd(CreateSharedFile("t", size)) {
+    mapped = fd >= 0 && map.Map(fd) == 0;
+  }
+  ~RingFile() {
+    if (fd >= 0) close(fd);
+  }
+  void* base() const { return map.base(); }
+  int fd;
+  SharedMapping map;
+  bool mapped = false;
+};
+
 TEST(CqRing, KeepsOrderAndRefusesWhenFull) {
-  int fd = CreateSharedFile("t", CqFileSize(4));
-  ASSERT_GE(fd, 0);
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitCqFile(m.base(), 4, 1);
-  CqRing ring(m.base());
+  RingFile f(CqFileSize(4));
+  ASSERT_TRUE(f.mapped);
+  InitCqFile(f.base(), 4, 1);
+  CqRing ring(f.base());
   const uint32_t cap = ring.header()->capacity;
   for (uint32_t i = 0; i < cap; ++i) {
     Completion c{};
@@ -43,15 +55,13 @@ TEST(CqRing, KeepsOrderAndRefusesWhenFull) {
   }
   Completion none;
   EXPECT_FALSE(ring.Peek(&none));
-  close(fd);
 }
 
 TEST(CqRing, ManyProducersLoseNothing) {
-  int fd = CreateSharedFile("t", CqFileSize(1024));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitCqFile(m.base(), 1024, 1);
-  CqRing ring(m.base());
+  RingFile f(CqFileSize(1024));
+  ASSERT_TRUE(f.mapped);
+  InitCqFile(f.base(), 1024, 1);
+  CqRing ring(f.base());
   constexpr int kPerThread = 20000, kThreads = 3;
   std::vector<std::thread> producers;
   for (int t = 0; t < kThreads; ++t) {
@@ -75,7 +85,6 @@ TEST(CqRing, ManyProducersLoseNothing) {
     ++got;
   }
   for (auto& p : producers) p.join();
-  close(fd);
 }
 
 // A producer whose tail is stale - others reserved that slot and the
@@ -94,18 +103,16 @@ TEST(CqRing, AStaleTailIsNotAFullRing) {
 }
 
 TEST(CqRing, ArmFiresOnce) {
-  int fd = CreateSharedFile("t", CqFileSize(4));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitCqFile(m.base(), 4, 1);
-  CqRing ring(m.base());
+  RingFile f(CqFileSize(4));
+  ASSERT_TRUE(f.mapped);
+  InitCqFile(f.base(), 4, 1);
+  CqRing ring(f.base());
   EXPECT_FALSE(ring.TakeArm(false));
   ring.header()->armed.store(2);  // solicited only
   EXPECT_FALSE(ring.TakeArm(false));
   EXPECT_TRUE(ring.TakeArm(true));
   EXPECT_FALSE(ring.TakeArm(true));
   EXPECT_EQ(ring.header()->events_raised.load(), 1u);
-  close(fd);
 }
 
 // The arm/complete hand-off is a Dekker pattern: the owner arms, then polls;
@@ -116,12 +123,11 @@ TEST(CqRing, ArmFiresOnce) {
 // sweep). Without a StoreLoad fence on both sides x86's store buffer allows
 // exactly that. Rounds in lockstep, each checking the outcome.
 TEST(CqRing, ArmAndPushNeverBothMiss) {
-  int fd = CreateSharedFile("t", CqFileSize(4));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitCqFile(m.base(), 4, 1);
-  CqRing owner(m.base());
-  CqRing producer(m.base());
+  RingFile f(CqFileSize(4));
+  ASSERT_TRUE(f.mapped);
+  InitCqFile(f.base(), 4, 1);
+  CqRing owner(f.base());
+  CqRing producer(f.base());
   constexpr int kRounds = 50000;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::atomic<int> go{0}, done{0};
@@ -159,15 +165,13 @@ TEST(CqRing, ArmAndPushNeverBothMiss) {
       << missed << " of " << rounds
       << " rounds lost the completion event (armed, pushed, neither saw the other)";
   EXPECT_GT(rounds, 1000);
-  close(fd);
 }
 
 TEST(RecvQueue, EveryWqeClaimedExactlyOnce) {
-  int fd = CreateSharedFile("t", RecvQueueFileSize(256, 2));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitRecvQueueFile(m.base(), 256, 2);
-  RecvQueue rq(m.base());
+  RingFile f(RecvQueueFileSize(256, 2));
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 256, 2);
+  RecvQueue rq(f.base());
   constexpr uint64_t kTotal = 100000;
   std::atomic<bool> done{false};
   std::vector<std::vector<uint64_t>> claimed(3);
@@ -198,18 +202,16 @@ TEST(RecvQueue, EveryWqeClaimedExactlyOnce) {
   }
   EXPECT_EQ(n, kTotal);
   EXPECT_EQ(all.size(), kTotal);
-  close(fd);
 }
 
 // The ring has twice max_wr slots: with max_wr WQEs posted, the post that
 // follows a claim fills a slot claimers last read max_wr WQEs ago, not the
 // slot just claimed (whose line the claimer still holds).
 TEST(RecvQueue, APostAfterAClaimFillsAnotherSlotThanTheClaimedOne) {
-  int fd = CreateSharedFile("t", RecvQueueFileSize(4, 1));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitRecvQueueFile(m.base(), 3, 1);
-  RecvQueue rq(m.base());
+  RingFile f(RecvQueueFileSize(4, 1));
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 3, 1);
+  RecvQueue rq(f.base());
   EXPECT_EQ(rq.max_wr(), 4u);
   EXPECT_EQ(rq.header()->capacity, 8u);
   auto slot_of = [&](uint64_t wr_id) {
@@ -230,19 +232,16 @@ TEST(RecvQueue, APostAfterAClaimFillsAnotherSlotThanTheClaimedOne) {
   EXPECT_NE(slot_of(200), claimed_slot);
   EXPECT_EQ(slot_of(200), 4);
   EXPECT_FALSE(rq.Post(201, &sge, 1));  // max_wr posted again
-  close(fd);
 }
 
 TEST(RecvQueue, FullQueueRefusesPost) {
-  int fd = CreateSharedFile("t", RecvQueueFileSize(4, 1));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitRecvQueueFile(m.base(), 4, 1);
-  RecvQueue rq(m.base());
+  RingFile f(RecvQueueFileSize(4, 1));
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 4, 1);
+  RecvQueue rq(f.base());
   RecvSge sge{0, 1, 1};
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(rq.Post(i, &sge, 1));
   EXPECT_FALSE(rq.Post(9, &sge, 1));
-  close(fd);
 }
 
 // The owner of a full queue learns from a polled receive completion that
@@ -251,15 +250,14 @@ TEST(RecvQueue, FullQueueRefusesPost) {
 // news - of a WQE never posted, or older than what is known - changes
 // nothing, across the 32-bit wrap of the note.
 TEST(RecvQueue, APolledReceiveCompletionFreesItsWqesSlot) {
-  int fd = CreateSharedFile("t", RecvQueueFileSize(4, 1));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitRecvQueueFile(m.base(), 4, 1);
-  RecvQueueHeader* h = static_cast<RecvQueueHeader*>(m.base());
+  RingFile f(RecvQueueFileSize(4, 1));
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 4, 1);
+  RecvQueueHeader* h = static_cast<RecvQueueHeader*>(f.base());
   const uint64_t first = (uint64_t{1} << 32) - 2;  // the notes' low 32 bits wrap at WQE 2
   h->head.store(first);
   h->tail.store(first);
-  RecvQueue owner(m.base()), claimer(m.base());
+  RecvQueue owner(f.base()), claimer(f.base());
   RecvSge sge{0, 1, 1};
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(owner.Post(i, &sge, 1));
   ClaimedRecv r;
@@ -284,17 +282,15 @@ TEST(RecvQueue, APolledReceiveCompletionFreesItsWqesSlot) {
   owner.NoteConsumed(static_cast<uint32_t>(first + 1));  // older: no step back
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(owner.Post(20 + i, &sge, 1));
   EXPECT_FALSE(owner.Post(23, &sge, 1));
-  close(fd);
 }
 
 // The WQE a receive completion consumed travels with it through a clean
 // and a resize of the ring.
 TEST(CqRing, AReceiveCompletionKeepsItsWqeThroughCleanAndResize) {
-  int fd = CreateSharedFile("t", CqFileSize(64));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitCqFile(m.base(), 16, 1);
-  CqRing ring(m.base());
+  RingFile f(CqFileSize(64));
+  ASSERT_TRUE(f.mapped);
+  InitCqFile(f.base(), 16, 1);
+  CqRing ring(f.base());
   for (uint32_t i = 0; i < 12; ++i) {
     Completion c{};
     c.qp_num = i % 3;
@@ -317,7 +313,6 @@ TEST(CqRing, AReceiveCompletionKeepsItsWqeThroughCleanAndResize) {
   uint32_t recv_wqe = 7;
   ASSERT_TRUE(ring.Peek(&c, &recv_wqe));
   EXPECT_EQ(recv_wqe, 0u);  // not said
-  close(fd);
 }
 
 // Resizing while three producers push: nothing lost, each producer's order
@@ -325,11 +320,10 @@ TEST(CqRing, AReceiveCompletionKeepsItsWqeThroughCleanAndResize) {
 // refused with the ring unchanged.
 TEST(CqRing, ResizeUnderProducersLosesNothing) {
   const size_t bytes = CqFileSize(65535);
-  int fd = CreateSharedFile("t", bytes);
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitCqFile(m.base(), 8, 1);
-  CqRing ring(m.base());
+  RingFile f(bytes);
+  ASSERT_TRUE(f.mapped);
+  InitCqFile(f.base(), 8, 1);
+  CqRing ring(f.base());
   constexpr int kPerThread = 20000, kThreads = 3;
   std::vector<std::thread> producers;
   for (int t = 0; t < kThreads; ++t) {
@@ -381,18 +375,16 @@ TEST(CqRing, ResizeUnderProducersLosesNothing) {
     EXPECT_EQ(c.wr_id, 1000u + i);
     ring.Pop();
   }
-  close(fd);
 }
 
 // Cleaning one QP's completions (modify to RESET, destroy) while three
 // producers push: the others arrive whole and in order, none is lost, and
 // every completion of the cleaned QP is either removed or polled once.
 TEST(CqRing, CleanUnderProducersKeepsTheOthers) {
-  int fd = CreateSharedFile("t", CqFileSize(64));
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitCqFile(m.base(), 64, 1);
-  CqRing ring(m.base());
+  RingFile f(CqFileSize(64));
+  ASSERT_TRUE(f.mapped);
+  InitCqFile(f.base(), 64, 1);
+  CqRing ring(f.base());
   constexpr int kPerThread = 50000, kThreads = 3, kCleaned = 1;
   std::vector<std::thread> producers;
   for (int t = 0; t < kThreads; ++t) {
@@ -456,18 +448,16 @@ TEST(CqRing, CleanUnderProducersKeepsTheOthers) {
   EXPECT_FALSE(ring.Peek(&c));
   // The freed slots are reused: a full ring's worth still fits.
   for (uint32_t i = 0; i < ring.header()->capacity; ++i) ASSERT_TRUE(ring.Push(Completion{}));
-  close(fd);
 }
 
 // Growing and shrinking an SRQ-like queue while three claimers take WQEs:
 // every WQE is claimed exactly once and never torn.
 TEST(RecvQueue, ResizeUnderClaimersLosesNothing) {
   const size_t bytes = RecvQueueFileSize(16384, 2);
-  int fd = CreateSharedFile("t", bytes);
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitRecvQueueFile(m.base(), 16, 2);
-  RecvQueue rq(m.base());
+  RingFile f(bytes);
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 16, 2);
+  RecvQueue rq(f.base());
   constexpr uint64_t kTotal = 60000;
   std::atomic<bool> done{false};
   std::vector<std::vector<uint64_t>> claimed(3);
@@ -517,7 +507,6 @@ TEST(RecvQueue, ResizeUnderClaimersLosesNothing) {
     ASSERT_TRUE(rq.Claim(&r));
     EXPECT_EQ(r.wr_id, 500u + i);
   }
-  close(fd);
 }
 
 // Claimers learn that a WQE is posted from the seq word in its own slot.
@@ -525,11 +514,10 @@ TEST(RecvQueue, ResizeUnderClaimersLosesNothing) {
 // not even after resizes left stale slots behind.
 TEST(RecvQueue, SlotSeqPublishesWqes) {
   const size_t bytes = RecvQueueFileSize(256, 1);
-  int fd = CreateSharedFile("t", bytes);
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitRecvQueueFile(m.base(), 16, 1);
-  RecvQueue rq(m.base());
+  RingFile f(bytes);
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 16, 1);
+  RecvQueue rq(f.base());
   EXPECT_EQ(rq.header()->wqe_stride % 64, 0u);
   ClaimedRecv r;
   EXPECT_FALSE(rq.Claim(&r));  // fresh slots hold seq 0
@@ -565,7 +553,6 @@ TEST(RecvQueue, SlotSeqPublishesWqes) {
                                            (next & (slots - 1)) * rq.header()->wqe_stride);
   EXPECT_NE(slot0->seq.load(), static_cast<uint32_t>(next + 1));
   round(2 * slots + 100);  // wraps the slots twice
-  close(fd);
 }
 
 // The owner posts in this process; claimers in two forked processes take
@@ -574,11 +561,10 @@ TEST(RecvQueue, SlotSeqPublishesWqes) {
 TEST(RecvQueue, ClaimersInOtherProcessesSeeWholeWqes) {
   constexpr uint64_t kTotal = 200000;
   const size_t rq_bytes = RecvQueueFileSize(64, 3);
-  int fd = CreateSharedFile("t", rq_bytes);
-  SharedMapping m;
-  ASSERT_EQ(m.Map(fd), 0);
-  InitRecvQueueFile(m.base(), 64, 3);
-  RecvQueue rq(m.base());
+  RingFile f(rq_bytes);
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 64, 3);
+  RecvQueue rq(f.base());
   // Per child: claimed count, sum of wr_ids, torn copies seen.
   int stats_fd = CreateSharedFile("s", 4096);
   SharedMapping stats_map;
@@ -624,7 +610,6 @@ TEST(RecvQueue, ClaimersInOtherProcessesSeeWholeWqes) {
   EXPECT_EQ(stats[1].load() + stats[4].load(), kTotal * (kTotal - 1) / 2);
   EXPECT_EQ(stats[2].load() + stats[5].load(), 0u);
   close(stats_fd);
-  close(fd);
 }
 
 }  // namespace
