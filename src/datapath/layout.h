@@ -28,7 +28,7 @@ namespace softverbs::datapath {
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn); 10: no MrEntry::inflight (a peer
 // inside an access counts only in its access record); 11: CqEntry::recv_wqe;
-// 12: RecvQueueHeader::max_wr, receive rings of twice max_wr slots.
+// 12: receive rings of twice the WQEs that may be posted.
 inline constexpr uint32_t kLayoutVersion = 12;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
@@ -262,7 +262,12 @@ static_assert(sizeof(CqEntry) == 64);
 struct RecvQueueHeader {
   uint32_t magic;           // kRecvQueueMagic
   uint32_t layout_version;  // kLayoutVersion
-  uint32_t capacity;    // slots, a power of two, 2 * max_wr (0: this QP has no own receive queue)
+  // Slots, a power of two (0: this QP has no own receive queue). Half of
+  // them may hold posted WQEs (the max_wr asked for, rounded up to a power
+  // of two: what the QP or SRQ reports): a post then refills a slot
+  // claimers last read that many WQEs ago rather than the one just claimed,
+  // whose line the claimer still holds (docs/datapath.md, "Rings").
+  uint32_t capacity;
   uint32_t max_sge;     // scatter entries per WQE
   uint32_t wqe_stride;  // bytes per slot
   // An SRQ's number while it exists (0: a QP's queue, or the SRQ is gone).
@@ -272,13 +277,7 @@ struct RecvQueueHeader {
   // tm_tags TmTag) at byte tm_offset of the file; 0 for other queues.
   uint32_t tm_tags;
   uint32_t tm_offset;
-  // WQEs posted and not yet claimed, at most (the max_wr asked for, rounded
-  // up to a power of two: what the QP or SRQ reports). The ring has twice
-  // as many slots, so that a post refills a slot claimers last read max_wr
-  // WQEs ago rather than the one just claimed, whose line the claimer still
-  // holds (docs/datapath.md, "Rings"). Changes with capacity, head closed.
-  uint32_t max_wr;
-  uint32_t reserved0[7];
+  uint32_t reserved0[8];
   alignas(64) std::atomic<uint64_t> head;  // next WQE to claim (consumers)
   uint8_t pad1[56];
   alignas(64) std::atomic<uint64_t> tail;  // next slot the owner fills (Count(), resize)

@@ -13,16 +13,9 @@ namespace softverbs::datapath {
 namespace rw = ring_word;
 
 namespace {
-// Ring slots per WQE that may be posted (RecvQueueHeader::max_wr).
-constexpr uint64_t kSlotsPerWqe = 2;
-
-// The capacity and the posting limit in use; they change only while head
-// is closed.
+// The capacity in use; it changes only while head is closed.
 std::atomic_ref<uint32_t> CapacityRef(RecvQueueHeader* h) {
   return std::atomic_ref<uint32_t>(h->capacity);
-}
-std::atomic_ref<uint32_t> MaxWrRef(RecvQueueHeader* h) {
-  return std::atomic_ref<uint32_t>(h->max_wr);
 }
 
 // Bytes per slot: the WQE and its SGEs, rounded up to whole cache lines.
@@ -34,8 +27,7 @@ size_t WqeStride(uint32_t max_sge) {
 size_t RecvQueueFileSize(uint32_t max_wr, uint32_t max_sge) {
   if (max_wr == 0) return sizeof(RecvQueueHeader);
   if (max_sge == 0) max_sge = 1;
-  return sizeof(RecvQueueHeader) +
-         kSlotsPerWqe * static_cast<size_t>(RoundUpPow2(max_wr)) * WqeStride(max_sge);
+  return sizeof(RecvQueueHeader) + size_t{kSlotsPerWqe} * RoundUpPow2(max_wr) * WqeStride(max_sge);
 }
 
 void InitRecvQueueFile(void* base, uint32_t max_wr, uint32_t max_sge) {
@@ -43,8 +35,7 @@ void InitRecvQueueFile(void* base, uint32_t max_wr, uint32_t max_sge) {
   if (max_sge == 0) max_sge = 1;
   h->magic = kRecvQueueMagic;
   h->layout_version = kLayoutVersion;
-  h->max_wr = max_wr ? RoundUpPow2(max_wr) : 0;
-  h->capacity = static_cast<uint32_t>(kSlotsPerWqe * h->max_wr);
+  h->capacity = max_wr ? kSlotsPerWqe * RoundUpPow2(max_wr) : 0;
   h->max_sge = max_sge;
   h->wqe_stride = static_cast<uint32_t>(WqeStride(max_sge));
 }
@@ -59,9 +50,9 @@ uint64_t RecvQueue::Capacity() const {
 }
 
 bool RecvQueue::Post(uint64_t wr_id, const RecvSge* sge, uint32_t num_sge) {
-  // The owner's post lock excludes a resize: capacity and max_wr are stable.
+  // The owner's post lock excludes a resize: the capacity is stable here.
   const uint64_t capacity = Capacity();
-  const uint64_t max_wr = MaxWrRef(header_).load(std::memory_order_relaxed);
+  const uint64_t max_wr = capacity / kSlotsPerWqe;
   uint64_t tail = header_->tail.load(std::memory_order_relaxed);
   // Acquire: a bound NoteConsumed stored comes after the claimer's copy of
   // the WQE whose slot this post may refill.
@@ -141,8 +132,7 @@ uint32_t RecvQueue::Count() const {
 
 int RecvQueue::Resize(uint32_t max_wr, size_t file_bytes,
                       const std::function<int(uint32_t)>& commit) {
-  const uint64_t new_max_wr = RoundUpPow2(max_wr);
-  const uint64_t new_capacity = kSlotsPerWqe * new_max_wr;
+  const uint64_t new_capacity = uint64_t{kSlotsPerWqe} * RoundUpPow2(max_wr);
   const size_t stride = header_->wqe_stride;
   if (sizeof(RecvQueueHeader) + new_capacity * stride > file_bytes) return EINVAL;
   const uint64_t old_capacity = Capacity();
@@ -172,7 +162,6 @@ int RecvQueue::Resize(uint32_t max_wr, size_t file_bytes,
           ->seq.store(static_cast<uint32_t>(i + 1 - new_capacity), std::memory_order_relaxed);
     }
     CapacityRef(header_).store(static_cast<uint32_t>(new_capacity), std::memory_order_release);
-    MaxWrRef(header_).store(static_cast<uint32_t>(new_max_wr), std::memory_order_release);
   }
   header_->head.store(rw::Reopened(closed), std::memory_order_release);
   return 0;

@@ -31,6 +31,9 @@ struct ClaimedRecv {
   RecvSge sge[32];
 };
 
+// Ring slots per WQE that may be posted (RecvQueueHeader::capacity).
+inline constexpr uint32_t kSlotsPerWqe = 2;
+
 class RecvQueue {
  public:
   RecvQueue() = default;
@@ -39,7 +42,7 @@ class RecvQueue {
   bool valid() const { return header_ != nullptr && header_->capacity != 0; }
   RecvQueueHeader* header() const { return header_; }
   // WQEs that may be posted at once (the ring has twice as many slots).
-  uint32_t max_wr() const { return header_->max_wr; }
+  uint32_t max_wr() const { return header_->capacity / kSlotsPerWqe; }
   uint32_t max_sge() const { return header_->max_sge; }
 
   // Owner: appends a WQE. Returns false when the queue is full.
