@@ -83,15 +83,32 @@ std::vector<std::pair<ReceivedPacket, WireError>> ReceiveUpTo(UdpCarrier& c, siz
   return out;
 }
 
-TEST(RoceUdpCarrier, EveryOpcodeOverLoopback) {
-  unsetenv(kFaultsEnvironmentVariable);
-  uint8_t ga[16], gb[16];
-  Gid("127.0.0.3", ga);
-  Gid("127.0.0.4", gb);
+// Every test starts without fault injection (one that wants it sets it),
+// with a sender `a` and a receiver `b` to open on loopback addresses.
+class RoceUdpCarrier : public ::testing::Test {
+ protected:
+  void SetUp() override { unsetenv(kFaultsEnvironmentVariable); }
+  // Opens the receiver on `ip`; false, with why, when this machine cannot
+  // bind UDP 4791 there (the test skips).
+  bool OpenReceiver(const char* ip, std::string* why) {
+    Gid(ip, gb);
+    if (b.Open(gb, 0, why)) return true;
+    *why = std::string("cannot bind UDP 4791 on ") + ip + ": " + *why;
+    return false;
+  }
+  bool OpenSender(const char* ip, std::string* why) {
+    Gid(ip, ga);
+    return a.Open(ga, 0, why);
+  }
+  uint8_t ga[16] = {};
+  uint8_t gb[16] = {};
   UdpCarrier a, b;
   std::string error;
-  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.4: " << error;
-  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+};
+
+TEST_F(RoceUdpCarrier, EveryOpcodeOverLoopback) {
+  if (!OpenReceiver("127.0.0.4", &error)) GTEST_SKIP() << error;
+  ASSERT_TRUE(OpenSender("127.0.0.3", &error)) << error;
   std::map<uint32_t, uint8_t> sent;  // PSN -> opcode
   for (int op = 0; op < 256; ++op) {
     if (!dp::IbtaOpcodeValid(static_cast<uint8_t>(op))) continue;
@@ -127,15 +144,9 @@ TEST(RoceUdpCarrier, EveryOpcodeOverLoopback) {
 // QP path's GRH: IPv4 TOS and TTL), as the receiving kernel reports them
 // (IP_RECVTOS, IP_RECVTTL); packets of two paths to one destination, several
 // of each (runs: one GSO send per path), keep theirs.
-TEST(RoceUdpCarrier, PacketsLeaveWithTheirPathsTosAndTtl) {
-  unsetenv(kFaultsEnvironmentVariable);
-  uint8_t ga[16], gb[16];
-  Gid("127.0.0.26", ga);
-  Gid("127.0.0.27", gb);
-  UdpCarrier a, b;
-  std::string error;
-  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.27: " << error;
-  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+TEST_F(RoceUdpCarrier, PacketsLeaveWithTheirPathsTosAndTtl) {
+  if (!OpenReceiver("127.0.0.27", &error)) GTEST_SKIP() << error;
+  ASSERT_TRUE(OpenSender("127.0.0.26", &error)) << error;
   const PathIpFields paths[] = {{0x28, 17}, {0xb8, 200}};  // DSCP 10 and 46 (EF)
   std::map<uint32_t, PathIpFields> sent;                   // PSN -> path
   for (uint32_t i = 0; i < 12; ++i) {
@@ -162,13 +173,8 @@ TEST(RoceUdpCarrier, PacketsLeaveWithTheirPathsTosAndTtl) {
   }
 }
 
-TEST(RoceUdpCarrier, GarbageIsRefusedAndCounted) {
-  unsetenv(kFaultsEnvironmentVariable);
-  uint8_t gb[16];
-  Gid("127.0.0.5", gb);
-  UdpCarrier b;
-  std::string error;
-  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.5: " << error;
+TEST_F(RoceUdpCarrier, GarbageIsRefusedAndCounted) {
+  if (!OpenReceiver("127.0.0.5", &error)) GTEST_SKIP() << error;
   const int s = socket(AF_INET, SOCK_DGRAM, 0);
   sockaddr_in to{};
   to.sin_family = AF_INET;
@@ -188,15 +194,9 @@ TEST(RoceUdpCarrier, GarbageIsRefusedAndCounted) {
   EXPECT_EQ(b.counters().received, 0u);
 }
 
-TEST(RoceUdpCarrier, RunsOfEqualPacketsLeaveAsOneGsoSend) {
-  unsetenv(kFaultsEnvironmentVariable);
-  uint8_t ga[16], gb[16];
-  Gid("127.0.0.9", ga);
-  Gid("127.0.0.10", gb);
-  UdpCarrier a, b;
-  std::string error;
-  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.10: " << error;
-  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+TEST_F(RoceUdpCarrier, RunsOfEqualPacketsLeaveAsOneGsoSend) {
+  if (!OpenReceiver("127.0.0.10", &error)) GTEST_SKIP() << error;
+  ASSERT_TRUE(OpenSender("127.0.0.9", &error)) << error;
   // kIcrcIpv4Ids + 6 SEND MIDDLE packets of 256 bytes and a shorter SEND
   // LAST: runs of kIcrcIpv4Ids (128) packets, the second ended by the
   // shorter one.
@@ -230,15 +230,9 @@ TEST(RoceUdpCarrier, RunsOfEqualPacketsLeaveAsOneGsoSend) {
 // the IDs its own send gives it (0..35: the receiver solves each packet's
 // ID from its ICRC, so a wrong one shows as 64 + k); runs stop at 64 from
 // then on, with no other refusal.
-TEST(RoceUdpCarrier, AnOlderKernelsLimitOf64SegmentsSplitsTheRun) {
-  unsetenv(kFaultsEnvironmentVariable);
-  uint8_t ga[16], gb[16];
-  Gid("127.0.0.13", ga);
-  Gid("127.0.0.14", gb);
-  UdpCarrier a, b;
-  std::string error;
-  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.14: " << error;
-  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+TEST_F(RoceUdpCarrier, AnOlderKernelsLimitOf64SegmentsSplitsTheRun) {
+  if (!OpenReceiver("127.0.0.14", &error)) GTEST_SKIP() << error;
+  ASSERT_TRUE(OpenSender("127.0.0.13", &error)) << error;
   older_kernel_max_segments = 64;
   older_kernel_refusals = 0;
   constexpr uint32_t kPackets = 100;
@@ -310,19 +304,12 @@ bool SendFromFlows(UdpCarrier& c, const uint8_t dst_gid[16], size_t flows, std::
 // A carrier keeps at most kMaxSendSockets flow sockets: the oldest is
 // closed when another is needed (its packets went first), and its flow gets
 // a socket again at its next packet.
-TEST(RoceUdpCarrier, FlowSocketsPastTheLimitCloseTheOldest) {
-  unsetenv(kFaultsEnvironmentVariable);
+TEST_F(RoceUdpCarrier, FlowSocketsPastTheLimitCloseTheOldest) {
   constexpr size_t kExtra = 8;
   constexpr size_t kFlows = UdpCarrier::kMaxSendSockets + kExtra;
-  std::string why;
-  if (!RoomForDescriptors(kFlows + 64, &why)) GTEST_SKIP() << why;
-  uint8_t ga[16], gb[16];
-  Gid("127.0.0.17", ga);
-  Gid("127.0.0.18", gb);
-  UdpCarrier a, b;
-  std::string error;
-  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.18: " << error;
-  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  if (!RoomForDescriptors(kFlows + 64, &error)) GTEST_SKIP() << error;
+  if (!OpenReceiver("127.0.0.18", &error)) GTEST_SKIP() << error;
+  ASSERT_TRUE(OpenSender("127.0.0.17", &error)) << error;
   const size_t before = OpenDescriptors();
   ASSERT_TRUE(SendFromFlows(a, gb, kFlows, &error)) << error;
   a.FlushSends();
@@ -356,18 +343,12 @@ TEST(RoceUdpCarrier, FlowSocketsPastTheLimitCloseTheOldest) {
 // route's slot can be reused. Every packet is delayed (and nothing here
 // calls PollFaults, which would release them when due), so only that flush
 // sends the first kMaxSendSockets.
-TEST(RoceUdpCarrier, ClosingAFlowSocketSendsTheHeldPacketsFirst) {
+TEST_F(RoceUdpCarrier, ClosingAFlowSocketSendsTheHeldPacketsFirst) {
   setenv(kFaultsEnvironmentVariable, "delay=1,delay_us=10000000,seed=3", 1);
   constexpr size_t kFlows = UdpCarrier::kMaxSendSockets + 1;
-  std::string why;
-  if (!RoomForDescriptors(kFlows + 64, &why)) GTEST_SKIP() << why;
-  uint8_t ga[16], gb[16];
-  Gid("127.0.0.19", ga);
-  Gid("127.0.0.20", gb);
-  UdpCarrier a, b;
-  std::string error;
-  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << "cannot bind UDP 4791 on 127.0.0.20: " << error;
-  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  if (!RoomForDescriptors(kFlows + 64, &error)) GTEST_SKIP() << error;
+  if (!OpenReceiver("127.0.0.20", &error)) GTEST_SKIP() << error;
+  ASSERT_TRUE(OpenSender("127.0.0.19", &error)) << error;
   unsetenv(kFaultsEnvironmentVariable);
   ASSERT_TRUE(SendFromFlows(a, gb, kFlows, &error)) << error;
   const auto received = ReceiveUpTo(b, UdpCarrier::kMaxSendSockets);
@@ -386,11 +367,7 @@ TEST(RoceUdpCarrier, ClosingAFlowSocketSendsTheHeldPacketsFirst) {
   EXPECT_EQ(last[0].first.fields.psn, kFlows - 1);
 }
 
-TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
-  unsetenv(kFaultsEnvironmentVariable);
-  uint8_t ga[16], gb[16];
-  Gid("127.0.0.7", ga);
-  Gid("127.0.0.8", gb);
+TEST_F(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
   // Another socket holds the flow port on the sender's address.
   const uint16_t flow_port = SourcePortOfQpn(0x99);
   const int squatter = socket(AF_INET, SOCK_DGRAM, 0);
@@ -402,10 +379,11 @@ TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
     close(squatter);
     GTEST_SKIP() << "cannot take the flow port for the test";
   }
-  UdpCarrier a, b;
-  std::string error;
-  if (!b.Open(gb, 0, &error)) GTEST_SKIP() << error;
-  ASSERT_TRUE(a.Open(ga, 0, &error)) << error;
+  if (!OpenReceiver("127.0.0.8", &error)) {
+    close(squatter);
+    GTEST_SKIP() << error;
+  }
+  ASSERT_TRUE(OpenSender("127.0.0.7", &error)) << error;
   TransportFields f;
   f.opcode = 0x04;
   f.dest_qp = 0x12;
@@ -418,10 +396,9 @@ TEST(RoceUdpCarrier, BusyFlowPortFallsBackToAnother) {
   EXPECT_NE(received[0].first.ends.src_port, flow_port);
 }
 
-TEST(RoceUdpCarrier, OpenErrorsSayWhatIsWrong) {
+TEST_F(RoceUdpCarrier, OpenErrorsSayWhatIsWrong) {
   uint8_t g[16];
   Gid("127.0.0.6", g);
-  std::string error;
   setenv(kFaultsEnvironmentVariable, "drop=2", 1);
   UdpCarrier bad_faults;
   EXPECT_FALSE(bad_faults.Open(g, 0, &error));
