@@ -5,8 +5,6 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -15,11 +13,12 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <optional>
 #include <utility>
 #include <vector>
 
+#include "abi/ibverbs/descriptor_floor.h"
 #include "abi/ibverbs/self_maps.h"
+#include "abi/ibverbs/write_hold.h"
 #include "common/log.h"
 
 namespace softverbs::provider {
@@ -104,35 +103,86 @@ int PagemapFd() {  // under g_mutex
   return fd;
 }
 
-// Pages of [begin, end) that hold data, as runs of page indexes [first, last).
-// /proc/self/pagemap: bit 63 present, bit 62 swapped. Only for anonymous
-// memory; nullopt when pagemap cannot be read.
-std::optional<std::vector<std::pair<uint64_t, uint64_t>>> PagesWithData(uint64_t begin,
-                                                                        uint64_t end) {
-  const uint64_t page = PageSize();
-  const int fd = PagemapFd();
-  if (fd < 0) return std::nullopt;
-  std::vector<std::pair<uint64_t, uint64_t>> runs;
-  std::vector<uint64_t> entries(std::min<uint64_t>(4096, (end - begin) / page));
-  const uint64_t pages = (end - begin) / page;
-  for (uint64_t i = 0; i < pages; i += entries.size()) {
-    const uint64_t n = std::min<uint64_t>(entries.size(), pages - i);
-    const off_t at = static_cast<off_t>((begin / page + i) * sizeof(uint64_t));
-    if (pread(fd, entries.data(), n * sizeof(uint64_t), at) !=
-        static_cast<ssize_t>(n * sizeof(uint64_t))) {
-      return std::nullopt;
+// A run of pages [first, last), by index in the range.
+struct PageRun {
+  uint64_t first;
+  uint64_t last;
+};
+
+// The pages of a range to copy, as runs, and the scratch memory to find
+// them, all set up before the write hold is taken (write_hold.h). While the
+// hold lasts the registering thread writes only its stack (which the hold
+// checks is not in the range) and these arrays: inline for a small range,
+// else in a mapping of their own - not in the range, which was mapped
+// already. Never the heap: a thread the hold stops may hold the allocator's
+// lock, and the heap page may be in the range itself.
+class PageRuns {
+ public:
+  explicit PageRuns(uint64_t pages)
+      : pages_(pages), entry_capacity_(std::min<uint64_t>(kEntriesPerRead, pages)) {
+    const uint64_t most_runs = (pages + 1) / 2;  // every other page
+    if (entry_capacity_ <= kInlineEntries && most_runs <= kInlineRuns) return;
+    const size_t bytes = entry_capacity_ * sizeof(uint64_t) + most_runs * sizeof(PageRun);
+    void* m = RawMmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      entries_ = nullptr;  // no scan: every page is copied (All)
+      return;
     }
-    for (uint64_t j = 0; j < n; ++j) {
-      if (!(entries[j] & (3ull << 62))) continue;
-      if (!runs.empty() && runs.back().second == i + j) {
-        runs.back().second++;
-      } else {
-        runs.push_back({i + j, i + j + 1});
+    mapped_bytes_ = bytes;
+    entries_ = static_cast<uint64_t*>(m);
+    runs_ = reinterpret_cast<PageRun*>(entries_ + entry_capacity_);
+  }
+  ~PageRuns() {
+    if (mapped_bytes_ != 0) syscall(SYS_munmap, entries_, mapped_bytes_);
+  }
+  PageRuns(const PageRuns&) = delete;
+  PageRuns& operator=(const PageRuns&) = delete;
+
+  // Every page, one run.
+  void All() {
+    runs_[0] = {0, pages_};
+    count_ = 1;
+  }
+  // The runs of the pages of the range at `begin` that hold data
+  // (/proc/self/pagemap: bit 63 present, bit 62 swapped; only for anonymous
+  // memory). False when pagemap cannot be read.
+  bool FindPagesWithData(uint64_t begin, uint64_t page_size, int pagemap_fd) {
+    if (pagemap_fd < 0 || entries_ == nullptr) return false;
+    count_ = 0;
+    for (uint64_t i = 0; i < pages_; i += entry_capacity_) {
+      const uint64_t n = std::min<uint64_t>(entry_capacity_, pages_ - i);
+      const off_t at = static_cast<off_t>((begin / page_size + i) * sizeof(uint64_t));
+      if (pread(pagemap_fd, entries_, n * sizeof(uint64_t), at) !=
+          static_cast<ssize_t>(n * sizeof(uint64_t))) {
+        return false;
+      }
+      for (uint64_t j = 0; j < n; ++j) {
+        if (!(entries_[j] & (3ull << 62))) continue;
+        if (count_ > 0 && runs_[count_ - 1].last == i + j) {
+          runs_[count_ - 1].last++;
+        } else {
+          runs_[count_++] = {i + j, i + j + 1};
+        }
       }
     }
+    return true;
   }
-  return runs;
-}
+  const PageRun* begin() const { return runs_; }
+  const PageRun* end() const { return runs_ + count_; }
+
+ private:
+  static constexpr uint64_t kEntriesPerRead = 4096;  // pagemap entries a pread reads at most
+  static constexpr uint64_t kInlineEntries = 64;
+  static constexpr uint64_t kInlineRuns = 32;
+  uint64_t pages_;
+  uint64_t entry_capacity_;
+  uint64_t inline_entries_[kInlineEntries];
+  PageRun inline_runs_[kInlineRuns];
+  uint64_t* entries_ = inline_entries_;
+  PageRun* runs_ = inline_runs_;
+  size_t count_ = 0;
+  size_t mapped_bytes_ = 0;
+};
 
 // Writes [from, from+bytes) of this process into the memfd at offset `at`.
 // The range is whole pages, which hold bytes of other objects than the
@@ -149,63 +199,6 @@ bool CopyIntoFile(int fd, const char* from, size_t bytes, off_t at) {
     bytes -= static_cast<size_t>(n);
   }
   return true;
-}
-
-// Where the backings' descriptors live: above the application's. Each
-// backing holds a descriptor while it lives (in use, or idle), and an
-// application registering many ranges would otherwise find its own
-// descriptors taken (EMFILE at its soft RLIMIT_NOFILE) and its registrations
-// unbacked. So a backing's descriptor is moved at or above the larger of
-// FD_SETSIZE and the soft limit the process had at its first registration,
-// and the soft limit - never the hard one - is raised, kDescriptorStep at a
-// time, to make room there. The application keeps every descriptor its own
-// limit gave it, all below FD_SETSIZE if they were (select() works on
-// them); it is handed descriptors above its old limit only where it would
-// have had EMFILE instead. Where there is no room above the floor (the
-// hard limit is not above it: soft and hard limits equal, as in some
-// containers) the descriptor stays where memfd_create put it.
-constexpr rlim_t kDescriptorStep = 1024;
-
-struct DescriptorFloor {
-  rlim_t floor = FD_SETSIZE;
-  bool room_above = false;  // the hard limit was above the floor
-};
-
-const DescriptorFloor& Floor() {  // under g_mutex
-  static const DescriptorFloor f = [] {
-    DescriptorFloor d;
-    rlimit limit{};
-    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return d;
-    if (limit.rlim_cur != RLIM_INFINITY) d.floor = std::max<rlim_t>(d.floor, limit.rlim_cur);
-    d.room_above = limit.rlim_max > d.floor;
-    return d;
-  }();
-  return f;
-}
-
-// Raises the soft RLIMIT_NOFILE to make room above the floor. Whether it did.
-bool RaiseSoftDescriptorLimit() {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return false;
-  const rlim_t base = std::max(limit.rlim_cur, Floor().floor);
-  limit.rlim_cur =
-      limit.rlim_max - base < kDescriptorStep ? limit.rlim_max : base + kDescriptorStep;
-  return setrlimit(RLIMIT_NOFILE, &limit) == 0;
-}
-
-// Moves fd at or above the floor (closing the original). Answers the
-// descriptor to use: fd itself when there is no room above the floor.
-int MoveAboveApplication(int fd) {
-  if (!Floor().room_above) return fd;
-  const int floor = static_cast<int>(std::min<rlim_t>(Floor().floor, INT32_MAX));
-  if (fd >= floor) return fd;
-  int moved = fcntl(fd, F_DUPFD_CLOEXEC, floor);
-  if (moved < 0 && (errno == EINVAL || errno == EMFILE) && RaiseSoftDescriptorLimit()) {
-    moved = fcntl(fd, F_DUPFD_CLOEXEC, floor);
-  }
-  if (moved < 0) return fd;
-  close(fd);
-  return moved;
 }
 
 // Copies [begin, end) into a new memfd and maps it over the same addresses.
@@ -238,11 +231,15 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
     close(fd);
     return -1;
   }
-  std::vector<std::pair<uint64_t, uint64_t>> runs{{0, size / page}};
-  if (anonymous) {
-    if (auto with_data = PagesWithData(begin, end)) runs = std::move(*with_data);
-  }
-  for (auto [first, last] : runs) {
+  PageRuns pages(size / page);
+  const int pagemap = anonymous ? PagemapFd() : -1;  // opened (once) before the hold
+  // From the look at which pages hold data until the range maps the memfd,
+  // another thread's write to the range waits (write_hold.h): otherwise it
+  // could land in a page after the copy took it, and the remap drop it.
+  // Nothing in between allocates or logs.
+  WriteHold hold(begin, end);
+  if (!pages.FindPagesWithData(begin, page, pagemap)) pages.All();
+  for (auto [first, last] : pages) {
     if (!CopyIntoFile(fd, reinterpret_cast<const char*>(begin + first * page),
                       (last - first) * page, static_cast<off_t>(first * page))) {
       close(fd);
@@ -255,8 +252,10 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
     close(fd);
     return -1;
   }
+  hold.Replaced();
+  hold.Release();
 #ifdef MADV_POPULATE_READ
-  for (auto [first, last] : runs) {
+  for (auto [first, last] : pages) {
     RawMadvise(reinterpret_cast<void*>(begin + first * page), (last - first) * page,
                MADV_POPULATE_READ);
   }

@@ -8,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "test_env.h"
 
@@ -60,6 +62,43 @@ ibv_mr* RegisterAPage(void** page_out) {
   memset(page, 1, 4096);
   *page_out = page;
   return ibv_reg_mr(pd, page, 4096, IBV_ACCESS_LOCAL_WRITE);
+}
+
+// The write hold's userfaultfd (src/abi/ibverbs/write_hold.h) stands for
+// the address space of the process that made it: a child that registers
+// memory after a fork makes its own. Through its parent's, the child's
+// registration would write-protect the parent's pages at the same
+// addresses, and the parent's next write there would wait for ever.
+TEST(Fork, AChildsRegistrationDoesNotHoldItsParentsWrites) {
+  EXPECT_EQ(InChild([] {
+              void* page = nullptr;
+              if (!RegisterAPage(&page)) return 1;  // this process has its userfaultfd now
+              constexpr size_t kLen = 16 * 4096;
+              char* buf = static_cast<char*>(
+                  mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+              if (buf == MAP_FAILED) return 2;
+              memset(buf, 1, kLen);
+              const int child = InChild([buf] {
+                ibv_context* ctx = OpenDevice();
+                ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
+                if (!pd) return 1;
+                return ibv_reg_mr(pd, buf, kLen, IBV_ACCESS_LOCAL_WRITE) ? 0 : 2;
+              });
+              if (child != 0) return 10 + child;
+              std::atomic<bool> written{false};
+              std::thread writer([&] {
+                memset(buf, 2, kLen);
+                written = true;
+              });
+              for (int i = 0; i < 500 && !written; ++i) usleep(10000);  // 5 s at most
+              if (!written) {
+                writer.detach();  // waits for ever; the process exits around it
+                return 3;
+              }
+              writer.join();
+              return 0;
+            }),
+            0);
 }
 
 // softverbs gives a child copies of live MRs' pages without ibv_fork_init,

@@ -1,0 +1,139 @@
+#include "abi/ibverbs/write_hold.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "abi/ibverbs/descriptor_floor.h"
+#include "common/log.h"
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1  // Linux 5.11
+#endif
+
+namespace softverbs::provider {
+namespace {
+
+constexpr int kUnopened = -1;
+constexpr int kUnavailable = -2;
+
+// The process's userfaultfd, made at the first hold. Holds are taken under
+// the registry's lock (mr_backing.cc), one at a time. A forked child must
+// not use its parent's: the descriptor stands for the parent's address
+// space, and a registration through it would protect the parent's pages.
+std::atomic<int> g_uffd{kUnopened};
+
+void ForgetInChild() {
+  const int fd = g_uffd.exchange(kUnopened);
+  if (fd >= 0) close(fd);
+}
+
+int OpenUffd() {
+  const int fd =
+      static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+  if (fd < 0) return -1;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  if (ioctl(fd, UFFDIO_API, &api) != 0 || !(api.ioctls & (1ull << _UFFDIO_REGISTER))) {
+    const int saved = errno != 0 ? errno : EOPNOTSUPP;
+    close(fd);
+    errno = saved;
+    return -1;
+  }
+  return fd;
+}
+
+int Uffd() {
+  int fd = g_uffd.load(std::memory_order_acquire);
+  if (fd != kUnopened) return fd;
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ForgetInChild); });
+  fd = OpenUffd();
+  if (fd >= 0) fd = MoveAboveApplication(fd);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) return -1;  // out of descriptors: next time
+  if (fd < 0) {
+    Log("ibv_reg_mr: no userfaultfd (%s): a thread that writes a range while another thread "
+        "registers it may lose that write",
+        strerror(errno));
+    fd = kUnavailable;
+  }
+  g_uffd.store(fd, std::memory_order_release);
+  return fd;
+}
+
+// Whether [begin, end) holds memory the holding thread itself writes while
+// it holds: its stack from a little above here (the frames of the
+// conversion that holds) down to well below, and its thread-local storage
+// (errno, the thread control block). Such a range is converted unheld: the
+// thread would otherwise wait for itself.
+bool WrittenByHolder(uint64_t begin, uint64_t end) {
+  constexpr uint64_t kStackAbove = 16 << 10;
+  constexpr uint64_t kStackBelow = 256 << 10;
+  constexpr uint64_t kTlsAround = 8 << 10;
+  const auto within = [&](uint64_t at, uint64_t below, uint64_t above) {
+    return at + above > begin && (at < below || at - below < end);
+  };
+  const char here = 0;
+  return within(reinterpret_cast<uint64_t>(&here), kStackBelow, kStackAbove) ||
+         within(reinterpret_cast<uint64_t>(&errno), kTlsAround, kTlsAround) ||
+         within(reinterpret_cast<uint64_t>(__builtin_thread_pointer()), kTlsAround, kTlsAround);
+}
+
+}  // namespace
+
+WriteHold::WriteHold(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {
+  if (end <= begin || WrittenByHolder(begin, end)) return;
+  const int fd = Uffd();
+  if (fd < 0) return;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &saved_mask_);
+  uffdio_register reg{};
+  reg.range.start = begin;
+  reg.range.len = end - begin;
+  // MISSING too: a page the pagemap finds empty is not copied, and a first
+  // touch of it must not fill the old mapping's page either.
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP;
+  if (ioctl(fd, UFFDIO_REGISTER, &reg) != 0) {
+    pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+    return;
+  }
+  uffdio_writeprotect wp{};
+  wp.range = reg.range;
+  wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+  if (!(reg.ioctls & (1ull << _UFFDIO_WRITEPROTECT)) || ioctl(fd, UFFDIO_WRITEPROTECT, &wp) != 0) {
+    ioctl(fd, UFFDIO_UNREGISTER, &reg.range);
+    pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+    return;
+  }
+  held_ = true;
+}
+
+void WriteHold::Release() {
+  if (!held_) return;
+  held_ = false;
+  const int fd = g_uffd.load(std::memory_order_acquire);
+  uffdio_range range{begin_, end_ - begin_};
+  if (!replaced_) {
+    uffdio_writeprotect wp{};
+    wp.range = range;
+    wp.mode = 0;  // lifts the protection
+    ioctl(fd, UFFDIO_WRITEPROTECT, &wp);
+    ioctl(fd, UFFDIO_UNREGISTER, &range);
+  }
+  // The threads waiting in a fault on the range make their access again:
+  // on the memfd's mapping, or (not replaced) on the old one, unprotected.
+  ioctl(fd, UFFDIO_WAKE, &range);
+  pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+}
+
+}  // namespace softverbs::provider
