@@ -54,7 +54,7 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
         return remote ? kVendorBadRkey : kVendorBadLkey;
     }
     const MrMapping* m = host.FindMrMapping(key, *e);
-    if (!m || !AddMrPieces(*m, va, sge[i].length, out)) return kVendorOwnerGone;
+    if (!m || !AddMrPieces(*m, *e, va, sge[i].length, out)) return kVendorOwnerGone;
   }
   return kVendorNone;
 }

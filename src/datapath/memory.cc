@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "datapath/owner_word_lock.h"
+
 namespace softverbs::datapath {
 
 MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t owner_client,
@@ -30,26 +32,39 @@ MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t
   return MrCheck::kOk;
 }
 
-bool AddMrPieces(const MrMapping& m, uint64_t owner_va, uint64_t len, PieceList* out) {
-  if (m.local) {
-    return out->Add({reinterpret_cast<uint8_t*>(owner_va), -1, owner_va, len});
-  }
+bool AddMrPieces(const MrMapping& m, const MrEntry& e, uint64_t owner_va, uint64_t len,
+                 PieceList* out) {
+  // The owner reaches all its bytes directly; those outside the backing it
+  // marks with its /proc/self/mem, where peers reach them (an atomic there
+  // takes the owner's word lock). A peer maps the backing and reaches the
+  // rest through the owner's file.
+  const bool own = m.local;
+  const uint64_t backed_begin =
+      own ? e.backed_begin.load(std::memory_order_relaxed) : m.backed_begin;
+  const uint64_t backed_end = own ? e.backed_end.load(std::memory_order_relaxed) : m.backed_end;
+  const auto outside = [&](uint64_t at, uint64_t n) {
+    return MemPiece{own ? reinterpret_cast<uint8_t*>(at) : nullptr, m.mem_fd, at, n};
+  };
+  const auto inside = [&](uint64_t at, uint64_t n) {
+    return MemPiece{own ? reinterpret_cast<uint8_t*>(at) : m.backed + (at - backed_begin), -1, at,
+                    n};
+  };
   const uint64_t end = owner_va + len;
   uint64_t at = owner_va;
   // Head: before the backed pages.
-  if (at < m.backed_begin || m.backed_begin == m.backed_end) {
-    uint64_t stop = m.backed_begin == m.backed_end ? end : std::min(end, m.backed_begin);
-    if (!out->Add({nullptr, m.mem_fd, at, stop - at})) return false;
+  if (at < backed_begin || backed_begin == backed_end) {
+    uint64_t stop = backed_begin == backed_end ? end : std::min(end, backed_begin);
+    if (!out->Add(outside(at, stop - at))) return false;
     at = stop;
   }
-  // Middle: the backed pages, mapped here.
-  if (at < end && at < m.backed_end) {
-    uint64_t stop = std::min(end, m.backed_end);
-    if (!out->Add({m.backed + (at - m.backed_begin), -1, at, stop - at})) return false;
+  // Middle: the backed pages.
+  if (at < end && at < backed_end) {
+    uint64_t stop = std::min(end, backed_end);
+    if (!out->Add(inside(at, stop - at))) return false;
     at = stop;
   }
   // Tail.
-  if (at < end) return out->Add({nullptr, m.mem_fd, at, end - at});
+  if (at < end) return out->Add(outside(at, end - at));
   return true;
 }
 
@@ -100,10 +115,21 @@ bool CopyPieces(const PieceList& dst, const PieceList& src) {
   return true;
 }
 
-// Bytes reached through /proc/<pid>/mem cannot take a CPU atomic: there the
-// read-modify-write is not atomic against concurrent writers (docs/datapath.md,
-// "Atomics on partial pages"). Whole pages of an MR never take this path.
+// Bytes some executors reach only through the owner's /proc/<pid>/mem
+// (MemPiece::mem_fd set: a partial page of an MR, an on-demand MR) take the
+// owner's word lock around the atomic (owner_word_lock.h): there it is a
+// read-modify-write of the file, or - for the owner itself, which maps them
+// (ptr set too) - a CPU atomic that must not land inside another's.
 bool AtomicCompareSwap(const MemPiece& p, uint64_t compare, uint64_t swap, uint64_t* old) {
+  if (p.ptr && p.mem_fd < 0) {
+    uint64_t expected = compare;
+    __atomic_compare_exchange_n(reinterpret_cast<uint64_t*>(p.ptr), &expected, swap, false,
+                                __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    *old = expected;
+    return true;
+  }
+  OwnerWordLock lock(p.mem_fd, p.va);
+  if (!lock.held()) return false;
   if (p.ptr) {
     uint64_t expected = compare;
     __atomic_compare_exchange_n(reinterpret_cast<uint64_t*>(p.ptr), &expected, swap, false,
@@ -119,6 +145,12 @@ bool AtomicCompareSwap(const MemPiece& p, uint64_t compare, uint64_t swap, uint6
 }
 
 bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old) {
+  if (p.ptr && p.mem_fd < 0) {
+    *old = __atomic_fetch_add(reinterpret_cast<uint64_t*>(p.ptr), add, __ATOMIC_SEQ_CST);
+    return true;
+  }
+  OwnerWordLock lock(p.mem_fd, p.va);
+  if (!lock.held()) return false;
   if (p.ptr) {
     *old = __atomic_fetch_add(reinterpret_cast<uint64_t*>(p.ptr), add, __ATOMIC_SEQ_CST);
     return true;
@@ -131,6 +163,12 @@ bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old) {
 }
 
 bool AtomicStore(const MemPiece& p, uint64_t value) {
+  if (p.ptr && p.mem_fd < 0) {
+    __atomic_store_n(reinterpret_cast<uint64_t*>(p.ptr), value, __ATOMIC_SEQ_CST);
+    return true;
+  }
+  OwnerWordLock lock(p.mem_fd, p.va);
+  if (!lock.held()) return false;
   if (p.ptr) {
     __atomic_store_n(reinterpret_cast<uint64_t*>(p.ptr), value, __ATOMIC_SEQ_CST);
     return true;

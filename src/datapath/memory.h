@@ -19,12 +19,14 @@ struct MrMapping {
   uint8_t* backed = nullptr;  // our address of the owner's backed_begin
   uint64_t backed_begin = 0;  // owner va range reachable through `backed`
   uint64_t backed_end = 0;
-  int mem_fd = -1;  // the owner's /proc/self/mem (not owned here)
+  int mem_fd = -1;  // the owner's /proc/<pid>/mem (not owned here); the owner's own: its lock file
 };
 
 // A contiguous part of a range: directly addressable, or via pread/pwrite.
 struct MemPiece {
   uint8_t* ptr;  // direct access; nullptr: use mem_fd at va
+  // The owner's /proc/<pid>/mem when some executor reaches these bytes only
+  // through it (then an atomic takes the owner's word lock); else -1.
   int mem_fd;
   uint64_t va;
   uint64_t len;
@@ -90,8 +92,12 @@ MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t
                           uint32_t need_access, uint32_t responder_qpn, uint64_t addr, uint64_t len,
                           uint32_t* mr_lkey);
 
-// Splits [owner_va, +len) of an MR into pieces this process can reach.
-bool AddMrPieces(const MrMapping& m, uint64_t owner_va, uint64_t len, PieceList* out);
+// Splits [owner_va, +len) of MR e into pieces this process can reach
+// through m. The owner's own pieces (m.local) are all direct; those outside
+// e's backed pages carry m.mem_fd too (the owner's /proc/self/mem, where
+// peers reach them), which an atomic there locks (owner_word_lock.h).
+bool AddMrPieces(const MrMapping& m, const MrEntry& e, uint64_t owner_va, uint64_t len,
+                 PieceList* out);
 
 // Copies min(dst.bytes, src.bytes) bytes. Returns false if a pread/pwrite
 // through an owner's /proc/self/mem failed (the owner is gone).

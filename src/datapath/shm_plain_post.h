@@ -111,7 +111,16 @@ uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint3
   }
   const MrMapping* m = host.FindMrMapping(key, *e);
   if (!m) return nullptr;
-  if (m->local) return reinterpret_cast<uint8_t*>(va);
+  if (m->local) {
+    // An atomic on a word of its own that peers reach through its
+    // /proc/self/mem takes the owner's word lock: the engine's way.
+    if ((need & IBV_ACCESS_REMOTE_ATOMIC) &&
+        (va < e->backed_begin.load(std::memory_order_relaxed) ||
+         va >= e->backed_end.load(std::memory_order_relaxed))) {
+      return nullptr;
+    }
+    return reinterpret_cast<uint8_t*>(va);
+  }
   if (va >= m->backed_begin && va < m->backed_end && bytes <= m->backed_end - va) {
     return m->backed + (va - m->backed_begin);
   }

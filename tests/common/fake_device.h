@@ -97,6 +97,10 @@ class TestDeviceTable {
     e->iova.store(reinterpret_cast<uint64_t>(p));
     e->addr.store(reinterpret_cast<uint64_t>(p));
     e->length.store(len);
+    // Backed in whole, as the device publishes a registration of whole
+    // pages: its owner reaches every byte directly, atomics included.
+    e->backed_begin.store(reinterpret_cast<uint64_t>(p));
+    e->backed_end.store(reinterpret_cast<uint64_t>(p) + len);
     e->rkey.store(key);
     e->lkey.store(key);
   }

@@ -28,6 +28,7 @@
 #include "common/device_limits.h"
 #include "common/log.h"
 #include "common/unix_socket.h"
+#include "datapath/owner_word_lock.h"
 
 namespace softverbs::provider {
 
@@ -209,7 +210,9 @@ Context* OpenContext(const char* verb, const char* device_name, int join_fd) {
     }
     err = ctx->channel.Call(protocol::Op::kHello, &hello, sizeof(hello), &reply, sizeof(reply),
                             hello_fds, nfds, nullptr, &fds);
-    if (mem_fd >= 0) close(mem_fd);
+    // Our copy of the file whose record locks our own atomics take: closing
+    // it must not drop one (datapath/owner_word_lock.h).
+    datapath::CloseOwnerMemFd(mem_fd);
     if (err != ENODEV) break;
     ctx->channel.Disconnect();
   }

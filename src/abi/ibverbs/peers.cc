@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "datapath/owner_word_lock.h"
 
 namespace softverbs::provider {
 
@@ -22,6 +23,12 @@ constexpr size_t kMrIndexBytes = dp::kMrSlots * sizeof(std::atomic<void*>);
 }  // namespace
 
 PeerCache::PeerCache(Context* ctx) : ctx_(ctx) {
+  // Our own /proc/self/mem: the file peers reach the bytes of our MRs
+  // outside their backings through, whose record locks our own atomics on
+  // those bytes take too (datapath/owner_word_lock.h). Without it they go
+  // unlocked.
+  local_.mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+  local_odp_.mem_fd = local_.mem_fd;
   void* p =
       mmap(nullptr, kMrIndexBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   // Without the index every lookup takes the locked path.
@@ -29,11 +36,12 @@ PeerCache::PeerCache(Context* ctx) : ctx_(ctx) {
 }
 
 PeerCache::OwnerMem::~OwnerMem() {
-  if (fd >= 0) close(fd);
+  dp::CloseOwnerMemFd(fd);
 }
 
 PeerCache::~PeerCache() {
-  if (local_odp_.mem_fd >= 0) close(local_odp_.mem_fd);
+  if (local_odp_.mem_fd != local_.mem_fd) dp::CloseOwnerMemFd(local_odp_.mem_fd);
+  dp::CloseOwnerMemFd(local_.mem_fd);
   if (mr_index_) munmap(mr_index_, kMrIndexBytes);
 }
 
@@ -41,7 +49,7 @@ std::shared_ptr<PeerCache::OwnerMem> PeerCache::OwnerMemFd(uint32_t owner, int r
   auto it = mem_fds_.find(owner);
   if (it != mem_fds_.end()) {
     if (std::shared_ptr<OwnerMem> held = it->second.lock()) {
-      close(received_fd);
+      dp::CloseOwnerMemFd(received_fd);  // the same file: keep our record locks on it
       return held;
     }
   }
@@ -223,7 +231,7 @@ const dp::MrMapping* PeerCache::MapMr(uint32_t key, const dp::MrEntry& e) {
   if (ctx_->channel.Call(protocol::Op::kMapMr, &req, sizeof(req), &rep, sizeof(rep), nullptr, 0,
                          nullptr, &fds) != 0 ||
       fds.empty()) {
-    for (int fd : fds) close(fd);
+    for (int fd : fds) dp::CloseOwnerMemFd(fd);  // an owner's /proc/<pid>/mem among them
     return nullptr;
   }
   auto files = std::make_unique<MrFiles>();

@@ -49,8 +49,9 @@ TEST(AddMrPieces, HeadMiddleTail) {
   m.backed_begin = 0x10000;
   m.backed_end = 0x12000;
   m.mem_fd = 5;
+  MrEntry e{};  // a peer's mapping: the entry's own range is not read
   PieceList list;
-  ASSERT_TRUE(AddMrPieces(m, 0xff00, 0x2200, &list));
+  ASSERT_TRUE(AddMrPieces(m, e, 0xff00, 0x2200, &list));
   ASSERT_EQ(list.count, 3);
   EXPECT_EQ(list.piece[0].ptr, nullptr);
   EXPECT_EQ(list.piece[0].len, 0x100u);
@@ -58,6 +59,27 @@ TEST(AddMrPieces, HeadMiddleTail) {
   EXPECT_EQ(list.piece[1].len, 0x2000u);
   EXPECT_EQ(list.piece[2].ptr, nullptr);
   EXPECT_EQ(list.piece[2].va, 0x12000u);
+  EXPECT_EQ(list.bytes, 0x2200u);
+}
+
+// The owner reaches every byte of its MR directly; the bytes outside the
+// backed pages carry its /proc/self/mem too, which an atomic there locks.
+TEST(AddMrPieces, TheOwnersPiecesOutsideItsBackingCarryItsLockFile) {
+  MrMapping m;
+  m.local = true;
+  m.mem_fd = 5;
+  MrEntry e{};
+  e.backed_begin = 0x10000;
+  e.backed_end = 0x12000;
+  PieceList list;
+  ASSERT_TRUE(AddMrPieces(m, e, 0xff00, 0x2200, &list));
+  ASSERT_EQ(list.count, 3);
+  EXPECT_EQ(list.piece[0].ptr, reinterpret_cast<uint8_t*>(0xff00));
+  EXPECT_EQ(list.piece[0].mem_fd, 5);
+  EXPECT_EQ(list.piece[1].ptr, reinterpret_cast<uint8_t*>(0x10000));
+  EXPECT_EQ(list.piece[1].mem_fd, -1);
+  EXPECT_EQ(list.piece[2].ptr, reinterpret_cast<uint8_t*>(0x12000));
+  EXPECT_EQ(list.piece[2].mem_fd, 5);
   EXPECT_EQ(list.bytes, 0x2200u);
 }
 

@@ -669,6 +669,31 @@ TEST_F(PlainPath, SendRefusesAReceiveWithABadKey) {
   ExpectRefusedThenReported(9, IBV_WC_REM_OP_ERR, IBV_WC_LOC_PROT_ERR);
 }
 
+// An atomic on a word of this process's own MR that lies outside the MR's
+// backed pages (peers reach it through /proc/<pid>/mem, under the owner's
+// word lock) is not plain: the engine takes it, and it lands all the same.
+TEST_F(PlainPath, AnOwnAtomicOutsideTheBackingIsTheEnginesWay) {
+  host_.fenced = true;
+  MrEntry* e = const_cast<MrEntry*>(host_.table().MrSlot(kKey));
+  e->backed_end.store(reinterpret_cast<uint64_t>(dst()));  // the first page only
+  uint64_t word = 40;
+  memcpy(dst() + 64, &word, 8);
+  PlainPost add = Inline(IBV_WR_ATOMIC_FETCH_AND_ADD);
+  add.inline_src = false;
+  add.lkey = kKey;
+  add.remote_addr = reinterpret_cast<uint64_t>(dst()) + 64;
+  add.compare_add = 2;
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), add));
+  memcpy(&word, dst() + 64, 8);
+  EXPECT_EQ(word, 40u);  // untouched
+  SendWr wr = Wr(3, IBV_WR_ATOMIC_FETCH_AND_ADD, 8);
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst()) + 64;
+  wr.compare_add = 2;
+  EXPECT_EQ(Execute(host_, port_.View(), wr).completion.status, IBV_WC_SUCCESS);
+  memcpy(&word, dst() + 64, 8);
+  EXPECT_EQ(word, 42u);
+}
+
 TEST_F(PlainPath, ReadAndAtomicsReturnTheRemoteBytes) {
   host_.fenced = true;  // the local buffer is keyed: this process's own MR
   auto keyed = [&](uint32_t opcode, uint64_t remote_offset) {

@@ -1,0 +1,87 @@
+#include "datapath/owner_word_lock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mutex>
+
+namespace softverbs::datapath {
+
+namespace {
+
+// The threads of this process: record locks do not tell them apart.
+std::mutex g_mutex;
+
+uint64_t NowNs() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+}
+
+int SetLock(int fd, uint64_t va, short type) {
+  struct flock l {};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = static_cast<off_t>(va);
+  l.l_len = 8;
+  return fcntl(fd, F_SETLK, &l);
+}
+
+// A child forked while another thread held the mutex would find it held for
+// ever: fork waits for it (an atomic in progress, bounded) and both sides
+// let it go.
+void LockForFork() {
+  g_mutex.lock();
+}
+void UnlockAfterFork() {
+  g_mutex.unlock();
+}
+
+}  // namespace
+
+OwnerWordLock::OwnerWordLock(int mem_fd, uint64_t va) : fd_(mem_fd), va_(va) {
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once,
+                 [] { pthread_atfork(LockForFork, UnlockAfterFork, UnlockAfterFork); });
+  g_mutex.lock();
+  // Not F_SETLKW: a holder that is stopped must not stop this thread (the
+  // device's, or an application's) for ever.
+  const uint64_t deadline = NowNs() + kOwnerWordLockWaitMs * 1000000ull;
+  uint64_t pause_ns = 1000;
+  for (int attempt = 0;; ++attempt) {
+    if (SetLock(fd_, va_, F_WRLCK) == 0) {
+      held_ = recorded_ = true;
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EACCES) {
+      held_ = true;  // the file takes no record locks: as before they existed
+      return;
+    }
+    if (NowNs() > deadline) return;
+    if (attempt < 64) {
+      sched_yield();  // a holder is inside a read-modify-write: microseconds
+    } else {
+      const timespec pause{0, static_cast<long>(pause_ns)};
+      nanosleep(&pause, nullptr);
+      if (pause_ns < 1000000) pause_ns *= 2;
+    }
+  }
+}
+
+OwnerWordLock::~OwnerWordLock() {
+  if (recorded_) SetLock(fd_, va_, F_UNLCK);
+  g_mutex.unlock();
+}
+
+void CloseOwnerMemFd(int fd) {
+  if (fd < 0) return;
+  std::lock_guard lock(g_mutex);
+  close(fd);
+}
+
+}  // namespace softverbs::datapath
