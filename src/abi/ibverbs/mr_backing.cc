@@ -216,11 +216,11 @@ bool CopyIntoFile(int fd, const char* from, size_t bytes, off_t at) {
 int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
   const size_t size = end - begin;
   const uint64_t page = PageSize();
-  int fd = memfd_create("softverbs-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int fd = memfd_create(kBackingMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   // Every descriptor below the soft limit is taken: room above it (the
   // descriptor is moved there at once).
   if (fd < 0 && errno == EMFILE && RaiseSoftDescriptorLimit()) {
-    fd = memfd_create("softverbs-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    fd = memfd_create(kBackingMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   }
   if (fd < 0) return -1;
   fd = MoveAboveApplication(fd);
@@ -455,6 +455,18 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
   // Only read-write memory is backed: remapping would make read-only pages
   // writable. The rest is reached through /proc/self/mem.
   if (!maps.Covered(begin, end, [](const Vma& v) { return v.readable && v.writable; })) {
+    return {};
+  }
+  // Nor memory the application maps shared (a MAP_SHARED mapping of a file,
+  // of shm, of shared anonymous memory): the remap would put this process on
+  // a copy and end the sharing - another process's later writes would no
+  // longer be seen here, nor ours there. Only a range registration itself
+  // converted before (kept mapped after its backing was forgotten) may be
+  // converted again.
+  if (!maps.Covered(begin, end, [](const Vma& v) { return !v.shared || v.registration_backing; })) {
+    Log("ibv_reg_mr: [%#llx, %#llx) is shared memory (MAP_SHARED): left where it is; peers "
+        "reach it through /proc/self/mem (slower)",
+        static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
     return {};
   }
   const bool anonymous = maps.Covered(begin, end, [](const Vma& v) { return v.anonymous(); });

@@ -16,8 +16,9 @@ namespace {
 
 // PROCMAP_QUERY (include/uapi/linux/fs.h since Linux 6.11; Debian 12's
 // headers predate it). The caller fills size, query_flags and query_addr;
-// the kernel fills the vma_* fields, inode and device. Names and build ids
-// are not asked for (their sizes stay 0).
+// the kernel fills the vma_* fields, inode and device, and the name into
+// vma_name_addr when vma_name_size is set (asked for shared mappings only).
+// Build ids are not asked for.
 struct ProcmapQuery {
   uint64_t size;
   uint64_t query_flags;
@@ -67,6 +68,15 @@ int MapsFd() {
   return fd;
 }
 
+// Whether a mapping's name (as /proc/self/maps shows it) is a memfd of
+// registration's.
+bool IsRegistrationBacking(const char* name) {
+  char expected[64];
+  snprintf(expected, sizeof(expected), "/memfd:%s", kBackingMemfdName);
+  const size_t n = strlen(expected);
+  return strncmp(name, expected, n) == 0 && (name[n] == '\0' || name[n] == ' ');
+}
+
 std::vector<Vma> ReadMapsText() {
   std::vector<Vma> out;
   FILE* f = fopen("/proc/self/maps", "re");
@@ -76,8 +86,9 @@ std::vector<Vma> ReadMapsText() {
     unsigned long long start = 0, end = 0, offset = 0, inode = 0;
     unsigned major = 0, minor = 0;
     char perms[8] = {};
-    if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &offset, &major, &minor,
-               &inode) == 7) {
+    int name_at = 0;
+    if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &offset, &major,
+               &minor, &inode, &name_at) == 7) {
       Vma v;
       v.start = start;
       v.end = end;
@@ -88,6 +99,7 @@ std::vector<Vma> ReadMapsText() {
       v.inode = inode;
       v.dev_major = major;
       v.dev_minor = minor;
+      v.registration_backing = v.shared && IsRegistrationBacking(line + name_at);
       out.push_back(v);
     }
     // A line longer than the buffer: skip its remainder.
@@ -121,6 +133,17 @@ bool SelfMaps::At(uint64_t addr, Vma* out) {
       out->inode = q.inode;
       out->dev_major = q.dev_major;
       out->dev_minor = q.dev_minor;
+      out->registration_backing = false;
+      if (out->shared) {
+        // The name, for shared mappings only (a second query): is it ours?
+        char name[64] = {};
+        ProcmapQuery named = q;
+        named.query_addr = q.vma_start;
+        named.vma_name_addr = reinterpret_cast<uint64_t>(name);
+        named.vma_name_size = sizeof(name);
+        out->registration_backing =
+            ioctl(fd, kProcmapQuery, &named) == 0 && IsRegistrationBacking(name);
+      }
       if (out->start <= addr) {
         last_ = *out;
         have_last_ = true;

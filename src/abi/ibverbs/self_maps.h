@@ -24,9 +24,16 @@ struct Vma {
   uint64_t inode = 0;   // 0: anonymous
   uint32_t dev_major = 0;
   uint32_t dev_minor = 0;
+  // A shared mapping of a memfd registration made (kBackingMemfdName): a
+  // range converted before. Looked up for shared mappings only.
+  bool registration_backing = false;
   // Private memory without a file: a page never touched reads as zeros.
   bool anonymous() const { return inode == 0 && !shared; }
 };
+
+// The name of the memfds registration backs ranges with (mr_backing.cc);
+// /proc/self/maps shows them as "/memfd:<name> (deleted)".
+inline constexpr char kBackingMemfdName[] = "softverbs-mr";
 
 // One view of the mappings; make one per registration (the fallback reads
 // the text once, at the first question; the ioctl's last answer is kept,

@@ -472,6 +472,50 @@ TEST_F(PdMrTest, AFirstTouchDuringRegistrationIsNotLost) {
   }
 }
 
+// Memory the application shares with another process (here shared
+// anonymous memory across a fork) stays shared when registered, as on a
+// NIC: registration must not move this process onto a copy. Before, the
+// conversion remapped it onto a memfd of its own, and neither side saw the
+// other's writes any more. Such a range is left where it is (reached by
+// peers through /proc/self/mem).
+TEST_F(PdMrTest, SharedMemoryStaysSharedWhenRegistered) {
+  const size_t len = size_t{1} << 16;
+  auto* p = static_cast<volatile char*>(
+      mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(p, MAP_FAILED);
+  for (size_t i = 0; i < len; ++i) p[i] = 1;
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Waits for the registration, writes, and reports what it sees of ours.
+    char c = 0;
+    if (read(down[0], &c, 1) != 1) _exit(10);
+    p[100] = 42;
+    if (write(up[1], "w", 1) != 1 || read(down[0], &c, 1) != 1) _exit(11);
+    _exit(p[200] == 43 ? 0 : 1);
+  }
+  ibv_mr* mr =
+      ibv_reg_mr(pd_, const_cast<char*>(p), len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_FALSE(PageIsBacked(const_cast<char*>(p)));
+  ASSERT_EQ(write(down[1], "r", 1), 1);
+  char c = 0;
+  ASSERT_EQ(read(up[0], &c, 1), 1);
+  EXPECT_EQ(p[100], 42) << "the other process's write after the registration is not seen here";
+  p[200] = 43;
+  ASSERT_EQ(write(down[1], "w", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "our write after the registration is not seen by the other process";
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  munmap(const_cast<char*>(p), len);
+  for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+}
+
 // Where userfaultfd is denied (a seccomp profile may), registration holds
 // no writes and goes on as without it: the range is backed and keeps its
 // bytes. integration.it_pd_mr_without_userfaultfd runs this under a filter
