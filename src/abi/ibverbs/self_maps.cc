@@ -74,7 +74,7 @@ bool IsRegistrationBacking(const char* name) {
   char expected[64];
   snprintf(expected, sizeof(expected), "/memfd:%s", kBackingMemfdName);
   const size_t n = strlen(expected);
-  return strncmp(name, expected, n) == 0 && (name[n] == '\0' || name[n] == ' ');
+  return strncmp(name, expected, n) == 0 && (name[n] == '\0' || name[n] == ' ' || name[n] == '\n');
 }
 
 std::vector<Vma> ReadMapsText() {
@@ -83,25 +83,8 @@ std::vector<Vma> ReadMapsText() {
   if (!f) return out;
   char line[512];
   while (fgets(line, sizeof(line), f)) {
-    unsigned long long start = 0, end = 0, offset = 0, inode = 0;
-    unsigned major = 0, minor = 0;
-    char perms[8] = {};
-    int name_at = 0;
-    if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &offset, &major,
-               &minor, &inode, &name_at) == 7) {
-      Vma v;
-      v.start = start;
-      v.end = end;
-      v.readable = perms[0] == 'r';
-      v.writable = perms[1] == 'w';
-      v.shared = perms[3] == 's';
-      v.offset = offset;
-      v.inode = inode;
-      v.dev_major = major;
-      v.dev_minor = minor;
-      v.registration_backing = v.shared && IsRegistrationBacking(line + name_at);
-      out.push_back(v);
-    }
+    Vma v;
+    if (ParseMapsLine(line, &v)) out.push_back(v);
     // A line longer than the buffer: skip its remainder.
     while (!strchr(line, '\n') && fgets(line, sizeof(line), f)) {
     }
@@ -111,6 +94,30 @@ std::vector<Vma> ReadMapsText() {
 }
 
 }  // namespace
+
+bool ParseMapsLine(const char* line, Vma* out) {
+  unsigned long long start = 0, end = 0, offset = 0, inode = 0;
+  unsigned major = 0, minor = 0;
+  char perms[8] = {};
+  int name_at = 0;
+  if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &offset, &major, &minor,
+             &inode, &name_at) != 7) {
+    return false;
+  }
+  Vma v;
+  v.start = start;
+  v.end = end;
+  v.readable = perms[0] == 'r';
+  v.writable = perms[1] == 'w';
+  v.shared = perms[3] == 's';
+  v.offset = offset;
+  v.inode = inode;
+  v.dev_major = major;
+  v.dev_minor = minor;
+  v.registration_backing = v.shared && IsRegistrationBacking(line + name_at);
+  *out = v;
+  return true;
+}
 
 bool SelfMaps::At(uint64_t addr, Vma* out) {
   if (have_last_ && last_.start <= addr && addr < last_.end) {

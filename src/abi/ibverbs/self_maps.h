@@ -35,6 +35,10 @@ struct Vma {
 // /proc/self/maps shows them as "/memfd:<name> (deleted)".
 inline constexpr char kBackingMemfdName[] = "softverbs-mr";
 
+// Parses one line of /proc/self/maps's text (the fallback's reader). False
+// when it is not a mapping's line.
+bool ParseMapsLine(const char* line, Vma* out);
+
 // One view of the mappings; make one per registration (the fallback reads
 // the text once, at the first question; the ioctl's last answer is kept,
 // so the access check and the backing's check of one range ask once).

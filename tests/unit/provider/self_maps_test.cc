@@ -1,0 +1,70 @@
+// The registration's view of its own mappings (src/abi/ibverbs/self_maps.h):
+// shared mappings are told apart by name - registration's own memfds may be
+// converted again, the application's shared memory must not be (docs/
+// datapath.md, "Registered memory"). Both readers: PROCMAP_QUERY on this
+// kernel (SelfMaps::At) and the text of /proc/self/maps (ParseMapsLine, the
+// fallback of kernels before 6.11).
+#include "abi/ibverbs/self_maps.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace softverbs::provider {
+namespace {
+
+TEST(ParseMapsLine, TellsRegistrationsOwnMemfdsFromOtherSharedMemory) {
+  Vma v;
+  ASSERT_TRUE(ParseMapsLine(
+      "7f2d31abb000-7f2d31acb000 rw-s 00000000 00:01 3422673    /memfd:softverbs-mr (deleted)\n",
+      &v));
+  EXPECT_EQ(v.start, 0x7f2d31abb000u);
+  EXPECT_EQ(v.end, 0x7f2d31acb000u);
+  EXPECT_TRUE(v.readable && v.writable && v.shared);
+  EXPECT_EQ(v.inode, 3422673u);
+  EXPECT_TRUE(v.registration_backing);
+  ASSERT_TRUE(
+      ParseMapsLine("7f2d31abb000-7f2d31acb000 rw-s 00000000 00:01 3421692  /dev/zero "
+                    "(deleted)\n",
+                    &v));
+  EXPECT_TRUE(v.shared);
+  EXPECT_FALSE(v.registration_backing);
+  ASSERT_TRUE(ParseMapsLine(
+      "7f2d31abb000-7f2d31acb000 rw-s 00000000 00:01 3421693  /memfd:softverbs-mrx (deleted)\n",
+      &v));
+  EXPECT_FALSE(v.registration_backing);
+  // Private: made private before a fork, never "ours" to convert again as shared.
+  ASSERT_TRUE(ParseMapsLine(
+      "7f2d31abb000-7f2d31acb000 rw-p 00000000 00:01 3422673  /memfd:softverbs-mr (deleted)\n",
+      &v));
+  EXPECT_FALSE(v.shared);
+  EXPECT_FALSE(v.registration_backing);
+  ASSERT_TRUE(ParseMapsLine("55d0c1a00000-55d0c1a21000 rw-p 00000000 00:00 0 \n", &v));
+  EXPECT_TRUE(v.anonymous());
+  EXPECT_FALSE(ParseMapsLine("not a mapping\n", &v));
+}
+
+TEST(SelfMaps, TellsRegistrationsOwnMemfdsFromOtherSharedMemory) {
+  const size_t len = 4 * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* shared = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  const int fd = memfd_create(kBackingMemfdName, MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(len)), 0);
+  void* ours = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(ours, MAP_FAILED);
+  SelfMaps maps;
+  Vma v;
+  ASSERT_TRUE(maps.At(reinterpret_cast<uint64_t>(shared), &v));
+  EXPECT_TRUE(v.shared);
+  EXPECT_FALSE(v.registration_backing);
+  ASSERT_TRUE(maps.At(reinterpret_cast<uint64_t>(ours), &v));
+  EXPECT_TRUE(v.shared);
+  EXPECT_TRUE(v.registration_backing);
+  munmap(ours, len);
+  munmap(shared, len);
+  close(fd);
+}
+
+}  // namespace
+}  // namespace softverbs::provider
