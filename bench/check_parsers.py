@@ -220,6 +220,26 @@ class Report(unittest.TestCase):
         self.assertIn("| ib_write_lat | 8 B | 0.42 | 0.47 |", text)
         self.assertIn("- nproc: 2", text)
 
+    def test_median_round_keeps_the_median_run(self):
+        runs = []
+        for typical in (0.23, 0.03, 0.21):
+            row = dict(perftest.parse_result(sample("perftest_write_lat_8.txt")), t_typical_us=typical)
+            runs.append(_result("ib_send_lat", "softverbs", "lat", 8, row))
+        runs.append(_result("ib_send_lat", "softverbs", "lat", 8, None, "timed out after 60 s"))
+        kept = report.median_round(runs)
+        self.assertEqual(kept["row"]["t_typical_us"], 0.21)
+        self.assertEqual(kept["rounds"], [0.03, 0.21, 0.23])
+        self.assertEqual(report._status(kept), "ok (median of 3 runs: 0.03-0.23)")
+        ucx_runs = [_result("ucp_put_lat", "ucx", "lat", 8, dict(p50_us=v)) for v in (0.15, 0.14)]
+        self.assertEqual(report.median_round(ucx_runs)["row"]["p50_us"], 0.14)  # the lower middle
+
+    def test_median_round_of_failed_runs_is_the_first_failure(self):
+        runs = [_result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: first"),
+                _result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: second")]
+        kept = report.median_round(runs)
+        self.assertEqual(kept["error"], "exit 1: first")
+        self.assertEqual(report._status(kept), "failed: exit 1: first")
+
     def test_plot_with_failures(self):
         try:
             import matplotlib  # noqa: F401

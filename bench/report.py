@@ -58,7 +58,31 @@ def _cell(text):
 def _status(result):
     if result.get("error"):
         return _cell("failed: " + result["error"])
+    runs = result.get("rounds") or []
+    if len(runs) > 1:
+        return "ok (median of {} runs: {}-{})".format(len(runs), _fmt(min(runs)), _fmt(max(runs)))
     return "ok"
+
+
+def typical_latency(result):
+    """A latency result's median (UCX's 50%ile, perftest's t_typical), or None."""
+    return _value(result, "p50_us" if result["tool"].startswith("ucx") else "t_typical_us")
+
+
+def median_round(runs):
+    """Of one latency benchmark's runs (made in rounds that alternate with the
+    other latency benchmarks', so that a moment of the machine's - another
+    process, where the hypervisor put the two vCPUs - weighs on one run of
+    each, not on all runs of one), the run whose median latency is the
+    median of the runs (the lower of the middle two for an even count). It
+    carries "rounds": the medians of every run that measured. A run that
+    failed counts only when every run failed (the first is kept)."""
+    measured = sorted((r for r in runs if typical_latency(r) is not None), key=typical_latency)
+    if not measured:
+        return runs[0]
+    kept = dict(measured[(len(measured) - 1) // 2])
+    kept["rounds"] = [typical_latency(r) for r in measured]
+    return kept
 
 
 def results_table(results):

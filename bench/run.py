@@ -62,6 +62,10 @@ PLAN = [
     ("ib_write_bw_qps", "softverbs-qps", "bw", workloads.QP_COUNTS),
 ]
 
+# The tools whose latency rows run in --rounds rounds (the median run is
+# reported): the ones issue 4's and issue 16's latency ratios compare.
+ROUND_TOOLS = ("softverbs", "ucx")
+
 # The tools that run once for all their sizes.
 GROUP_TOOLS = ("reg_mr", "mpi-softverbs", "mpi-shm")
 
@@ -472,8 +476,14 @@ def parse_args(argv):
     p.add_argument("--gid-index", type=int, help="GID index for -x (default: first RoCE v2 GID)")
     p.add_argument("--results-dir", default=os.path.join(HERE, "results"))
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument("--rounds", type=int, help="runs of each perftest and UCX latency benchmark, "
+                   "alternating; the median run is reported (default 3, 1 with --quick)")
     args = p.parse_args(argv)
     args.mode = "quick" if args.quick else "full"
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
     if args.timeout is None:
         args.timeout = 60.0 if args.quick else 180.0
     args.only = [n for chunk in args.only for n in chunk.split(",") if n]
@@ -520,6 +530,7 @@ def main(argv):
             runtime_dir, gid[0] if gid[0] is not None else "none (" + gid[1] + ")"), file=sys.stderr)
 
     results = []
+    repeated = {}  # (name, tool, size) -> runs of a latency benchmark, in round order
     for name, tool, kind, sizes in plan:
         if tool in GROUP_TOOLS:
             results.extend(measure_group(args, name, tool, kind, sizes, env, log_dir))
@@ -529,6 +540,17 @@ def main(argv):
                 results.append(measure_qps(args, name, size, gid, env, log_dir))
             else:
                 results.append(measure(args, name, tool, kind, size, gid, env, log_dir))
+                if kind == "lat" and tool in ROUND_TOOLS:
+                    repeated[(name, tool, size)] = [results[-1]]
+    # The latencies the targets compare (perftest's and UCX's shared memory)
+    # are measured in rounds: each round runs every one of them once.
+    for round_no in range(2, args.rounds + 1):
+        round_dir = os.path.join(log_dir, "round{}".format(round_no))
+        os.makedirs(round_dir, exist_ok=True)
+        for (name, tool, size), runs in repeated.items():
+            runs.append(measure(args, name, tool, "lat", size, gid, env, round_dir))
+    results = [report.median_round(repeated[(r["name"], r["tool"], r["size"])])
+               if (r["name"], r["tool"], r["size"]) in repeated else r for r in results]
 
     settings = "{} mode, {} s timeout per pair, GID index {}, logs in {}".format(
         args.mode, args.timeout, gid[0] if gid[0] is not None else "-",
