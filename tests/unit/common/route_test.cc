@@ -1,9 +1,9 @@
 // Which address vectors leave the host (common/gid_table.h PathLeavesHost): a GRH whose
 // destination GID is not in the port's GID table, unless it is multicast.
-#include "common/gid_table.h"
-
 #include <gtest/gtest.h>
 #include <string.h>
+
+#include "common/gid_table.h"
 
 namespace softverbs {
 namespace {
