@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "datapath/owner_memory.h"
 #include "datapath/owner_word_lock.h"
 
 namespace softverbs::datapath {
@@ -75,21 +76,13 @@ bool MoveBytes(const MemPiece& dst, uint64_t doff, const MemPiece& src, uint64_t
     memcpy(dst.ptr + doff, src.ptr + soff, n);
     return true;
   }
-  if (dst.ptr) {
-    return pread(src.mem_fd, dst.ptr + doff, n, static_cast<off_t>(src.va + soff)) ==
-           static_cast<ssize_t>(n);
-  }
-  if (src.ptr) {
-    return pwrite(dst.mem_fd, src.ptr + soff, n, static_cast<off_t>(dst.va + doff)) ==
-           static_cast<ssize_t>(n);
-  }
+  if (dst.ptr) return ReadOwnerMemory(src.mem_fd, dst.ptr + doff, n, src.va + soff);
+  if (src.ptr) return WriteOwnerMemory(dst.mem_fd, src.ptr + soff, n, dst.va + doff);
   uint8_t bounce[4096];
   for (uint64_t done = 0; done < n;) {
     uint64_t k = std::min<uint64_t>(sizeof(bounce), n - done);
-    if (pread(src.mem_fd, bounce, k, static_cast<off_t>(src.va + soff + done)) !=
-            static_cast<ssize_t>(k) ||
-        pwrite(dst.mem_fd, bounce, k, static_cast<off_t>(dst.va + doff + done)) !=
-            static_cast<ssize_t>(k)) {
+    if (!ReadOwnerMemory(src.mem_fd, bounce, k, src.va + soff + done) ||
+        !WriteOwnerMemory(dst.mem_fd, bounce, k, dst.va + doff + done)) {
       return false;
     }
     done += k;
@@ -138,10 +131,9 @@ bool AtomicCompareSwap(const MemPiece& p, uint64_t compare, uint64_t swap, uint6
     return true;
   }
   uint64_t cur;
-  if (pread(p.mem_fd, &cur, 8, static_cast<off_t>(p.va)) != 8) return false;
+  if (!ReadOwnerMemory(p.mem_fd, &cur, 8, p.va)) return false;
   *old = cur;
-  if (cur == compare && pwrite(p.mem_fd, &swap, 8, static_cast<off_t>(p.va)) != 8) return false;
-  return true;
+  return cur != compare || WriteOwnerMemory(p.mem_fd, &swap, 8, p.va);
 }
 
 bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old) {
@@ -156,10 +148,10 @@ bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old) {
     return true;
   }
   uint64_t cur;
-  if (pread(p.mem_fd, &cur, 8, static_cast<off_t>(p.va)) != 8) return false;
+  if (!ReadOwnerMemory(p.mem_fd, &cur, 8, p.va)) return false;
   *old = cur;
   cur += add;
-  return pwrite(p.mem_fd, &cur, 8, static_cast<off_t>(p.va)) == 8;
+  return WriteOwnerMemory(p.mem_fd, &cur, 8, p.va);
 }
 
 bool AtomicStore(const MemPiece& p, uint64_t value) {
@@ -173,7 +165,7 @@ bool AtomicStore(const MemPiece& p, uint64_t value) {
     __atomic_store_n(reinterpret_cast<uint64_t*>(p.ptr), value, __ATOMIC_SEQ_CST);
     return true;
   }
-  return pwrite(p.mem_fd, &value, 8, static_cast<off_t>(p.va)) == 8;
+  return WriteOwnerMemory(p.mem_fd, &value, 8, p.va);
 }
 
 }  // namespace softverbs::datapath

@@ -3,11 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <mutex>
+
+#include "datapath/bounded_wait.h"
 
 namespace softverbs::datapath {
 
@@ -15,12 +15,6 @@ namespace {
 
 // The threads of this process: record locks do not tell them apart.
 std::mutex g_mutex;
-
-uint64_t NowNs() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
-}
 
 int SetLock(int fd, uint64_t va, short type) {
   struct flock l {};
@@ -50,9 +44,8 @@ OwnerWordLock::OwnerWordLock(int mem_fd, uint64_t va) : fd_(mem_fd), va_(va) {
   g_mutex.lock();
   // Not F_SETLKW: a holder that is stopped must not stop this thread (the
   // device's, or an application's) for ever.
-  const uint64_t deadline = NowNs() + kOwnerWordLockWaitMs * 1000000ull;
-  uint64_t pause_ns = 1000;
-  for (int attempt = 0;; ++attempt) {
+  BoundedWait wait(kOwnerWordLockWaitMs);  // a holder is inside a read-modify-write: microseconds
+  for (;;) {
     if (SetLock(fd_, va_, F_WRLCK) == 0) {
       held_ = recorded_ = true;
       return;
@@ -62,14 +55,7 @@ OwnerWordLock::OwnerWordLock(int mem_fd, uint64_t va) : fd_(mem_fd), va_(va) {
       held_ = true;  // the file takes no record locks: as before they existed
       return;
     }
-    if (NowNs() > deadline) return;
-    if (attempt < 64) {
-      sched_yield();  // a holder is inside a read-modify-write: microseconds
-    } else {
-      const timespec pause{0, static_cast<long>(pause_ns)};
-      nanosleep(&pause, nullptr);
-      if (pause_ns < 1000000) pause_ns *= 2;
-    }
+    if (!wait.Pause()) return;
   }
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "datapath/owner_memory.h"
 #include "datapath/owner_word_lock.h"
 
 namespace softverbs::provider {
@@ -29,6 +30,9 @@ PeerCache::PeerCache(Context* ctx) : ctx_(ctx) {
   // unlocked.
   local_.mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
   local_odp_.mem_fd = local_.mem_fd;
+  // This process's executors wait out an owner's conversion of a page they
+  // reach through its /proc/<pid>/mem (datapath/owner_memory.h).
+  dp::WaitForOwnerConversions(true);
   void* p =
       mmap(nullptr, kMrIndexBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   // Without the index every lookup takes the locked path.
