@@ -28,8 +28,13 @@ class MrGuards {
   MrGuards() = default;
   MrGuards(const MrGuards&) = delete;
   MrGuards& operator=(const MrGuards&) = delete;
-  ~MrGuards() {
+  ~MrGuards() { Leave(); }
+  // The accesses are over: uncounts them now rather than at the end of the
+  // scope (a write that follows, e.g. a completion, is then not waited for
+  // by the decrement's locked instruction).
+  void Leave() {
     for (int i = 0; i < count_; ++i) held_[i]->fetch_sub(1, std::memory_order_release);
+    count_ = 0;
   }
   // Counts an access in record (the host's count for the MR's slot).
   void Enter(std::atomic<uint32_t>* record) {

@@ -202,6 +202,7 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p) {
   NoteReceiveClaimed(host, *peer);
   StallInsideAccessForTests();
   memcpy(dst, src, p.bytes);
+  guards.Leave();
   Completion recv =
       MessageReceiveCompletion(r.wr_id, qp.dest_qpn, qp, qp.sl, p.send_flags, p.imm_data, info);
   recv.byte_len = p.bytes;
