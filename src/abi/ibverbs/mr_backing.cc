@@ -274,18 +274,43 @@ bool StillMapped(SelfMaps& maps, const Backing& b, uint64_t begin, uint64_t end)
   });
 }
 
-// Forgets entry i (under g_mutex). Its mapping, if any, stays: the
-// application's memory.
-void Drop(size_t i) {
+// Maps every part of b's range that still maps b's memfd again
+// MAP_PRIVATE, from the same memfd: the same bytes, copy-on-write from now
+// on. A range no MR registers any more must not stay shared, or a fork
+// shares it with the child - the heap included, whose allocator then
+// corrupts both (docs/datapath.md, "Fork"). No write is lost: the page
+// tables switch in one mmap, and a write before it is in the memfd page
+// the private mapping reads.
+void Privatize(SelfMaps& maps, const Backing& b) {
+  for (uint64_t at = b.begin; at < b.end;) {
+    Vma v;
+    if (!maps.At(at, &v) || v.start >= b.end) return;
+    const uint64_t lo = std::max(at, v.start);
+    const uint64_t hi = std::min(b.end, v.end);
+    if (v.shared && v.inode == b.inode && v.dev_major == b.dev_major &&
+        v.dev_minor == b.dev_minor && v.start - v.offset == b.begin) {
+      const int prot = (v.readable ? PROT_READ : 0) | (v.writable ? PROT_WRITE : 0);
+      RawMmap(reinterpret_cast<void*>(lo), hi - lo, prot, MAP_PRIVATE | MAP_FIXED, b.fd,
+              static_cast<off_t>(lo - b.begin));
+      maps.Forget();
+    }
+    at = hi;
+  }
+}
+
+// Forgets entry i (under g_mutex). What of its range still maps its memfd
+// stays the application's memory, private from now on (Privatize).
+void Drop(SelfMaps& maps, size_t i) {
+  Privatize(maps, g_backings[i]);
   close(g_backings[i].fd);
   g_backings.erase(g_backings.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
 // An entry whose range no longer maps it: idle ones are dropped, used ones
 // stay for their MRs but are no longer found by address.
-void Detach(size_t i) {
+void Detach(SelfMaps& maps, size_t i) {
   if (g_backings[i].refs == 0) {
-    Drop(i);
+    Drop(maps, i);
   } else {
     g_backings[i].detached = true;
   }
@@ -295,11 +320,11 @@ void Detach(size_t i) {
 // memory) and answers how many: for a process out of file descriptors,
 // whose next registration needs one more than the cache of idle ranges
 // holds.
-size_t DropAllIdle() {
+size_t DropAllIdle(SelfMaps& maps) {
   size_t dropped = 0;
   for (size_t i = 0; i < g_backings.size();) {
     if (g_backings[i].refs == 0) {
-      Drop(i);
+      Drop(maps, i);
       ++dropped;
     } else {
       ++i;
@@ -309,7 +334,7 @@ size_t DropAllIdle() {
 }
 
 // Keeps the idle entries within bounds, least recently used out first.
-void TrimIdle() {
+void TrimIdle(SelfMaps& maps) {
   for (;;) {
     size_t idle = 0, oldest = g_backings.size();
     uint64_t bytes = 0;
@@ -321,7 +346,7 @@ void TrimIdle() {
       if (oldest == g_backings.size() || b.last_used < g_backings[oldest].last_used) oldest = i;
     }
     if (idle <= kMaxIdleBackings && bytes <= kMaxIdleBytes) return;
-    Drop(oldest);
+    Drop(maps, oldest);
   }
 }
 
@@ -334,30 +359,21 @@ void CheckSomeIdle(SelfMaps& maps) {
   for (int n = 0; n < kIdleChecksPerBacking && !g_backings.empty(); ++n) {
     const size_t i = next_check++ % g_backings.size();
     const Backing& b = g_backings[i];
-    if (b.refs == 0 && !StillMapped(maps, b, b.begin, b.end)) Drop(i);
+    if (b.refs == 0 && !StillMapped(maps, b, b.begin, b.end)) Drop(maps, i);
   }
 }
 
 // Fork. An idle backing's range is memory no MR registers any more, yet it
 // is MAP_SHARED: a child would share it with its parent - the heap included,
-// whose allocator then corrupts both. Before fork every idle range that
-// still maps its memfd is mapped again MAP_PRIVATE from the same memfd: the
-// same bytes (nothing copied, and no write lost: the page tables switch in
-// one mmap), but copy-on-write in parent and child as fork promises; the
-// entry is dropped (its pages are private now). Ranges of live MRs stay
-// shared (docs/datapath.md, "Fork").
+// whose allocator then corrupts both. Before fork every idle entry is
+// dropped, which maps what of its range still maps its memfd MAP_PRIVATE
+// (Privatize): copy-on-write in parent and child as fork promises. Ranges
+// of live MRs stay shared (docs/datapath.md, "Fork").
 void PrivatizeIdleBeforeFork() {
   g_mutex.lock();  // released by AfterForkInParent / AfterForkInChild
   SelfMaps maps;
   for (size_t i = g_backings.size(); i-- > 0;) {
-    const Backing& b = g_backings[i];
-    if (b.refs != 0 || b.detached) continue;
-    if (StillMapped(maps, b, b.begin, b.end)) {
-      RawMmap(reinterpret_cast<void*>(b.begin), b.end - b.begin, PROT_READ | PROT_WRITE,
-              MAP_PRIVATE | MAP_FIXED, b.fd, 0);
-      maps.Forget();
-    }
-    Drop(i);
+    if (g_backings[i].refs == 0) Drop(maps, i);
   }
 }
 
@@ -433,7 +449,7 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
       continue;
     }
     if (!StillMapped(maps, b, std::max(b.begin, begin), std::min(b.end, end))) {
-      Detach(i);  // the application remapped (part of) it
+      Detach(maps, i);  // the application remapped (part of) it
       continue;
     }
     if (b.begin <= begin && end <= b.end) {
@@ -444,7 +460,7 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
     if (b.refs == 0) {
       // An idle backing in the way: forget it (its pages stay mapped and
       // are copied into the new backing like any others).
-      Drop(i);
+      Drop(maps, i);
       continue;
     }
     Log("ibv_reg_mr: [%#llx, %#llx) overlaps another registration's pages without covering "
@@ -471,7 +487,7 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
   }
   const bool anonymous = maps.Covered(begin, end, [](const Vma& v) { return v.anonymous(); });
   int fd = CreateBacking(begin, end, anonymous);
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && DropAllIdle() > 0) {
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && DropAllIdle(maps) > 0) {
     // Out of descriptors at memfd_create, before any change: the ranges
     // kept converted give theirs back and the registration tries again.
     fd = CreateBacking(begin, end, anonymous);
@@ -500,7 +516,7 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
             ++g_clock};
   CheckSomeIdle(maps);
   g_backings.push_back(b);
-  TrimIdle();
+  TrimIdle(maps);
   return {b.id, fd, begin, end, 0};
 }
 
@@ -513,19 +529,20 @@ bool MemoryIsAccessible(SelfMaps& maps, uintptr_t addr, size_t length, bool need
 void ReleaseMrBacking(uint64_t id) {
   if (id == 0) return;
   std::lock_guard lock(g_mutex);
+  SelfMaps maps;  // asked only if an entry is dropped
   for (size_t i = 0; i < g_backings.size(); ++i) {
     Backing& b = g_backings[i];
     if (b.id != id) continue;
     if (--b.refs == 0) {
       if (b.detached) {
-        Drop(i);
+        Drop(maps, i);
       } else {
         b.last_used = ++g_clock;
       }
     }
     break;
   }
-  TrimIdle();
+  TrimIdle(maps);
 }
 
 }  // namespace softverbs::provider
