@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -246,8 +247,8 @@ void Device::PublishMr(const Mr& mr) {
   e->iova.store(mr.iova);
   e->length.store(mr.length);
   e->addr.store(mr.addr);
-  e->backed_begin.store(mr.backing_fd >= 0 ? mr.backed_begin : 0);
-  e->backed_end.store(mr.backing_fd >= 0 ? mr.backed_end : 0);
+  e->backed_begin.store(mr.backed() ? mr.backed_begin : 0);
+  e->backed_end.store(mr.backed() ? mr.backed_end : 0);
   e->backed_offset.store(mr.backed_offset);
   e->window_of.store(0);
   e->bound_qpn.store(0);
@@ -307,8 +308,17 @@ void Device::ArmSrqLimit(const Srq& srq) {
 
 Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
                             protocol::RegMrReply* out, bool zero_length_ok) {
-  if (backing_fd >= 0 && (req.backed_begin >= req.backed_end || req.backed_begin < req.reg.addr ||
-                          req.backed_end > req.reg.addr + req.reg.length)) {
+  const bool segment = req.backing_kind == protocol::kBackingSysvShm;
+  if (req.backing_kind != protocol::kBackingNone && !segment) {
+    return Verdict::Fail(EINVAL,
+                         "reg_mr: unknown backing kind " + std::to_string(req.backing_kind));
+  }
+  if (segment && backing_fd >= 0) {
+    return Verdict::Fail(EINVAL, "reg_mr: a SysV segment and a memfd cannot both back an MR");
+  }
+  if ((backing_fd >= 0 || segment) &&
+      (req.backed_begin >= req.backed_end || req.backed_begin < req.reg.addr ||
+       req.backed_end > req.reg.addr + req.reg.length)) {
     return Verdict::Fail(EINVAL, "reg_mr: the backed range is not inside the MR");
   }
   // Peers (and the network transport, here) map the backing: one that its
@@ -332,6 +342,23 @@ Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req,
             "softverbsd: reg_mr: cannot hold the backing of MR 0x%x (%s): peers reach it "
             "through the owner's memory descriptor\n",
             mr.lkey, strerror(errno));
+  }
+  if (segment) {
+    // Peers attach the segment with their own credentials; here only that
+    // it exists for this user and holds the backed range. A segment cannot
+    // shrink, so no peer can fault on it.
+    shmid_ds ds{};
+    errno = 0;
+    if (shmctl(static_cast<int>(req.shmid), IPC_STAT, &ds) == 0 &&
+        req.backed_offset <= ds.shm_segsz &&
+        req.backed_end - req.backed_begin <= ds.shm_segsz - req.backed_offset) {
+      mr.backing_shmid = static_cast<int>(req.shmid);
+    } else {
+      fprintf(stderr,
+              "softverbsd: reg_mr: SysV segment %u does not hold the backed range of MR 0x%x "
+              "(%s): peers reach it through the owner's memory descriptor\n",
+              req.shmid, mr.lkey, errno ? strerror(errno) : "too small");
+    }
   }
   mr.backed_begin = req.backed_begin;
   mr.backed_end = req.backed_end;
@@ -375,14 +402,21 @@ Verdict Device::MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::
     // A non-dumpable owner gave no /proc/self/mem: its MRs are whole pages
     // (ibv_reg_mr refuses the rest), reached through the backing alone.
     auto mem = mem_fds_.find(mr.owner);
-    if (mem == mem_fds_.end() && mr.backing_fd < 0) {
+    if (mem == mem_fds_.end() && !mr.backed()) {
       return Verdict::Fail(ENODEV, "map_mr: the owner of key 0x" + ToHex(key) +
                                        " gave no memory descriptor and the MR has no backing");
     }
     if (mem != mem_fds_.end()) fds->push_back(mem->second);
     if (mr.backing_fd >= 0) fds->push_back(mr.backing_fd);
-    *out = {mr.owner, table_.valid() ? table_.MrSlot(key)->generation.load() : 0,
-            mr.backing_fd >= 0 ? 1u : 0u, mem != mem_fds_.end() ? 1u : 0u};
+    const uint32_t backing = mr.backing_fd >= 0      ? protocol::kBackingMemfd
+                             : mr.backing_shmid >= 0 ? protocol::kBackingSysvShm
+                                                     : protocol::kBackingNone;
+    *out = {mr.owner,
+            table_.valid() ? table_.MrSlot(key)->generation.load() : 0,
+            backing,
+            mem != mem_fds_.end() ? 1u : 0u,
+            mr.backing_shmid >= 0 ? static_cast<uint32_t>(mr.backing_shmid) : 0u,
+            0};
     return Verdict::Ok();
   }
   return Verdict::Fail(ENOENT, "map_mr: no MR with key 0x" + ToHex(key));

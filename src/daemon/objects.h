@@ -36,9 +36,12 @@ struct Mr {
   uint32_t lkey;
   uint32_t rkey;
   // Data path (docs/datapath.md): the memfd backing the MR's whole pages
-  // (-1: none) and the owner va range it covers.
+  // (-1: none) - or the SysV segment the owner mapped there - and the owner
+  // va range it covers.
   int backing_fd = -1;                         // held in Device::backings_, shared by the MRs on it
   std::pair<uint64_t, uint64_t> backing_id{};  // its (st_dev, st_ino)
+  int backing_shmid = -1;                      // the SysV segment peers attach; -1: none
+  bool backed() const { return backing_fd >= 0 || backing_shmid >= 0; }
   uint64_t backed_begin = 0;
   uint64_t backed_end = 0;
   uint64_t backed_offset = 0;

@@ -22,7 +22,8 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       protocol::RegMrBackedRequest req;
       if (!ReadBody(body, len, &req)) return bad_size();
       int backing = -1;
-      if (req.backed_end > req.backed_begin) {
+      // A memfd comes as the request's fd; a SysV segment by its id.
+      if (req.backed_end > req.backed_begin && req.backing_kind != protocol::kBackingSysvShm) {
         if (fds.empty()) {
           Reply(conn, hdr.seq, Verdict::Fail(EBADF, "reg_mr: backing memfd missing"), nullptr, 0);
           return true;

@@ -36,7 +36,7 @@ std::string Device::StatusJson() const {
                        {"rkey", mr.rkey},
                        {"length", mr.length},
                        {"access", mr.access},
-                       {"backed", mr.backing_fd >= 0}});
+                       {"backed", mr.backed()}});
     for (const auto& [h, cq] : cqs_)
       if (cq.owner == id && !cq.devx)
         cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});

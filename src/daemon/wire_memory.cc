@@ -98,11 +98,11 @@ const dp::MrMapping* WireMemory::FindMrMapping(uint32_t key, const dp::MrEntry& 
   size_t next = 0;
   if (rep.has_mem_fd) files->mem_fd = fcntl(fds[next++], F_DUPFD_CLOEXEC, 0);
   m.mem_fd = files->mem_fd;
-  if (rep.has_backing && fds.size() > next && files->backing.Map(fds[next]) == 0) {
-    m.backed_begin = e.backed_begin.load();
-    m.backed_end = e.backed_end.load();
-    m.backed = static_cast<uint8_t*>(files->backing.base()) + e.backed_offset.load();
-  }
+  const bool mapped = rep.has_backing == protocol::kBackingSysvShm
+                          ? files->backing.Attach(static_cast<int>(rep.shmid)) == 0
+                          : rep.has_backing == protocol::kBackingMemfd && fds.size() > next &&
+                                files->backing.Map(fds[next]) == 0;
+  if (mapped) dp::UseBacking(files->backing, e, &m);
   const dp::MrMapping* result = &files->mapping;
   mrs_[key] = std::move(files);
   return result;

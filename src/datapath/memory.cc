@@ -33,6 +33,19 @@ MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t
   return MrCheck::kOk;
 }
 
+void UseBacking(const SharedMapping& backing, const MrEntry& e, MrMapping* m) {
+  const uint64_t begin = e.backed_begin.load(std::memory_order_relaxed);
+  const uint64_t end = e.backed_end.load(std::memory_order_relaxed);
+  const uint64_t offset = e.backed_offset.load(std::memory_order_relaxed);
+  if (!backing.base() || end <= begin || offset > backing.size() ||
+      end - begin > backing.size() - offset) {
+    return;
+  }
+  m->backed_begin = begin;
+  m->backed_end = end;
+  m->backed = static_cast<uint8_t*>(backing.base()) + offset;
+}
+
 bool AddMrPieces(const MrMapping& m, const MrEntry& e, uint64_t owner_va, uint64_t len,
                  PieceList* out) {
   // The owner reaches all its bytes directly; those outside the backing it

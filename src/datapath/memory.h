@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "datapath/layout.h"
+#include "datapath/shm.h"
 
 namespace softverbs::datapath {
 
@@ -21,6 +22,12 @@ struct MrMapping {
   uint64_t backed_end = 0;
   int mem_fd = -1;  // the owner's /proc/<pid>/mem (not owned here); the owner's own: its lock file
 };
+
+// Makes m reach MR e's backed pages through `backing`, this process's
+// mapping of the MR's memfd or SysV segment - unless the backed range does
+// not lie inside it: then those bytes stay reached through the owner's
+// /proc/<pid>/mem, as unbacked ones.
+void UseBacking(const SharedMapping& backing, const MrEntry& e, MrMapping* m);
 
 // A contiguous part of a range: directly addressable, or via pread/pwrite.
 struct MemPiece {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,10 +48,27 @@ int SharedMapping::Map(int fd) {
   return 0;
 }
 
+int SharedMapping::Attach(int shmid) {
+  Reset();
+  shmid_ds ds{};
+  if (shmctl(shmid, IPC_STAT, &ds) != 0) return errno;
+  void* p = shmat(shmid, nullptr, 0);
+  if (p == reinterpret_cast<void*>(-1)) return errno;
+  base_ = p;
+  size_ = ds.shm_segsz;
+  attached_ = true;
+  return 0;
+}
+
 void SharedMapping::Reset() {
-  UnmapSharedFile(base_, size_);
+  if (attached_) {
+    if (base_) shmdt(base_);
+  } else {
+    UnmapSharedFile(base_, size_);
+  }
   base_ = nullptr;
   size_ = 0;
+  attached_ = false;
 }
 
 }  // namespace softverbs::datapath

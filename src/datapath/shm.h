@@ -1,5 +1,5 @@
 // Shared-memory files: create a memfd of a given size, map one (whole file,
-// MAP_SHARED), unmap. Only libc.
+// MAP_SHARED), unmap; or attach a SysV segment. Only libc.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +25,10 @@ class SharedMapping {
   ~SharedMapping() { Reset(); }
   // Maps fd (which stays owned by the caller). Returns 0 or an errno.
   int Map(int fd);
+  // Attaches the SysV shared memory segment shmid, read/write, whole (with
+  // this process's credentials: the segment's permissions decide). Returns
+  // 0 or an errno.
+  int Attach(int shmid);
   void Reset();
   void* base() const { return base_; }
   size_t size() const { return size_; }
@@ -32,6 +36,7 @@ class SharedMapping {
  private:
   void* base_ = nullptr;
   size_t size_ = 0;
+  bool attached_ = false;  // a SysV segment (shmdt), not a file mapping (munmap)
 };
 
 }  // namespace softverbs::datapath

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 13;
+inline constexpr uint32_t kProtocolVersion = 14;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -375,15 +375,23 @@ static_assert(sizeof(AsyncEventRecord) == 20);
 // device table back; kCreateCq sends the completion channel's eventfd (if
 // any) and gets the CQ ring; kCreateQp / kCreateSrq get the receive queue.
 
-// reg_mr with the memfd that backs the MR's whole pages (SCM_RIGHTS, when
-// backed_end > backed_begin).
+// What backs an MR's whole pages (RegMrBackedRequest, MapMrReply).
+inline constexpr uint32_t kBackingNone = 0;
+inline constexpr uint32_t kBackingMemfd = 1;    // a memfd, passed as an fd
+inline constexpr uint32_t kBackingSysvShm = 2;  // a SysV segment, by id: peers attach it
+
+// reg_mr with what backs the MR's whole pages, when backed_end >
+// backed_begin: a memfd (SCM_RIGHTS), or the SysV shared memory segment the
+// application mapped there (backing_kind kBackingSysvShm, no fd).
 struct RegMrBackedRequest {
   RegMrRequest reg;
   uint64_t backed_begin;   // owner va of the first backed page
   uint64_t backed_end;     // owner va past the last backed page
-  uint64_t backed_offset;  // offset of backed_begin in the memfd
+  uint64_t backed_offset;  // offset of backed_begin in the memfd or segment
+  uint32_t backing_kind;   // kBackingSysvShm, or 0 (a memfd comes as the fd)
+  uint32_t shmid;          // kBackingSysvShm: the segment's id
 };
-static_assert(sizeof(RegMrBackedRequest) == 56);
+static_assert(sizeof(RegMrBackedRequest) == 64);
 
 // A peer asks for the receive side of QP qpn. Reply fds, in order: the
 // receive queue (the QP's, or its SRQ's when srqn != 0), the receive CQ
@@ -403,7 +411,8 @@ struct MapQpReply {
 static_assert(sizeof(MapQpReply) == 24);
 
 // A peer asks how to reach the MR with this lkey or rkey. Reply fds: the
-// owner's /proc/self/mem, then the backing memfd when has_backing.
+// owner's /proc/self/mem, then the backing memfd when has_backing is
+// kBackingMemfd; kBackingSysvShm: the peer attaches segment `shmid`.
 struct MapMrRequest {
   uint32_t key;
   uint32_t reserved;
@@ -434,10 +443,12 @@ struct WireDoorbellRequest {
 struct MapMrReply {
   uint32_t owner;
   uint32_t generation;
-  uint32_t has_backing;
-  uint32_t has_mem_fd;  // 0: the owner is not dumpable; only the backing comes
+  uint32_t has_backing;  // kBackingNone, kBackingMemfd, kBackingSysvShm
+  uint32_t has_mem_fd;   // 0: the owner is not dumpable; only the backing comes
+  uint32_t shmid;        // kBackingSysvShm: the segment
+  uint32_t reserved;
 };
-static_assert(sizeof(MapMrReply) == 16);
+static_assert(sizeof(MapMrReply) == 24);
 
 // The data path found an error at QP qpn (any client's): move it to
 // `state`. IBV_QPS_SQE is a requester error on an unreliable QP (UD, UC),
@@ -513,7 +524,7 @@ struct RegDmMrRequest {
   uint32_t reserved;  // 0
   uint64_t dm_offset;
 };
-static_assert(sizeof(RegDmMrRequest) == 72);
+static_assert(sizeof(RegDmMrRequest) == 80);
 
 // ibv_alloc_mw.
 struct AllocMwRequest {

@@ -197,9 +197,7 @@ ibv_mr* RegDmMrOp(ibv_pd* pd, ibv_dm* ibdm, uint64_t offset, size_t length, unsi
   MrBacking backing = inside && length ? AcquireMrBacking(maps, addr, length) : MrBacking{};
   protocol::RegDmMrRequest req{};
   req.mr.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, 0};
-  req.mr.backed_begin = backing.begin;
-  req.mr.backed_end = backing.end;
-  req.mr.backed_offset = backing.offset;
+  DescribeBacking(backing, &req.mr);
   req.dm = dm->handle;
   req.dm_offset = offset;
   protocol::RegMrReply rep{};

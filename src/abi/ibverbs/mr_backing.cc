@@ -473,12 +473,24 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
   if (!maps.Covered(begin, end, [](const Vma& v) { return v.readable && v.writable; })) {
     return {};
   }
-  // Nor memory the application maps shared (a MAP_SHARED mapping of a file,
-  // of shm, of shared anonymous memory): the remap would put this process on
-  // a copy and end the sharing - another process's later writes would no
-  // longer be seen here, nor ours there. Only a range registration itself
-  // converted before (kept mapped after its backing was forgotten) may be
-  // converted again.
+  // A range of one SysV segment is backed by the segment itself (see the
+  // header): nothing to copy, and the sharing stays.
+  Vma v;
+  if (maps.At(begin, &v) && v.start <= begin && end <= v.end && v.sysv_shm &&
+      v.inode <= static_cast<uint64_t>(INT32_MAX)) {
+    MrBacking segment;
+    segment.begin = begin;
+    segment.end = end;
+    segment.offset = v.offset + (begin - v.start);
+    segment.shmid = static_cast<int>(v.inode);
+    return segment;
+  }
+  // Nor memory the application maps shared otherwise (a MAP_SHARED mapping
+  // of a file, of POSIX shm, of shared anonymous memory): the remap would
+  // put this process on a copy and end the sharing - another process's
+  // later writes would no longer be seen here, nor ours there. Only a range
+  // registration itself converted before (kept mapped after its backing was
+  // forgotten) may be converted again.
   if (!maps.Covered(begin, end, [](const Vma& v) { return !v.shared || v.registration_backing; })) {
     Log("ibv_reg_mr: [%#llx, %#llx) is shared memory (MAP_SHARED): left where it is; peers "
         "reach it through /proc/self/mem (slower)",

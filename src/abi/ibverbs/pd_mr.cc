@@ -100,7 +100,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   // on-demand MRs, reached through the owner's /proc/self/mem at access).
   MrBacking backing =
       (access & IBV_ACCESS_ON_DEMAND) ? MrBacking{} : AcquireMrBacking(maps, addr, length);
-  if (!ctx->has_mem_fd && backing.id == 0) {
+  if (!ctx->has_mem_fd && !backing.backed()) {
     // Not dumpable and no shared backing (memory that cannot be remapped,
     // or pages another registration holds differently): unreachable.
     return RejectNull(EPERM,
@@ -108,9 +108,7 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
                       "backed with shared memory: peers could not reach it",
                       addr, length);
   }
-  req.backed_begin = backing.begin;
-  req.backed_end = backing.end;
-  req.backed_offset = backing.offset;
+  DescribeBacking(backing, &req);
   protocol::RegMrReply rep{};
   if (int err = ctx->channel.Call(protocol::Op::kRegMrBacked, &req, sizeof(req), &rep, sizeof(rep),
                                   backing.id ? &backing.fd : nullptr, backing.id ? 1 : 0)) {

@@ -247,12 +247,15 @@ const dp::MrMapping* PeerCache::MapMr(uint32_t key, const dp::MrEntry& e) {
   size_t next = 0;
   if (rep.has_mem_fd) files->owner_mem = OwnerMemFd(rep.owner, fds[next++]);
   m.mem_fd = files->owner_mem ? files->owner_mem->fd : -1;
-  if (rep.has_backing && fds.size() > next) {
-    if (files->backing.Map(fds[next]) == 0) {
-      m.backed_begin = e.backed_begin.load();
-      m.backed_end = e.backed_end.load();
-      m.backed = static_cast<uint8_t*>(files->backing.base()) + e.backed_offset.load();
+  if (rep.has_backing == protocol::kBackingSysvShm) {
+    // The owner's SysV segment: attached here, under its permissions (a
+    // peer that may not, or is in another IPC namespace, goes through the
+    // owner's /proc/<pid>/mem).
+    if (files->backing.Attach(static_cast<int>(rep.shmid)) == 0) {
+      dp::UseBacking(files->backing, e, &m);
     }
+  } else if (rep.has_backing == protocol::kBackingMemfd && fds.size() > next) {
+    if (files->backing.Map(fds[next]) == 0) dp::UseBacking(files->backing, e, &m);
     close(fds[next]);
   }
   const dp::MrMapping* result = &files->mapping;

@@ -77,6 +77,11 @@ bool IsRegistrationBacking(const char* name) {
   return strncmp(name, expected, n) == 0 && (name[n] == '\0' || name[n] == ' ' || name[n] == '\n');
 }
 
+// Whether a mapping's name is a SysV segment's ("/SYSV" and its key in hex).
+bool IsSysvShm(const char* name) {
+  return strncmp(name, "/SYSV", 5) == 0;
+}
+
 std::vector<Vma> ReadMapsText() {
   std::vector<Vma> out;
   FILE* f = fopen("/proc/self/maps", "re");
@@ -115,6 +120,7 @@ bool ParseMapsLine(const char* line, Vma* out) {
   v.dev_major = major;
   v.dev_minor = minor;
   v.registration_backing = v.shared && IsRegistrationBacking(line + name_at);
+  v.sysv_shm = v.shared && IsSysvShm(line + name_at);
   *out = v;
   return true;
 }
@@ -141,15 +147,18 @@ bool SelfMaps::At(uint64_t addr, Vma* out) {
       out->dev_major = q.dev_major;
       out->dev_minor = q.dev_minor;
       out->registration_backing = false;
+      out->sysv_shm = false;
       if (out->shared) {
-        // The name, for shared mappings only (a second query): is it ours?
+        // The name, for shared mappings only (a second query): is it ours,
+        // or a SysV segment?
         char name[64] = {};
         ProcmapQuery named = q;
         named.query_addr = q.vma_start;
         named.vma_name_addr = reinterpret_cast<uint64_t>(name);
         named.vma_name_size = sizeof(name);
-        out->registration_backing =
-            ioctl(fd, kProcmapQuery, &named) == 0 && IsRegistrationBacking(name);
+        const bool have_name = ioctl(fd, kProcmapQuery, &named) == 0;
+        out->registration_backing = have_name && IsRegistrationBacking(name);
+        out->sysv_shm = have_name && IsSysvShm(name);
       }
       if (out->start <= addr) {
         last_ = *out;

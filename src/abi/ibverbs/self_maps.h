@@ -27,6 +27,9 @@ struct Vma {
   // A shared mapping of a memfd registration made (kBackingMemfdName): a
   // range converted before. Looked up for shared mappings only.
   bool registration_backing = false;
+  // A SysV shared memory segment (shmat; "/SYSV<key>" in /proc/self/maps):
+  // `inode` is its id. Looked up for shared mappings only.
+  bool sysv_shm = false;
   // Private memory without a file: a page never touched reads as zeros.
   bool anonymous() const { return inode == 0 && !shared; }
 };

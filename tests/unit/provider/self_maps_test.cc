@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <unistd.h>
 
 namespace softverbs::provider {
@@ -39,6 +40,17 @@ TEST(ParseMapsLine, TellsRegistrationsOwnMemfdsFromOtherSharedMemory) {
       &v));
   EXPECT_FALSE(v.shared);
   EXPECT_FALSE(v.registration_backing);
+  // A SysV segment: its id is the inode.
+  ASSERT_TRUE(ParseMapsLine(
+      "7f2d31abb000-7f2d31acb000 rw-s 00002000 00:01 14155831  /SYSV00000000 (deleted)\n", &v));
+  EXPECT_TRUE(v.sysv_shm);
+  EXPECT_FALSE(v.registration_backing);
+  EXPECT_EQ(v.inode, 14155831u);
+  EXPECT_EQ(v.offset, 0x2000u);
+  ASSERT_TRUE(ParseMapsLine(
+      "7f2d31abb000-7f2d31acb000 rw-s 00000000 00:01 3422673    /memfd:softverbs-mr (deleted)\n",
+      &v));
+  EXPECT_FALSE(v.sysv_shm);
   ASSERT_TRUE(ParseMapsLine("55d0c1a00000-55d0c1a21000 rw-p 00000000 00:00 0 \n", &v));
   EXPECT_TRUE(v.anonymous());
   EXPECT_FALSE(ParseMapsLine("not a mapping\n", &v));
@@ -64,6 +76,28 @@ TEST(SelfMaps, TellsRegistrationsOwnMemfdsFromOtherSharedMemory) {
   munmap(ours, len);
   munmap(shared, len);
   close(fd);
+}
+
+TEST(SelfMaps, TellsASysvSegmentAndItsId) {
+  const size_t len = 4 * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const int id = shmget(IPC_PRIVATE, len, IPC_CREAT | 0600);
+  ASSERT_GE(id, 0);
+  void* segment = shmat(id, nullptr, 0);
+  shmctl(id, IPC_RMID, nullptr);  // gone with its last attachment
+  ASSERT_NE(segment, reinterpret_cast<void*>(-1));
+  void* shared = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(shared, MAP_FAILED);
+  SelfMaps maps;
+  Vma v;
+  ASSERT_TRUE(maps.At(reinterpret_cast<uint64_t>(segment) + len / 2, &v));
+  EXPECT_TRUE(v.shared);
+  EXPECT_TRUE(v.sysv_shm);
+  EXPECT_EQ(v.inode, static_cast<uint64_t>(id));
+  EXPECT_EQ(v.start, reinterpret_cast<uint64_t>(segment));
+  ASSERT_TRUE(maps.At(reinterpret_cast<uint64_t>(shared), &v));
+  EXPECT_FALSE(v.sysv_shm);
+  munmap(shared, len);
+  shmdt(segment);
 }
 
 }  // namespace
