@@ -57,20 +57,12 @@ bool AllowAtomics(ibv_qp* qp) {
 
 // A peer: connects, waits for the start, adds, sends its fetched values up.
 [[noreturn]] void RunPeer(int up, int down) {
-  ibv_context* ctx = OpenDevice();
-  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
-  ibv_cq* cq = pd ? ibv_create_cq(ctx, 8, nullptr, nullptr, 0) : nullptr;
-  ibv_qp* qp = cq ? RcQp(pd, cq) : nullptr;
-  auto* slot = new uint64_t[1]();
-  ibv_mr* result = qp ? ibv_reg_mr(pd, slot, 8, IBV_ACCESS_LOCAL_WRITE) : nullptr;
-  if (!result) _exit(10);
   RemoteMr target{};
-  if (write(up, &qp->qp_num, 4) != 4 || !ReadAll(down, &target, sizeof(target))) _exit(11);
-  if (!ConnectRc(ctx, qp, target.qpn)) _exit(12);
+  const PeerSide side = StartPeerSide(up, down, &target);
   char go = 0;
   if (write(up, "r", 1) != 1 || !ReadAll(down, &go, 1)) _exit(13);
   std::vector<uint64_t> fetched;
-  if (!FetchAddMany(qp, cq, result, slot, target, &fetched)) _exit(14);
+  if (!FetchAddMany(side.qp, side.cq, side.mr, side.word, target, &fetched)) _exit(14);
   const size_t bytes = fetched.size() * sizeof(uint64_t);
   if (write(up, fetched.data(), bytes) != static_cast<ssize_t>(bytes)) _exit(15);
   _exit(0);

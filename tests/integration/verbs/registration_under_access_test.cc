@@ -36,16 +36,9 @@ struct RoundResult {
 // and reports. Its first write of a round is announced, so that the owner
 // registers while writes go on.
 [[noreturn]] void RunPeer(int up, int down) {
-  ibv_context* ctx = OpenDevice();
-  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
-  ibv_cq* cq = pd ? ibv_create_cq(ctx, 8, nullptr, nullptr, 0) : nullptr;
-  ibv_qp* qp = cq ? RcQp(pd, cq) : nullptr;
-  auto* value = new uint64_t[1]();
-  ibv_mr* source = qp ? ibv_reg_mr(pd, value, 8, IBV_ACCESS_LOCAL_WRITE) : nullptr;
-  if (!source) _exit(10);
   RemoteMr target{};
-  if (write(up, &qp->qp_num, 4) != 4 || !ReadAll(down, &target, sizeof(target))) _exit(11);
-  if (!ConnectRc(ctx, qp, target.qpn)) _exit(12);
+  const PeerSide side = StartPeerSide(up, down, &target);
+  uint64_t* value = side.word;
   if (fcntl(down, F_SETFL, O_NONBLOCK) != 0) _exit(13);
   uint64_t next = 1;
   for (int round = 0; round < kRounds; ++round) {
@@ -57,7 +50,7 @@ struct RoundResult {
     RoundResult r{0, -1, 0};
     while (r.writes < kMaxWrites && read(down, &c, 1) != 1) {
       *value = next;
-      ibv_sge sge{reinterpret_cast<uintptr_t>(value), 8, source->lkey};
+      ibv_sge sge{reinterpret_cast<uintptr_t>(value), 8, side.mr->lkey};
       ibv_send_wr wr{}, *bad = nullptr;
       wr.sg_list = &sge;
       wr.num_sge = 1;
@@ -65,9 +58,9 @@ struct RoundResult {
       wr.send_flags = IBV_SEND_SIGNALED;
       wr.wr.rdma.remote_addr = target.addr;
       wr.wr.rdma.rkey = target.rkey;
-      if (ibv_post_send(qp, &wr, &bad) != 0) _exit(15);
+      if (ibv_post_send(side.qp, &wr, &bad) != 0) _exit(15);
       ibv_wc wc{};
-      if (PollOne(cq, &wc) != 1) _exit(16);
+      if (PollOne(side.cq, &wc) != 1) _exit(16);
       if (wc.status != IBV_WC_SUCCESS) {
         r.failed_status = wc.status;
         break;
