@@ -287,7 +287,39 @@ bool Device::HoldBacking(Mr& mr, int borrowed_fd) {
   return true;
 }
 
+bool Device::HoldSegment(Mr& mr, int shmid, uint64_t bytes) {
+  auto it = segments_.find(shmid);
+  if (it == segments_.end()) {
+    shmid_ds ds{};
+    if (shmctl(shmid, IPC_STAT, &ds) != 0) return false;
+    if (ds.shm_segsz < bytes) {
+      errno = ERANGE;
+      return false;
+    }
+    void* base = shmat(shmid, nullptr, SHM_RDONLY);  // held, never touched
+    if (base == reinterpret_cast<void*>(-1)) return false;
+    it = segments_.emplace(shmid, HeldSegment{base, 0}).first;
+  } else {
+    shmid_ds ds{};
+    if (shmctl(shmid, IPC_STAT, &ds) != 0 || ds.shm_segsz < bytes) {
+      errno = ERANGE;
+      return false;
+    }
+  }
+  it->second.mrs++;
+  mr.backing_shmid = shmid;
+  return true;
+}
+
 void Device::ReleaseBacking(Mr& mr) {
+  if (mr.backing_shmid >= 0) {
+    auto it = segments_.find(mr.backing_shmid);
+    if (it != segments_.end() && --it->second.mrs == 0) {
+      shmdt(it->second.base);
+      segments_.erase(it);
+    }
+    mr.backing_shmid = -1;
+  }
   if (mr.backing_fd < 0) return;
   auto it = backings_.find(mr.backing_id);
   if (it != backings_.end() && --it->second.mrs == 0) {
@@ -343,22 +375,16 @@ Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req,
             "through the owner's memory descriptor\n",
             mr.lkey, strerror(errno));
   }
-  if (segment) {
-    // Peers attach the segment with their own credentials; here only that
-    // it exists for this user and holds the backed range. A segment cannot
-    // shrink, so no peer can fault on it.
-    shmid_ds ds{};
-    errno = 0;
-    if (shmctl(static_cast<int>(req.shmid), IPC_STAT, &ds) == 0 &&
-        req.backed_offset <= ds.shm_segsz &&
-        req.backed_end - req.backed_begin <= ds.shm_segsz - req.backed_offset) {
-      mr.backing_shmid = static_cast<int>(req.shmid);
-    } else {
-      fprintf(stderr,
-              "softverbsd: reg_mr: SysV segment %u does not hold the backed range of MR 0x%x "
-              "(%s): peers reach it through the owner's memory descriptor\n",
-              req.shmid, mr.lkey, errno ? strerror(errno) : "too small");
-    }
+  // A SysV segment: peers attach it with their own credentials; the device
+  // holds it while the MR lives. It cannot shrink, so no peer can fault on it.
+  const uint64_t segment_bytes = req.backed_offset + (req.backed_end - req.backed_begin);
+  if (segment &&
+      (segment_bytes < req.backed_offset || req.shmid > static_cast<uint32_t>(INT32_MAX) ||
+       !HoldSegment(mr, static_cast<int>(req.shmid), segment_bytes))) {
+    fprintf(stderr,
+            "softverbsd: reg_mr: cannot hold SysV segment %u for MR 0x%x (%s): peers reach it "
+            "through the owner's memory descriptor\n",
+            req.shmid, mr.lkey, strerror(errno));
   }
   mr.backed_begin = req.backed_begin;
   mr.backed_end = req.backed_end;

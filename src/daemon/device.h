@@ -251,6 +251,11 @@ class Device {
   // the daemon out of them, locking every process of its user out);
   // ReleaseBacking lets mr's go. False: no descriptor to hold it with.
   bool HoldBacking(Mr& mr, int borrowed_fd);
+  // The SysV segment shmid backs mr: the device keeps it attached while any
+  // MR is on it, as a NIC keeps the pages of an MR pinned - removed and
+  // detached by its owner, it lives on, and its id cannot name another
+  // segment meanwhile. False: not attachable, or smaller than `bytes`.
+  bool HoldSegment(Mr& mr, int shmid, uint64_t bytes);
   void ReleaseBacking(Mr& mr);
   void PublishMw(const Mw& mw);
   void UnbindMw(Mw& mw);
@@ -312,7 +317,12 @@ class Device {
     uint32_t mrs;  // MRs using it
   };
   std::map<std::pair<uint64_t, uint64_t>, HeldBacking> backings_;  // by (st_dev, st_ino)
-  std::map<ClientId, int> mem_fds_;                                // each client's /proc/self/mem
+  struct HeldSegment {
+    void* base;
+    uint32_t mrs;  // MRs on it
+  };
+  std::map<int, HeldSegment> segments_;  // by SysV id
+  std::map<ClientId, int> mem_fds_;      // each client's /proc/self/mem
   // Each client's access record, mapped read-only (kAccessRecordSize).
   std::map<ClientId, const std::atomic<uint32_t>*> access_records_;
   std::unique_ptr<DevxService, DevxServiceDeleter> devx_;  // made on first DEVX request

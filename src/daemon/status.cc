@@ -78,11 +78,17 @@ std::string Device::StatusJson() const {
   }
   // Every object the device holds, whoever owns it: what a leak check
   // compares (0 everywhere once every client is gone).
-  json objects{{"pd", pds_.size()},   {"mr", mrs_.size()},
-               {"mw", mws_.size()},   {"cq", cqs_.size()},
-               {"srq", srqs_.size()}, {"qp", qps_.size()},
-               {"ah", ahs_.size()},   {"xrcd", xrcds_.size()},
-               {"dm", dms_.size()},   {"mr_backings", backings_.size()}};
+  json objects{{"pd", pds_.size()},
+               {"mr", mrs_.size()},
+               {"mw", mws_.size()},
+               {"cq", cqs_.size()},
+               {"srq", srqs_.size()},
+               {"qp", qps_.size()},
+               {"ah", ahs_.size()},
+               {"xrcd", xrcds_.size()},
+               {"dm", dms_.size()},
+               {"mr_backings", backings_.size()},
+               {"mr_segments", segments_.size()}};
   json all{{"device", dev}, {"clients", clients}, {"objects", objects}};
   return all.dump(2);
 }

@@ -203,8 +203,15 @@ void RegisterAndServe(bool peer_in_own_ipc_namespace) {
     EXPECT_EQ(waitpid(c.pid, &status, 0), c.pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   }
+  // The device holds the segment while the MR lives (as a NIC pins an MR's
+  // pages): attached by the owner and by the device, the children gone.
+  shmid_ds ds{};
+  ASSERT_EQ(shmctl(shmid, IPC_STAT, &ds), 0) << strerror(errno);
+  EXPECT_EQ(ds.shm_nattch, 2u);
   ibv_destroy_qp(qp);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  ASSERT_EQ(shmctl(shmid, IPC_STAT, &ds), 0) << strerror(errno);
+  EXPECT_EQ(ds.shm_nattch, 1u) << "the device let the segment go with the MR";
   ibv_destroy_cq(cq);
   ibv_dealloc_pd(pd);
   ibv_close_device(ctx);
