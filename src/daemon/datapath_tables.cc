@@ -287,7 +287,11 @@ bool Device::HoldBacking(Mr& mr, int borrowed_fd) {
   return true;
 }
 
-bool Device::HoldSegment(Mr& mr, int shmid, uint64_t bytes) {
+bool Device::HoldSegment(Mr& mr, int shmid, uint64_t ipc_ns, uint64_t bytes) {
+  if (ipc_ns == 0 || ipc_ns != datapath::IpcNamespaceId()) {
+    errno = EXDEV;
+    return false;
+  }
   auto it = segments_.find(shmid);
   if (it == segments_.end()) {
     shmid_ds ds{};
@@ -308,6 +312,7 @@ bool Device::HoldSegment(Mr& mr, int shmid, uint64_t bytes) {
   }
   it->second.mrs++;
   mr.backing_shmid = shmid;
+  mr.backing_ipc_ns = ipc_ns;
   return true;
 }
 
@@ -380,7 +385,7 @@ Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req,
   const uint64_t segment_bytes = req.backed_offset + (req.backed_end - req.backed_begin);
   if (segment &&
       (segment_bytes < req.backed_offset || req.shmid > static_cast<uint32_t>(INT32_MAX) ||
-       !HoldSegment(mr, static_cast<int>(req.shmid), segment_bytes))) {
+       !HoldSegment(mr, static_cast<int>(req.shmid), req.ipc_ns, segment_bytes))) {
     fprintf(stderr,
             "softverbsd: reg_mr: cannot hold SysV segment %u for MR 0x%x (%s): peers reach it "
             "through the owner's memory descriptor\n",
@@ -442,7 +447,8 @@ Verdict Device::MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::
             backing,
             mem != mem_fds_.end() ? 1u : 0u,
             mr.backing_shmid >= 0 ? static_cast<uint32_t>(mr.backing_shmid) : 0u,
-            0};
+            0,
+            mr.backing_ipc_ns};
     return Verdict::Ok();
   }
   return Verdict::Fail(ENOENT, "map_mr: no MR with key 0x" + ToHex(key));

@@ -254,8 +254,9 @@ class Device {
   // The SysV segment shmid backs mr: the device keeps it attached while any
   // MR is on it, as a NIC keeps the pages of an MR pinned - removed and
   // detached by its owner, it lives on, and its id cannot name another
-  // segment meanwhile. False: not attachable, or smaller than `bytes`.
-  bool HoldSegment(Mr& mr, int shmid, uint64_t bytes);
+  // segment meanwhile. False: not attachable (EXDEV: of another IPC
+  // namespace than the device's), or smaller than `bytes`.
+  bool HoldSegment(Mr& mr, int shmid, uint64_t ipc_ns, uint64_t bytes);
   void ReleaseBacking(Mr& mr);
   void PublishMw(const Mw& mw);
   void UnbindMw(Mw& mw);

@@ -41,6 +41,7 @@ struct Mr {
   int backing_fd = -1;                         // held in Device::backings_, shared by the MRs on it
   std::pair<uint64_t, uint64_t> backing_id{};  // its (st_dev, st_ino)
   int backing_shmid = -1;                      // the SysV segment peers attach; -1: none
+  uint64_t backing_ipc_ns = 0;                 // the IPC namespace its id is of
   bool backed() const { return backing_fd >= 0 || backing_shmid >= 0; }
   uint64_t backed_begin = 0;
   uint64_t backed_end = 0;

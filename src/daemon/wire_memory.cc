@@ -99,7 +99,7 @@ const dp::MrMapping* WireMemory::FindMrMapping(uint32_t key, const dp::MrEntry& 
   if (rep.has_mem_fd) files->mem_fd = fcntl(fds[next++], F_DUPFD_CLOEXEC, 0);
   m.mem_fd = files->mem_fd;
   const bool mapped = rep.has_backing == protocol::kBackingSysvShm
-                          ? files->backing.Attach(static_cast<int>(rep.shmid)) == 0
+                          ? files->backing.Attach(static_cast<int>(rep.shmid), rep.ipc_ns) == 0
                           : rep.has_backing == protocol::kBackingMemfd && fds.size() > next &&
                                 files->backing.Map(fds[next]) == 0;
   if (mapped) dp::UseBacking(files->backing, e, &m);

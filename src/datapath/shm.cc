@@ -48,8 +48,14 @@ int SharedMapping::Map(int fd) {
   return 0;
 }
 
-int SharedMapping::Attach(int shmid) {
+uint64_t IpcNamespaceId() {
+  struct stat st {};
+  return stat("/proc/self/ns/ipc", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+int SharedMapping::Attach(int shmid, uint64_t ipc_ns) {
   Reset();
+  if (ipc_ns == 0 || ipc_ns != IpcNamespaceId()) return EXDEV;
   shmid_ds ds{};
   if (shmctl(shmid, IPC_STAT, &ds) != 0) return errno;
   void* p = shmat(shmid, nullptr, 0);

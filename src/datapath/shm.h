@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace softverbs::datapath {
 
@@ -16,6 +17,10 @@ void* MapSharedFile(int fd, size_t* size);
 
 void UnmapSharedFile(void* base, size_t size);
 
+// This process's IPC namespace (the inode of /proc/self/ns/ipc; 0 if it
+// cannot be told): a SysV segment id names a segment only within one.
+uint64_t IpcNamespaceId();
+
 // A mapping that unmaps itself.
 class SharedMapping {
  public:
@@ -25,10 +30,11 @@ class SharedMapping {
   ~SharedMapping() { Reset(); }
   // Maps fd (which stays owned by the caller). Returns 0 or an errno.
   int Map(int fd);
-  // Attaches the SysV shared memory segment shmid, read/write, whole (with
-  // this process's credentials: the segment's permissions decide). Returns
-  // 0 or an errno.
-  int Attach(int shmid);
+  // Attaches the SysV shared memory segment shmid of IPC namespace ipc_ns,
+  // read/write, whole (with this process's credentials: the segment's
+  // permissions decide). Returns 0 or an errno (EXDEV: this process is in
+  // another IPC namespace, where the id may name another segment).
+  int Attach(int shmid, uint64_t ipc_ns);
   void Reset();
   void* base() const { return base_; }
   size_t size() const { return size_; }

@@ -390,8 +390,11 @@ struct RegMrBackedRequest {
   uint64_t backed_offset;  // offset of backed_begin in the memfd or segment
   uint32_t backing_kind;   // kBackingSysvShm, or 0 (a memfd comes as the fd)
   uint32_t shmid;          // kBackingSysvShm: the segment's id
+  // kBackingSysvShm: the inode of the owner's IPC namespace
+  // (/proc/self/ns/ipc): an id names a segment only within one.
+  uint64_t ipc_ns;
 };
-static_assert(sizeof(RegMrBackedRequest) == 64);
+static_assert(sizeof(RegMrBackedRequest) == 72);
 
 // A peer asks for the receive side of QP qpn. Reply fds, in order: the
 // receive queue (the QP's, or its SRQ's when srqn != 0), the receive CQ
@@ -447,8 +450,9 @@ struct MapMrReply {
   uint32_t has_mem_fd;   // 0: the owner is not dumpable; only the backing comes
   uint32_t shmid;        // kBackingSysvShm: the segment
   uint32_t reserved;
+  uint64_t ipc_ns;  // kBackingSysvShm: its IPC namespace's inode (attach only within it)
 };
-static_assert(sizeof(MapMrReply) == 24);
+static_assert(sizeof(MapMrReply) == 32);
 
 // The data path found an error at QP qpn (any client's): move it to
 // `state`. IBV_QPS_SQE is a requester error on an unreliable QP (UD, UC),
@@ -524,7 +528,7 @@ struct RegDmMrRequest {
   uint32_t reserved;  // 0
   uint64_t dm_offset;
 };
-static_assert(sizeof(RegDmMrRequest) == 80);
+static_assert(sizeof(RegDmMrRequest) == 88);
 
 // ibv_alloc_mw.
 struct AllocMwRequest {

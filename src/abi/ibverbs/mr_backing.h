@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "abi/ibverbs/self_maps.h"
+#include "datapath/shm.h"
 #include "protocol/messages.h"
 
 namespace softverbs::provider {
@@ -43,6 +44,7 @@ inline void DescribeBacking(const MrBacking& b, protocol::RegMrBackedRequest* re
   req->backed_offset = b.offset;
   req->backing_kind = b.shmid >= 0 ? protocol::kBackingSysvShm : protocol::kBackingNone;
   req->shmid = b.shmid >= 0 ? static_cast<uint32_t>(b.shmid) : 0;
+  req->ipc_ns = b.shmid >= 0 ? datapath::IpcNamespaceId() : 0;
 }
 
 // Backs the whole pages of [addr, addr+length). Failure to back is not an

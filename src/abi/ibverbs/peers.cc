@@ -251,7 +251,7 @@ const dp::MrMapping* PeerCache::MapMr(uint32_t key, const dp::MrEntry& e) {
     // The owner's SysV segment: attached here, under its permissions (a
     // peer that may not, or is in another IPC namespace, goes through the
     // owner's /proc/<pid>/mem).
-    if (files->backing.Attach(static_cast<int>(rep.shmid)) == 0) {
+    if (files->backing.Attach(static_cast<int>(rep.shmid), rep.ipc_ns) == 0) {
       dp::UseBacking(files->backing, e, &m);
     }
   } else if (rep.has_backing == protocol::kBackingMemfd && fds.size() > next) {

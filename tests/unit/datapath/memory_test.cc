@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <sys/shm.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace softverbs::datapath {
@@ -100,6 +102,51 @@ TEST(CopyPieces, ThroughProcSelfMem) {
   EXPECT_EQ(old, 5u);
   EXPECT_EQ(word, 8u);
   close(fd);
+}
+
+}  // namespace
+}  // namespace softverbs::datapath
+
+namespace softverbs::datapath {
+namespace {
+
+// A SysV segment is attached only within the IPC namespace its id is of
+// (elsewhere the same id may name another segment), and whole.
+TEST(SharedMappingSegment, AttachesOnlyInItsOwnIpcNamespace) {
+  const int id = shmget(IPC_PRIVATE, 8192, IPC_CREAT | 0600);
+  ASSERT_GE(id, 0);
+  SharedMapping m;
+  EXPECT_EQ(m.Attach(id, IpcNamespaceId() + 1), EXDEV);
+  EXPECT_EQ(m.base(), nullptr);
+  EXPECT_EQ(m.Attach(id, 0), EXDEV);
+  ASSERT_EQ(m.Attach(id, IpcNamespaceId()), 0);
+  EXPECT_NE(m.base(), nullptr);
+  EXPECT_EQ(m.size(), 8192u);
+  shmctl(id, IPC_RMID, nullptr);  // gone once m lets go
+  m.Reset();
+  EXPECT_EQ(m.base(), nullptr);
+}
+
+// UseBacking takes a backing only if the MR's backed range lies inside it.
+TEST(UseBacking, RefusesABackedRangePastTheMapping) {
+  const int id = shmget(IPC_PRIVATE, 8192, IPC_CREAT | 0600);
+  ASSERT_GE(id, 0);
+  SharedMapping m;
+  ASSERT_EQ(m.Attach(id, IpcNamespaceId()), 0);
+  shmctl(id, IPC_RMID, nullptr);
+  MrEntry e{};
+  e.backed_begin = 0x10000;
+  e.backed_end = 0x11000;
+  e.backed_offset = 0x1000;
+  MrMapping inside;
+  UseBacking(m, e, &inside);
+  EXPECT_EQ(inside.backed, static_cast<uint8_t*>(m.base()) + 0x1000);
+  EXPECT_EQ(inside.backed_begin, 0x10000u);
+  e.backed_offset = 0x1001;  // one byte past the end
+  MrMapping past;
+  UseBacking(m, e, &past);
+  EXPECT_EQ(past.backed, nullptr);
+  EXPECT_EQ(past.backed_end, 0u);
 }
 
 }  // namespace
