@@ -25,6 +25,24 @@ class PdMrTest : public ContextTest {
  protected:
   std::vector<char> buf_ = std::vector<char>(1 << 16);
 
+  // len bytes of fresh memory filled with 'p', registered (converted) and
+  // deregistered: a range the registration cache keeps or lets go of.
+  // nullptr (and a failure) if any step fails.
+  uint8_t* RegisteredOnce(size_t len) {
+    void* mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      ADD_FAILURE() << "mmap: " << strerror(errno);
+      return nullptr;
+    }
+    memset(mem, 'p', len);
+    ibv_mr* mr = ibv_reg_mr(pd_, mem, len, IBV_ACCESS_LOCAL_WRITE);
+    if (!mr || ibv_dereg_mr(mr) != 0) {
+      ADD_FAILURE() << "reg/dereg: " << strerror(errno);
+      return nullptr;
+    }
+    return static_cast<uint8_t*>(mem);
+  }
+
   // reg_mr must fail with `err` and register nothing.
   void ExpectRegFails(void* addr, size_t len, int access, int err) {
     size_t before = MyObjectCount("mr");
@@ -856,13 +874,8 @@ namespace {
 // child, as fork promises for private memory.
 TEST_F(PdMrTest, ForkAfterDeregGivesTheChildPrivateMemory) {
   const size_t len = 16 * 4096;
-  void* mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(mem, MAP_FAILED);
-  auto* bytes = static_cast<uint8_t*>(mem);
-  memset(bytes, 'p', len);
-  ibv_mr* mr = ibv_reg_mr(pd_, mem, len, IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_NE(mr, nullptr) << strerror(errno);
-  ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  uint8_t* bytes = RegisteredOnce(len);
+  ASSERT_NE(bytes, nullptr);
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -876,7 +889,7 @@ TEST_F(PdMrTest, ForkAfterDeregGivesTheChildPrivateMemory) {
   for (size_t i = 0; i < len; i += 4096) {
     ASSERT_EQ(bytes[i], 'p') << "the child's write reached the parent at offset " << i;
   }
-  munmap(mem, len);
+  munmap(bytes, len);
 }
 
 // The same for a range the registration cache has let go of: it keeps at most
@@ -889,13 +902,8 @@ TEST_F(PdMrTest, ForkAfterTheCacheDroppedARangeGivesTheChildPrivateMemory) {
   const size_t len = 2 * 4096;
   std::vector<uint8_t*> ranges;
   for (int r = 0; r < kRanges; ++r) {
-    void* mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(mem, MAP_FAILED);
-    auto* bytes = static_cast<uint8_t*>(mem);
-    memset(bytes, 'p', len);
-    ibv_mr* mr = ibv_reg_mr(pd_, mem, len, IBV_ACCESS_LOCAL_WRITE);
-    ASSERT_NE(mr, nullptr) << strerror(errno);
-    ASSERT_EQ(ibv_dereg_mr(mr), 0);
+    uint8_t* bytes = RegisteredOnce(len);
+    ASSERT_NE(bytes, nullptr);
     ranges.push_back(bytes);
   }
   pid_t child = fork();
