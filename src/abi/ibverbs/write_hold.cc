@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -70,16 +71,39 @@ int Uffd() {
   return fd;
 }
 
+// The highest address of the calling thread's stack (found once a thread;
+// UINT64_MAX if unknown).
+uint64_t StackTop() {
+  thread_local uint64_t top = 0;
+  if (top != 0) return top;
+  top = UINT64_MAX;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* addr = nullptr;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != nullptr) {
+      top = reinterpret_cast<uint64_t>(addr) + size;
+    }
+    pthread_attr_destroy(&attr);
+  }
+  return top;
+}
+
 // Whether [begin, end) holds memory the holding thread itself writes while
 // it holds: its stack from a little above here (the frames of the
 // conversion that holds) down to well below, and its thread-local storage
 // (errno, the thread control block). Such a range is converted unheld: the
-// thread would otherwise wait for itself.
+// thread would otherwise wait for itself. None of it reaches past the top
+// of the thread's stack mapping (a thread's stack, TLS and control block
+// are one mapping, and it is often right below the memory the program
+// mapped just before it started the thread).
 bool WrittenByHolder(uint64_t begin, uint64_t end) {
   constexpr uint64_t kStackAbove = 16 << 10;
   constexpr uint64_t kStackBelow = 256 << 10;
   constexpr uint64_t kTlsAround = 8 << 10;
+  const uint64_t top = StackTop();
   const auto within = [&](uint64_t at, uint64_t below, uint64_t above) {
+    if (top > at) above = std::min(above, top - at);
     return at + above > begin && (at < below || at - below < end);
   };
   const char here = 0;

@@ -3,6 +3,7 @@
 // checked for its errno and for leaving the daemon's objects as they were.
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -445,6 +446,71 @@ TEST_F(PdMrTest, AWriteDuringRegistrationIsNotLost) {
                         << " words lost their last write, the first at byte " << first * 8;
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
     munmap(const_cast<uint64_t*>(p), len);
+  }
+}
+
+// The same when the registering thread's stack lies right below the range,
+// as a thread's stack mapping often does below memory the program mapped
+// just before it started the thread: its stack, TLS and control block end
+// where the range begins. The hold must still be taken (it was not: the
+// holder's TLS looked as if it might be in the range, and the conversion
+// went on unheld - another thread's writes, or the device's, were lost).
+TEST_F(PdMrTest, AWriteDuringRegistrationByAThreadWhoseStackEndsWhereTheRangeBeginsIsNotLost) {
+  if (!UserfaultfdAvailable()) GTEST_SKIP() << "no userfaultfd here: registration holds no writes";
+  const size_t stack = size_t{1} << 20;
+  const size_t len = size_t{1} << 20;
+  const size_t words = len / sizeof(uint64_t);
+  constexpr uint64_t kPasses = 4;
+  for (int round = 0; round < 5; ++round) {
+    auto* region = static_cast<char*>(
+        mmap(nullptr, stack + len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(region, MAP_FAILED);
+    auto* p = reinterpret_cast<volatile uint64_t*>(region + stack);
+    for (size_t i = 0; i < words; ++i) p[i] = 1;
+    struct Registration {
+      ibv_pd* pd;
+      void* addr;
+      size_t len;
+      std::atomic<bool>* go;
+      ibv_mr* mr;
+    };
+    std::atomic<bool> go{false};
+    Registration r{pd_, const_cast<uint64_t*>(p), len, &go, nullptr};
+    std::thread writer([&] {
+      while (!go.load()) {
+      }
+      for (uint64_t pass = 0; pass < kPasses; ++pass) {
+        for (size_t i = 0; i < words; ++i) p[i] = i * kPasses + pass + 2;
+      }
+    });
+    pthread_attr_t attr;
+    ASSERT_EQ(pthread_attr_init(&attr), 0);
+    ASSERT_EQ(pthread_attr_setstack(&attr, region, stack), 0);
+    pthread_t registrar;
+    ASSERT_EQ(pthread_create(
+                  &registrar, &attr,
+                  [](void* arg) -> void* {
+                    auto* r = static_cast<Registration*>(arg);
+                    r->go->store(true);
+                    r->mr = ibv_reg_mr(r->pd, r->addr, r->len,
+                                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+                    return nullptr;
+                  },
+                  &r),
+              0);
+    ASSERT_EQ(pthread_join(registrar, nullptr), 0);
+    pthread_attr_destroy(&attr);
+    writer.join();
+    ASSERT_NE(r.mr, nullptr) << strerror(errno);
+    EXPECT_TRUE(PageIsBacked(const_cast<uint64_t*>(p)));
+    size_t lost = 0, first = 0;
+    for (size_t i = 0; i < words; ++i) {
+      if (p[i] != i * kPasses + kPasses + 1 && lost++ == 0) first = i;
+    }
+    EXPECT_EQ(lost, 0u) << "round " << round << ": " << lost
+                        << " words lost their last write, the first at byte " << first * 8;
+    EXPECT_EQ(ibv_dereg_mr(r.mr), 0);
+    munmap(region, stack + len);
   }
 }
 
