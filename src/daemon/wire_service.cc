@@ -53,7 +53,8 @@ nlohmann::json CountersJson(const dp::WireCounters& k) {
           {"duplicates", k.duplicates},
           {"sequence_errors", k.sequence_errors},
           {"dropped", k.dropped},
-          {"read_gaps", k.read_gaps}};
+          {"read_gaps", k.read_gaps},
+          {"owner_waits", k.owner_waits}};
 }
 
 }  // namespace

@@ -107,10 +107,12 @@ bool AddMrPieces(const MrMapping& m, const MrEntry& e, uint64_t owner_va, uint64
                  PieceList* out);
 
 // Copies min(dst.bytes, src.bytes) bytes. Returns false if a pread/pwrite
-// through an owner's /proc/self/mem failed (the owner is gone).
+// through an owner's /proc/<pid>/mem failed, errno as ReadOwnerMemory sets
+// it (owner_memory.h: EIO may clear later, ESRCH - the owner is gone).
 bool CopyPieces(const PieceList& dst, const PieceList& src);
 
-// A 64-bit atomic at one 8-byte aligned piece. Returns false on failure.
+// A 64-bit atomic at one 8-byte aligned piece. Returns false on failure
+// (errno as CopyPieces; nothing was written).
 bool AtomicCompareSwap(const MemPiece& p, uint64_t compare, uint64_t swap, uint64_t* old);
 bool AtomicFetchAdd(const MemPiece& p, uint64_t add, uint64_t* old);
 // An 8-byte store at one aligned piece, at once (IBV_WR_ATOMIC_WRITE).

@@ -26,11 +26,17 @@ bool Transfer(uint64_t n, Io io) {
       done += static_cast<uint64_t>(k);
       continue;
     }
-    if (k == 0) return false;  // the owner's address space is gone
+    if (k == 0) {
+      errno = ESRCH;  // the owner's address space is gone
+      return false;
+    }
     if (errno == EINTR) continue;
     if (errno != EIO || !g_wait_for_conversions.load(std::memory_order_relaxed)) return false;
     if (!wait) wait.emplace(kOwnerMemorySettleMs);
-    if (!wait->Pause()) return false;
+    if (!wait->Pause()) {
+      errno = EIO;
+      return false;
+    }
   }
   return true;
 }

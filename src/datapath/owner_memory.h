@@ -16,8 +16,12 @@
 // Only the library's executors wait (WaitForOwnerConversions: peers and the
 // owner's own engine, in a thread of the posting process). The daemon's
 // network transport does not - one owner must not stall the device for the
-// others -, so there such an access fails as it did before the wait existed.
+// others -: there such an access fails with EIO at once, and the transport
+// makes it again later without holding up other QPs (wire_qp.h, "Owner
+// waits").
 #pragma once
+
+#include <errno.h>
 
 #include <cstdint>
 
@@ -30,8 +34,16 @@ inline constexpr int kOwnerMemorySettleMs = 2000;
 void WaitForOwnerConversions(bool wait);
 
 // n bytes at the owner's va through its memory file fd. False: they could
-// not be reached (the owner is gone, the bytes are not mapped).
+// not be reached, and errno says why: EIO - not now (a conversion of the
+// owner's, or bytes no longer mapped, which stays so); ESRCH - the owner's
+// address space is gone; another value from the system call.
 bool ReadOwnerMemory(int fd, void* buf, uint64_t n, uint64_t va);
 bool WriteOwnerMemory(int fd, const void* buf, uint64_t n, uint64_t va);
+
+// Whether an access that failed with `error` (its errno) may succeed when
+// made again later: the owner may be converting the page.
+inline bool OwnerAccessMayClear(int error) {
+  return error == EIO;
+}
 
 }  // namespace softverbs::datapath

@@ -60,8 +60,10 @@ OwnerWordLock::OwnerWordLock(int mem_fd, uint64_t va) : fd_(mem_fd), va_(va) {
 }
 
 OwnerWordLock::~OwnerWordLock() {
+  const int error = errno;  // why the atomic under the lock failed, if it did
   if (recorded_) SetLock(fd_, va_, F_UNLCK);
   g_mutex.unlock();
+  errno = error;
 }
 
 void CloseOwnerMemFd(int fd) {

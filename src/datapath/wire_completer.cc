@@ -6,6 +6,8 @@
 // rnr_retry times (7: forever); a NAK-sequence-error sends again from its
 // PSN; any other NAK completes the WR with the error it names and moves the
 // QP to ERR.
+#include <errno.h>
+
 #include <algorithm>
 
 #include "datapath/keyed_access.h"
@@ -57,10 +59,18 @@ void WireQp::OnResponse(const WirePacket& packet) {
 }
 
 bool WireQp::CompleteBefore(uint32_t psn) {
-  while (!sq_.empty() && next_send_ > 0) {
+  while (!sq_.empty()) {
     Pending& p = sq_.front();
     const uint32_t end = roce::PsnAdd(p.first_psn, p.psn_span);
     if (roce::PsnDiff(end, psn) > 0) break;  // not wholly before psn
+    // The requester went back to it (an RNR NAK, a NAK): acknowledged all
+    // the same if it was sent - a copy of it was executed after all (one
+    // the network delayed or duplicated, one its responder kept). Left
+    // waiting, it closed the window for good.
+    if (next_send_ == 0 &&
+        (!sent_any_ || roce::PsnDiff(roce::PsnAdd(end, roce::kPsnMask), highest_sent_psn_) > 0)) {
+      break;
+    }
     if (WrTakesResponse(*p.info)) {
       // Its response never came, yet later PSNs were answered: lost.
       GoBackTo(roce::PsnAdd(p.first_psn, p.read_received));
@@ -172,10 +182,18 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
     PieceList src;
     src.Add({const_cast<uint8_t*>(packet.payload.data()), -1, 0, len});
     if (!CopyPieces(dst, src)) {
+      // The owner converts the page (owner waits): as if the response were
+      // lost - the READ is asked again from it.
+      if (place_wait_.MayRetry(errno, host_.Now())) {
+        counters_.dropped++;
+        counters_.owner_waits++;
+        return;
+      }
       RequesterError(IBV_WC_LOC_ACCESS_ERR, kVendorOwnerGone);
       return;
     }
   }
+  place_wait_.End();
   p.read_received++;
   p.read_bytes += len;
   if (read_gap_asked_ && roce::PsnDiff(f.psn, read_gap_psn_) >= 0) read_gap_asked_ = false;
@@ -214,9 +232,15 @@ void WireQp::OnAtomicAck(const WirePacket& packet) {
   PieceList src;
   src.Add({reinterpret_cast<uint8_t*>(&orig), -1, 0, 8});
   if (!CopyPieces(dst, src)) {
+    if (place_wait_.MayRetry(errno, host_.Now())) {
+      counters_.dropped++;  // owner waits: the atomic is sent again, its result replayed
+      counters_.owner_waits++;
+      return;
+    }
     RequesterError(IBV_WC_LOC_ACCESS_ERR, kVendorOwnerGone);
     return;
   }
+  place_wait_.End();
   retries_ = 0;
   unacked_psn_ = roce::PsnAdd(f.psn, 1);
   ack_deadline_ = UINT64_MAX;

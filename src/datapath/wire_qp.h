@@ -12,6 +12,22 @@
 //              queues: PSN checks, duplicates (re-ACKed, READs re-read,
 //              atomics replayed), RNR NAKs, keys and access, ACK coalescing.
 //
+// Owner waits (wire_owner_wait.cc). Bytes of an MR that no shared memory
+// backs are reached through the owner's /proc/<pid>/mem, and while the
+// owner's own registration converts their page (owner_memory.h) they cannot
+// be reached - for microseconds to milliseconds. A NIC never meets such a
+// moment, so the transport hides it, without holding up the device's other
+// QPs: the responder keeps the packet (kOwnerWait), drops what arrives
+// meanwhile and runs the packet again from its timer - then, if it dropped
+// anything, a PSN-sequence NAK brings the requester back to it (RC; a
+// requester that timed out meanwhile and sends the kept packet again gets
+// an RNR NAK, as from a NIC's page fault on an on-demand MR, which does not
+// spend its retry count); the
+// requester stops sending at a payload it cannot read and goes on from its
+// timer; a READ response or atomic result it cannot place is dropped and
+// asked again (the gap or the ACK timeout). Each gives up after
+// kOwnerMemorySettleMs, as the library's executors do, and fails as before.
+//
 // What an opcode means comes from the opcode tables (opcodes.h for work
 // requests, ibta_opcode.h for packets); memory is reached through the same
 // keyed access as on shared memory (keyed_access.h).
@@ -20,9 +36,11 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "common/ring_queue.h"
 #include "datapath/engine.h"
+#include "datapath/owner_memory.h"
 #include "roce/packet.h"
 #include "roce/transport.h"
 
@@ -91,6 +109,7 @@ struct WireCounters {
   uint64_t sequence_errors = 0;  // requests after a gap (NAK PSN sequence error)
   uint64_t dropped = 0;          // packets discarded (bad opcode sequence, UC gap, Q_Key)
   uint64_t read_gaps = 0;        // READs asked again at once after a gap in their responses
+  uint64_t owner_waits = 0;      // packets held back while their memory's owner converted it
 
   WireCounters& operator+=(const WireCounters& k) {
     packets_sent += k.packets_sent;
@@ -105,8 +124,27 @@ struct WireCounters {
     sequence_errors += k.sequence_errors;
     dropped += k.dropped;
     read_gaps += k.read_gaps;
+    owner_waits += k.owner_waits;
     return *this;
   }
+};
+
+// How long memory an owner converts has been out of reach (owner waits).
+struct OwnerWait {
+  static constexpr uint64_t kRetryNs = 100'000;  // the next try (timers run at 1 ms when idle)
+  bool waiting = false;
+  uint64_t since = 0;  // the first failure
+  // After a failed access with `error` (its errno): whether to try again
+  // later - it may clear, and kOwnerMemorySettleMs have not passed.
+  bool MayRetry(int error, uint64_t now) {
+    if (!OwnerAccessMayClear(error)) return false;
+    if (!waiting) {
+      waiting = true;
+      since = now;
+    }
+    return now - since < static_cast<uint64_t>(kOwnerMemorySettleMs) * 1'000'000;
+  }
+  void End() { waiting = false; }
 };
 
 // A packet for this QP, as the carrier received and parsed it.
@@ -132,6 +170,7 @@ enum class ResponderState : uint8_t {
   kIdle,       // expecting the first packet of a message
   kInMessage,  // inside a multi-packet SEND or WRITE
   kAfterGap,   // a PSN gap was NAKed; waiting for the expected PSN
+  kOwnerWait,  // a packet waits for its memory's owner (owner waits, above)
   kError,      // the QP is in ERR
 };
 const char* ResponderStateName(ResponderState s);
@@ -198,7 +237,8 @@ class WireQp {
   };
   bool Reliable() const;
   // Packet index of p, the WR at sq_ position pos.
-  void SendRequestPacket(Pending& p, size_t pos, uint32_t index);
+  // False: its payload could not be read now (owner waits); nothing sent.
+  bool SendRequestPacket(Pending& p, size_t pos, uint32_t index);
   bool WindowOpen(const Pending& p) const;
   // Whether another request packet goes right after packet index of p.
   bool MoreToSendAfter(const Pending& p, size_t pos, uint32_t index) const;
@@ -245,6 +285,14 @@ class WireQp {
   void ResponderError(uint32_t psn, uint8_t nak_syndrome, bool access_error,
                       const FailedReceive* failed_receive = nullptr);
   void SendResponse(roce::TransportFields& f, std::span<const uint8_t> payload);
+  // ---- owner waits (wire_owner_wait.cc)
+  // After a copy or atomic of the responder failed: whether the packet waits
+  // (the failure may clear) - then the execution returns false and the
+  // packet is kept (Park) instead of failing the QP.
+  bool DeferForOwner();
+  void Park(const WirePacket& packet);
+  void WhileParked(const WirePacket& packet);
+  void RetryParked();
   // The transport of the ACKs this QP sends (XRC for an XRC receive QP).
   IbtaTransport ResponseTransport() const;
 
@@ -271,6 +319,9 @@ class WireQp {
   uint64_t rnr_until_ = 0;         // kRnrWait until then
   uint32_t highest_sent_psn_ = 0;  // for counting retransmissions
   bool sent_any_ = false;
+  OwnerWait send_wait_;         // a payload that could not be read
+  uint64_t send_retry_at_ = 0;  // the requester sends again then (0: not waiting)
+  OwnerWait place_wait_;        // a READ response or atomic result that could not be placed
 
   // responder
   ResponderState rsp_state_ = ResponderState::kIdle;
@@ -300,6 +351,23 @@ class WireQp {
   };
   std::array<AtomicResult, 16> atomics_{};
   size_t atomics_next_ = 0;
+  // The packet kOwnerWait keeps, in its own storage (the carrier's buffer
+  // is reused).
+  struct ParkedPacket {
+    roce::TransportFields fields;
+    std::vector<uint8_t> payload;
+    roce::Endpoints ends;
+    bool has_ends = false;
+    size_t roce_bytes = 0;
+    ResponderState state = ResponderState::kIdle;  // the responder's state before it
+    bool dropped_since = false;                    // packets were dropped meanwhile
+    bool retrying = false;                         // RetryParked runs it
+  };
+  ParkedPacket parked_;
+  OwnerWait rsp_wait_;
+  uint64_t parked_retry_at_ = 0;
+  bool owner_deferred_ = false;  // the execution that just failed waits (DeferForOwner)
+  uint32_t read_resume_ = 0;     // a kept READ goes on at this response packet
 };
 
 }  // namespace softverbs::datapath

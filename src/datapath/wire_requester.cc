@@ -5,6 +5,7 @@
 // unacknowledged PSN (go-back-N) after a NAK-sequence-error, an RNR NAK's
 // timer or the local ACK timeout.
 #include <endian.h>
+#include <errno.h>
 
 #include <algorithm>
 
@@ -140,6 +141,10 @@ void WireQp::Pump() {
     if (host_.Now() < rnr_until_) return;
     rnr_until_ = 0;
   }
+  if (send_retry_at_) {
+    if (host_.Now() < send_retry_at_) return;
+    send_retry_at_ = 0;
+  }
   while (next_send_ < sq_.size()) {
     Pending& p = sq_[next_send_];
     if (p.wr.held) break;  // posted in SQD: waits for RTS
@@ -183,7 +188,10 @@ void WireQp::Pump() {
     }
     while (p.next_packet < p.packets) {
       if (!WindowOpen(p)) goto window_full;
-      SendRequestPacket(p, next_send_, p.next_packet);
+      if (!SendRequestPacket(p, next_send_, p.next_packet)) {
+        send_retry_at_ = host_.Now() + OwnerWait::kRetryNs;  // owner waits
+        goto window_full;
+      }
       p.next_packet++;
     }
     if (Reliable()) {
@@ -216,7 +224,7 @@ void WireQp::StartAckTimer() {
   ack_deadline_ = timeout == UINT64_MAX ? UINT64_MAX : host_.Now() + timeout;
 }
 
-void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
+bool WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
   const SendWr& wr = p.wr;
   const WrOpcodeInfo& info = *p.info;
   const uint32_t mtu = config_.mtu_bytes;
@@ -281,8 +289,19 @@ void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
     } else if (len) {
       PieceList dst;
       dst.Add({buffer, -1, 0, len});
-      if (!CopyPieces(dst, src)) std::fill(buffer, buffer + len, 0);
+      if (!CopyPieces(dst, src)) {
+        // The owner converts the page (owner waits): sent later. Past
+        // that, unreachable bytes go as zeros, as bytes deregistered
+        // since the check do.
+        const bool waiting = send_wait_.waiting;
+        if (send_wait_.MayRetry(errno, host_.Now())) {
+          if (!waiting) counters_.owner_waits++;
+          return false;
+        }
+        std::fill(buffer, buffer + len, 0);
+      }
     }
+    send_wait_.End();
   }
   const uint8_t* dgid = config_.type == IBV_QPT_UD ? wr.dgid : config_.dgid;
   const uint8_t* sgid = config_.type == IBV_QPT_UD ? wr.sgid : config_.sgid;
@@ -295,6 +314,7 @@ void WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
   const roce::PathIpFields& path = config_.type == IBV_QPT_UD ? wr.path : config_.path;
   host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), path, f, {payload, len});
   counters_.packets_sent++;
+  return true;
 }
 
 void WireQp::GoBackTo(uint32_t psn) {
@@ -312,6 +332,9 @@ void WireQp::GoBackTo(uint32_t psn) {
 }
 
 void WireQp::OnTimer(uint64_t now) {
+  // The responder's kept packet (owner waits); an unreliable QP's responder
+  // works on while its send queue is in error.
+  if (rsp_state_ == ResponderState::kOwnerWait && now >= parked_retry_at_) RetryParked();
   if (error_) return;
   if (ack_deadline_ != UINT64_MAX && now >= ack_deadline_) {
     ack_deadline_ = UINT64_MAX;
@@ -328,9 +351,11 @@ void WireQp::OnTimer(uint64_t now) {
 }
 
 uint64_t WireQp::NextDeadline() const {
-  if (error_) return UINT64_MAX;
-  uint64_t next = ack_deadline_;
+  const uint64_t parked = rsp_state_ == ResponderState::kOwnerWait ? parked_retry_at_ : UINT64_MAX;
+  if (error_) return parked;
+  uint64_t next = std::min(ack_deadline_, parked);
   if (rnr_until_) next = std::min(next, rnr_until_);
+  if (send_retry_at_) next = std::min(next, send_retry_at_);
   return next;
 }
 
@@ -344,6 +369,8 @@ void WireQp::FlushSendQueue() {
   error_ = true;
   ack_deadline_ = UINT64_MAX;
   rnr_until_ = 0;
+  send_retry_at_ = 0;
+  send_wait_.End();
   next_send_ = sq_.size();
   while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
 }

@@ -6,10 +6,12 @@
 // PSN-sequence-error. A missing receive WQE is an RNR NAK that leaves the
 // expected PSN where it is. UC has no ACKs: a gap drops the rest of the
 // message. UD checks the Q_Key and puts the packet's real IP header in the
-// receive buffer as its GRH.
+// receive buffer as its GRH. A packet whose memory the owner is converting
+// waits (DeferForOwner; wire_owner_wait.cc).
 #include <endian.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "datapath/keyed_access.h"
 #include "datapath/ud_receive.h"
@@ -69,6 +71,8 @@ const char* ResponderStateName(ResponderState s) {
       return "in-message";
     case ResponderState::kAfterGap:
       return "after-gap";
+    case ResponderState::kOwnerWait:
+      return "owner-wait";
     case ResponderState::kError:
       return "error";
   }
@@ -82,6 +86,10 @@ void WireQp::Receive(const WirePacket& packet) {
     return;
   }
   if (rsp_state_ == ResponderState::kError) return;
+  if (rsp_state_ == ResponderState::kOwnerWait) {
+    WhileParked(packet);  // the kept packet goes first
+    return;
+  }
   switch (config_.type) {
     case IBV_QPT_UD:
       OnUdRequest(packet);
@@ -139,7 +147,10 @@ void WireQp::OnRequest(const WirePacket& packet) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
     return;
   }
-  if (!Execute(packet)) return;
+  if (!Execute(packet)) {
+    if (owner_deferred_) Park(packet);
+    return;
+  }
   last_op_ = op;
   rsp_state_ = IsLast(op) || op == IbtaOperation::kReadRequest ? ResponderState::kIdle
                                                                : ResponderState::kInMessage;
@@ -174,6 +185,10 @@ void WireQp::OnUcRequest(const WirePacket& packet) {
     return;
   }
   if (!Execute(packet)) {
+    if (owner_deferred_) {
+      Park(packet);
+      return;
+    }
     // Dropped (no WQE, bad key): the rest of the message goes too.
     rsp_state_ = ResponderState::kAfterGap;
     epsn_ = roce::PsnAdd(f.psn, 1);
@@ -196,7 +211,9 @@ void WireQp::OnUdRequest(const WirePacket& packet) {
   if (!peer) return;
   rx_ = peer;
   rx_pdn_ = config_.pdn;
-  if (!ClaimReceive(host_, *peer, &wqe_)) {
+  // A WQE is still held when the packet that claimed it waited for its
+  // owner (owner waits) and now runs again.
+  if (!have_wqe_ && !ClaimReceive(host_, *peer, &wqe_)) {
     counters_.dropped++;
     return;
   }
@@ -224,6 +241,10 @@ void WireQp::OnUdRequest(const WirePacket& packet) {
   src.Add({grh, -1, 0, kGrhBytes});
   src.Add({const_cast<uint8_t*>(packet.payload.data()), -1, 0, packet.payload.size()});
   const bool moved = CopyPieces(dst, src);
+  if (!moved && DeferForOwner()) {
+    Park(packet);
+    return;
+  }
   CompleteReceive(f, needed, moved ? IBV_WC_SUCCESS : IBV_WC_LOC_ACCESS_ERR,
                   moved ? kVendorNone : kVendorOwnerGone);
 }
@@ -310,7 +331,14 @@ bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
     }
     PieceList src;
     src.Add({const_cast<uint8_t*>(packet.payload.data()), -1, 0, len});
-    CopyPieces(dst, src);
+    if (!CopyPieces(dst, src)) {
+      if (DeferForOwner()) return false;
+      const FailedReceive failed{f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_LOC_ACCESS_ERR,
+                                 kVendorOwnerGone};
+      ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteOperationalError), false,
+                     &failed);
+      return false;
+    }
   }
   // SEND with invalidate: the window goes before the message is reported
   // (IBA 10.6.7.3); a key this QP may not invalidate is an invalid request.
@@ -378,6 +406,7 @@ bool WireQp::PlaceWrite(const WirePacket& packet, IbtaOperation op) {
     PieceList src;
     src.Add({const_cast<uint8_t*>(packet.payload.data()), -1, 0, len});
     if (!CopyPieces(dst, src)) {
+      if (DeferForOwner()) return false;
       ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
       return false;
     }
@@ -417,7 +446,9 @@ bool WireQp::AnswerRead(const roce::TransportFields& f, bool duplicate) {
   const uint32_t n = roce::PacketsOf(f.dma_len, mtu);
   const uint32_t msn = duplicate ? msn_ : roce::PsnAdd(msn_, 1);
   uint8_t buffer[4096];
-  for (uint32_t i = 0; i < n; ++i) {
+  // A READ kept for its owner (owner waits) goes on where it stopped.
+  const uint32_t first = duplicate ? 0 : std::exchange(read_resume_, 0);
+  for (uint32_t i = first; i < n; ++i) {
     const uint64_t offset = static_cast<uint64_t>(i) * mtu;
     const uint32_t len = static_cast<uint32_t>(
         std::min<uint64_t>(std::min<uint64_t>(mtu, sizeof(buffer)), f.dma_len - offset));
@@ -427,10 +458,14 @@ bool WireQp::AnswerRead(const roce::TransportFields& f, bool duplicate) {
       PieceList src;
       PieceList dst;
       dst.Add({buffer, -1, 0, len});
-      if (AddKeyedPieces(host_, guards, &slice, 1, true, rx_pdn_, rx_->owner,
-                         IBV_ACCESS_REMOTE_READ, &src, config_.qpn) != kVendorNone ||
-          !CopyPieces(dst, src)) {
+      const bool keyed = AddKeyedPieces(host_, guards, &slice, 1, true, rx_pdn_, rx_->owner,
+                                        IBV_ACCESS_REMOTE_READ, &src, config_.qpn) == kVendorNone;
+      if (!keyed || !CopyPieces(dst, src)) {
         if (duplicate) return false;
+        if (keyed && DeferForOwner()) {
+          read_resume_ = i;
+          return false;
+        }
         ResponderError(roce::PsnAdd(f.psn, i), roce::NakSyndrome(roce::NakCode::kRemoteAccessError),
                        true);
         return false;
@@ -471,6 +506,7 @@ bool WireQp::ExecuteAtomic(const WirePacket& packet) {
                         ? AtomicCompareSwap(remote.piece[0], f.compare, f.swap_add, &orig)
                         : AtomicFetchAdd(remote.piece[0], f.swap_add, &orig);
   if (!done) {
+    if (DeferForOwner()) return false;
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
     return false;
   }

@@ -1,12 +1,14 @@
 #!/bin/bash
 # A two-host test program (wire_rc_pair.h) as a pair: `PROGRAM server PORT`
 # on host A, `PROGRAM client HOST_A_IPV4 PORT` on host B; both must exit 0
-# and the client must print OK.
+# and the client must print OK. With COUNTER, each host's transport must
+# also have counted some of it (`softverbs status --json`, roce.totals):
+# the situation the program makes did happen.
 #
-# usage: wire_server_client.sh SOFTVERBS_CLI PROGRAM
+# usage: wire_server_client.sh SOFTVERBS_CLI PROGRAM [COUNTER]
 set -u
 source "$(dirname "$0")/../../common/two_hosts.sh"
-cli=$1 program=$2
+cli=$1 program=$2 counter=${3:-}
 th_setup "$cli"
 port=$(th_free_port a)
 th_run a timeout 60 "$program" server "$port" >"$TH_DIR/server.log" 2>&1 &
@@ -20,4 +22,12 @@ echo "--- server on host a (rc=$server_rc)"; cat "$TH_DIR/server.log"
 echo "--- client on host b (rc=$client_rc)"; cat "$TH_DIR/client.log"
 [ $client_rc -eq 0 ] && [ $server_rc -eq 0 ] || { echo "FAIL: a side failed"; exit 1; }
 grep -qx OK "$TH_DIR/client.log" || { echo "FAIL: the client did not say OK"; exit 1; }
+if [ -n "$counter" ]; then
+  for h in a b; do
+    n=$(th_exec $h "$cli" status --json |
+      /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['roce']['totals']['$counter'])")
+    echo "host $h: $counter $n"
+    [ "${n:-0}" -gt 0 ] || { echo "FAIL: host $h counted no $counter"; exit 1; }
+  done
+fi
 echo PASS

@@ -1,189 +1,17 @@
 // The network transport's state machines (datapath/wire_qp.h) with a fake
-// host: no daemon, no sockets. Two RC QPs share one device table in
-// anonymous memory; the packets each sends wait in a queue the test
-// delivers, drops or duplicates one by one, and the clock is the test's.
-#include "datapath/wire_qp.h"
-
-#include <endian.h>
+// host (fake_wire.h): two RC QPs, packets delivered, dropped or duplicated
+// one by one by the test, the clock the test's.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
-#include <cstring>
-#include <deque>
-#include <functional>
-#include <map>
-#include <memory>
 #include <optional>
-#include <vector>
 
-#include "datapath/timers.h"
-#include "fake_device.h"
-#include "roce/aeth.h"
+#include "fake_wire.h"
 
 namespace softverbs::datapath {
 namespace {
 
-constexpr uint32_t kOwner = 1;
-constexpr uint32_t kPdn = 7;
-constexpr uint32_t kQpA = 0x11;  // requester side of most tests
-constexpr uint32_t kQpB = 0x12;
-
-using testing::TestCq;
-using testing::TestDeviceTable;
-using testing::TestReceiveSide;
-
-struct Packet {
-  roce::TransportFields fields;
-  std::vector<uint8_t> payload;
-};
-
-class FakeWire : public WireHost {
- public:
-  // An RC QP in RTS connected to `dest`, with its own receive queue.
-  WireQp& AddQp(uint32_t qpn, uint32_t dest, uint32_t sq_psn, uint32_t rq_psn) {
-    device_.AddQp(qpn, IBV_QPT_RC, dest, kOwner, kPdn);
-    auto side = std::make_unique<Side>(qpn);
-    WireQpConfig c;
-    c.qpn = qpn;
-    c.type = IBV_QPT_RC;
-    c.generation = 1;
-    c.owner = kOwner;
-    c.pdn = kPdn;
-    c.dest_qpn = dest;
-    c.sq_psn = sq_psn;
-    c.rq_psn = rq_psn;
-    c.mtu_bytes = 1024;
-    c.timeout = 10;
-    c.retry_cnt = 3;
-    c.rnr_retry = 2;
-    c.min_rnr_timer = 1;
-    c.max_rd_atomic = 4;
-    side->wire = std::make_unique<WireQp>(*this, c);
-    WireQp& w = *side->wire;
-    sides_[qpn] = std::move(side);
-    return w;
-  }
-  // Registers [p, p + len) under key (as lkey and rkey).
-  void AddMr(uint32_t key, void* p, uint64_t len) { device_.AddMr(key, p, len, kOwner, kPdn); }
-  void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len, uint32_t key) {
-    RecvSge sge{reinterpret_cast<uint64_t>(p), len, key};
-    ASSERT_TRUE(sides_.at(qpn)->rx.peer.rq.Post(wr_id, &sge, 1));
-  }
-  std::vector<Completion> SendCompletions(uint32_t qpn) { return sides_.at(qpn)->send.Drain(); }
-  std::vector<Completion> RecvCompletions(uint32_t qpn) { return sides_.at(qpn)->rx.recv.Drain(); }
-  WireQp& Qp(uint32_t qpn) { return *sides_.at(qpn)->wire; }
-
-  // Delivers the packets on the wire, in order, until none is left; `fate`
-  // may drop one (false) on its way. Each batch ends with the receiver's
-  // coalesced ACK, as the carrier's does.
-  void Deliver(const std::function<bool(const Packet&)>& fate = nullptr, int rounds = 100) {
-    for (int r = 0; r < rounds && !wire_.empty(); ++r) {
-      std::deque<Packet> batch;
-      batch.swap(wire_);
-      std::vector<WireQp*> touched;
-      for (Packet& p : batch) {
-        delivered_.push_back(p);
-        if (fate && !fate(p)) continue;
-        auto it = sides_.find(p.fields.dest_qp);
-        if (it == sides_.end()) continue;
-        WirePacket w;
-        w.fields = p.fields;
-        w.payload = p.payload;
-        it->second->wire->Receive(w);
-        touched.push_back(it->second->wire.get());
-      }
-      for (WireQp* w : touched) w->FlushAck();
-    }
-  }
-  // Moves the clock on and runs the timers.
-  void Advance(uint64_t ns) {
-    now_ += ns;
-    for (auto& [qpn, side] : sides_) {
-      if (side->wire->NextDeadline() <= now_) side->wire->OnTimer(now_);
-    }
-  }
-  const std::vector<Packet>& delivered() const { return delivered_; }
-  std::vector<uint32_t> errors;  // SetQpError calls
-  // For each SetQpError / SetSendQueueError call: how many of that QP's
-  // completions (send and receive CQs) were published before it.
-  std::vector<uint64_t> completions_before_error;
-
-  // WireHost
-  uint32_t client_id() const override { return 0; }
-  const DeviceTable& table() const override { return device_.table(); }
-  PeerQp* FindPeerQp(uint32_t qpn, uint32_t generation) override {
-    auto it = sides_.find(qpn);
-    return it == sides_.end() || generation != 1 ? nullptr : &it->second->rx.peer;
-  }
-  const MrMapping* FindMrMapping(uint32_t, const MrEntry&) override { return &local_; }
-  // The device's host, as the daemon's WireService: its accesses take no
-  // count (it has no access record).
-  bool ChangesKeysBetweenAccesses() const override { return true; }
-  PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
-  void SetQpError(uint32_t qpn) override {
-    errors.push_back(qpn);
-    completions_before_error.push_back(CompletionsOf(qpn));
-    device_.table().QpSlot(qpn)->state.store(IBV_QPS_ERR);
-  }
-  void SetSendQueueError(uint32_t qpn) override {
-    errors.push_back(qpn);
-    completions_before_error.push_back(CompletionsOf(qpn));
-  }
-  void SrqLimitReached(uint32_t) override {}
-  void RaiseQpEvent(uint32_t, ibv_event_type) override {}
-  void McastMembers(const uint8_t*, std::vector<uint32_t>*) override {}
-  void SendPacket(const uint8_t*, const uint8_t*, uint16_t, const roce::PathIpFields&,
-                  const roce::TransportFields& f, std::span<const uint8_t> payload) override {
-    wire_.push_back({f, {payload.begin(), payload.end()}});
-  }
-  bool SendCq(uint32_t qpn, CqRing** ring, int* event_fd) override {
-    *ring = &sides_.at(qpn)->send.cq;
-    *event_fd = -1;
-    return true;
-  }
-  uint64_t Now() override { return now_; }
-
- private:
-  uint64_t CompletionsOf(uint32_t qpn) const {
-    const Side& s = *sides_.at(qpn);
-    return s.send.cq.Depth() + s.rx.recv.cq.Depth();
-  }
-  struct Side {
-    explicit Side(uint32_t qpn) : rx(qpn, kOwner, kPdn) {}
-    TestReceiveSide rx;
-    TestCq send{64};
-    std::unique_ptr<WireQp> wire;
-  };
-  TestDeviceTable device_;
-  MrMapping local_{0, true, nullptr, 0, 0, -1};
-  std::map<uint32_t, std::unique_ptr<Side>> sides_;
-  std::deque<Packet> wire_;
-  std::vector<Packet> delivered_;
-  uint64_t now_ = 1'000'000'000;
-};
-
-IbtaOperation Op(const Packet& p) {
-  return OperationOfOpcode(p.fields.opcode);
-}
-
-SendWr Wr(uint32_t opcode, uint64_t wr_id, void* p, uint32_t len, uint32_t key) {
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = opcode;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.num_sge = 1;
-  wr.sge[0] = {reinterpret_cast<uint64_t>(p), len, key};
-  return wr;
-}
-
-// The READ requests among the packets delivered so far.
-std::vector<const Packet*> ReadRequests(const std::vector<Packet>& delivered) {
-  std::vector<const Packet*> out;
-  for (const Packet& p : delivered) {
-    if (Op(p) == IbtaOperation::kReadRequest) out.push_back(&p);
-  }
-  return out;
-}
+using namespace wire_test;
 
 class WireQpTest : public ::testing::Test {
  protected:
@@ -334,6 +162,36 @@ TEST_F(WireQpTest, NoReceiveWqeIsAnRnrNakThenTheRetrySucceeds) {
   ASSERT_EQ(recv.size(), 1u);
   EXPECT_EQ(recv[0].wr_id, 9u);
   EXPECT_EQ(host_.SendCompletions(kQpA).size(), 1u);
+}
+
+// A copy of a SEND the responder RNR-NAKed arrives once a receive is
+// posted (the network delayed or duplicated it; or the responder kept the
+// packet while its memory's owner converted it): executed and ACKed. The
+// ACK completes the WR the requester had gone back to, and the QP goes on.
+TEST_F(WireQpTest, AnAckAfterAnRnrNakOfTheSamePsnCompletesTheWr) {
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 100, 0x100));
+  host_.Deliver();
+  ASSERT_EQ(host_.Qp(kQpB).counters().rnr_naks_sent, 1u);
+  ASSERT_EQ(host_.Qp(kQpA).requester_state(), RequesterState::kRnrWait);
+  const Packet send = host_.delivered()[0];
+  host_.PostRecv(kQpB, 9, dst_, 4096, 0x200);
+  host_.Resend(send);
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  host_.Advance(RnrTimerNs(1));
+  host_.Deliver();
+  host_.PostRecv(kQpB, 10, dst_ + 4096, 4096, 0x200);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 2, src_, 100, 0x100));
+  host_.Deliver();
+  sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].wr_id, 2u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 2u);  // each SEND once: the first one's resend was a duplicate
+  EXPECT_EQ(host_.Qp(kQpA).requester_state(), RequesterState::kIdle);
 }
 
 TEST_F(WireQpTest, RnrRetryExceeded) {

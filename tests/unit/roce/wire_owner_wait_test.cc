@@ -1,0 +1,260 @@
+// Owner waits of the network transport (datapath/wire_qp.h): memory the
+// device reaches through its owner's /proc/<pid>/mem that cannot be reached
+// for now - as while the owner's registration converts the page
+// (owner_memory.h); here an empty page registered with a user-mode-only
+// userfaultfd, whose kernel accesses answer EIO until it is let go. The
+// fake host (fake_wire.h) reaches every MR through /proc/self/mem.
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "fake_wire.h"
+
+namespace softverbs::datapath {
+namespace {
+
+using namespace wire_test;
+
+constexpr uint32_t kHeldKey = 0x300;
+
+class WireOwnerWait : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mem_fd_ = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    ASSERT_GE(mem_fd_, 0);
+    // Two pages: the first reachable (0x5a bytes), the second held.
+    area_ = static_cast<uint8_t*>(
+        mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(area_, MAP_FAILED);
+    memset(area_, 0x5a, 4096);
+    held_ = area_ + 4096;
+    uffd_ = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY));
+    ASSERT_GE(uffd_, 0) << "userfaultfd: " << strerror(errno);
+    uffdio_api api{UFFD_API, 0, 0};
+    ASSERT_EQ(ioctl(uffd_, UFFDIO_API, &api), 0);
+    uffdio_register reg{};
+    reg.range = {reinterpret_cast<uintptr_t>(held_), 4096};
+    reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+    ASSERT_EQ(ioctl(uffd_, UFFDIO_REGISTER, &reg), 0) << strerror(errno);
+    for (size_t i = 0; i < sizeof(src_); ++i) src_[i] = static_cast<uint8_t>(i * 5 + 1);
+    host_.ReachMrsThrough(mem_fd_);
+    host_.AddMr(0x100, src_, sizeof(src_));
+    host_.AddMr(0x200, dst_, sizeof(dst_));
+    host_.AddMr(kHeldKey, area_, 8192);
+    host_.AddQp(kQpA, kQpB, 100, 500);
+    host_.AddQp(kQpB, kQpA, 500, 100);
+  }
+  void TearDown() override {
+    close(uffd_);
+    munmap(area_, 8192);
+    close(mem_fd_);
+  }
+  // The conversion is over: the kernel reaches the page again.
+  void Release() {
+    uffdio_range range{reinterpret_cast<uintptr_t>(held_), 4096};
+    ASSERT_EQ(ioctl(uffd_, UFFDIO_UNREGISTER, &range), 0);
+  }
+  // A WRITE of src_'s first len bytes to va under rkey.
+  SendWr Write(uint64_t wr_id, uint64_t va, uint32_t rkey, uint32_t len) {
+    SendWr wr = Wr(IBV_WR_RDMA_WRITE, wr_id, src_, len, 0x100);
+    wr.remote_addr = va;
+    wr.rkey = rkey;
+    return wr;
+  }
+  uint64_t HeldVa(uint32_t offset) const { return reinterpret_cast<uintptr_t>(held_) + offset; }
+
+  FakeWire host_;
+  int mem_fd_ = -1;
+  int uffd_ = -1;
+  uint8_t* area_ = nullptr;
+  uint8_t* held_ = nullptr;
+  alignas(8) uint8_t src_[4096];
+  alignas(8) uint8_t dst_[4096] = {};
+};
+
+TEST_F(WireOwnerWait, AWriteWaitsForThePageAndThenLands) {
+  host_.Qp(kQpA).Post(Write(1, HeldVa(64), kHeldKey, 64));
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpB).responder_state(), ResponderState::kOwnerWait);
+  host_.Advance(OwnerWait::kRetryNs);  // tried again: still out of reach
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpB).responder_state(), ResponderState::kOwnerWait);
+  EXPECT_TRUE(host_.SendCompletions(kQpA).empty());
+  Release();
+  host_.Advance(OwnerWait::kRetryNs);
+  host_.Deliver();
+  EXPECT_EQ(memcmp(held_ + 64, src_, 64), 0);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(host_.Qp(kQpB).responder_state(), ResponderState::kIdle);
+  EXPECT_TRUE(host_.errors.empty());
+  EXPECT_EQ(host_.Qp(kQpA).counters().retransmitted, 0u);  // no NAK, no timeout
+}
+
+TEST_F(WireOwnerWait, WhatArrivesMeanwhileIsDroppedAndSentAgainAfterASequenceNak) {
+  host_.Qp(kQpA).Post(Write(1, HeldVa(0), kHeldKey, 32));
+  host_.Qp(kQpA).Post(Write(2, reinterpret_cast<uint64_t>(dst_), 0x200, 32));
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpB).counters().dropped, 1u);
+  EXPECT_EQ(dst_[0], 0);  // the second WRITE did not overtake the first
+  Release();
+  host_.Advance(OwnerWait::kRetryNs);
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpB).counters().naks_sent, 1u);
+  EXPECT_EQ(memcmp(held_, src_, 32), 0);
+  EXPECT_EQ(memcmp(dst_, src_, 32), 0);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(sent[1].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(host_.Qp(kQpA).counters().timeouts, 0u);
+}
+
+TEST_F(WireOwnerWait, ASendIntoTheHeldPageIsNotLost) {
+  host_.PostRecv(kQpB, 7, held_ + 128, 256, kHeldKey);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 200, 0x100));
+  host_.Deliver();
+  EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());
+  Release();
+  host_.Advance(OwnerWait::kRetryNs);
+  host_.Deliver();
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(recv[0].byte_len, 200u);
+  EXPECT_EQ(memcmp(held_ + 128, src_, 200), 0);
+}
+
+TEST_F(WireOwnerWait, AReadGoesOnWhereItStopped) {
+  // Three responses of 1 KiB: the first from the reachable page, the
+  // others from the held one.
+  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, dst_, 3000, 0x200);
+  wr.remote_addr = HeldVa(0) - 1024;
+  wr.rkey = kHeldKey;
+  host_.Qp(kQpA).Post(wr);
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpB).responder_state(), ResponderState::kOwnerWait);
+  Release();  // the held page reads as zeros now
+  host_.Advance(OwnerWait::kRetryNs);
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  for (int i = 0; i < 1024; ++i) ASSERT_EQ(dst_[i], 0x5a) << "byte " << i;
+  for (int i = 1024; i < 3000; ++i) ASSERT_EQ(dst_[i], 0) << "byte " << i;
+  std::vector<uint32_t> responses;  // PSNs of the READ responses, in order
+  for (const Packet& p : host_.delivered()) {
+    if (IbtaOperationRow(Op(p)).response && Op(p) != IbtaOperation::kAcknowledge) {
+      responses.push_back(p.fields.psn);
+    }
+  }
+  EXPECT_EQ(responses, (std::vector<uint32_t>{100, 101, 102}));  // none sent twice
+}
+
+TEST_F(WireOwnerWait, AFetchAddOnTheHeldPageIsExecutedOnce) {
+  SendWr wr = Wr(IBV_WR_ATOMIC_FETCH_AND_ADD, 1, dst_, 8, 0x200);
+  wr.remote_addr = HeldVa(8);
+  wr.rkey = kHeldKey;
+  wr.compare_add = 5;
+  host_.Qp(kQpA).Post(wr);
+  host_.Deliver();
+  Release();
+  host_.Advance(OwnerWait::kRetryNs);
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  uint64_t value = 0, orig = 1;
+  memcpy(&value, held_ + 8, 8);
+  memcpy(&orig, dst_, 8);
+  EXPECT_EQ(value, 5u);
+  EXPECT_EQ(orig, 0u);
+}
+
+TEST_F(WireOwnerWait, TheRequesterWaitsToReadAPayloadFromTheHeldPage) {
+  memset(dst_, 0xee, sizeof(dst_));
+  SendWr first = Wr(IBV_WR_RDMA_WRITE, 1, held_ + 16, 48, kHeldKey);  // from the held page
+  first.remote_addr = reinterpret_cast<uint64_t>(dst_);
+  first.rkey = 0x200;
+  host_.Qp(kQpA).Post(first);
+  host_.Qp(kQpA).Post(Write(2, reinterpret_cast<uint64_t>(dst_) + 100, 0x200, 8));
+  host_.Deliver();
+  EXPECT_TRUE(host_.delivered().empty()) << "a packet went before its payload could be read";
+  Release();
+  host_.Advance(OwnerWait::kRetryNs);
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(sent[1].status, IBV_WC_SUCCESS);
+  for (int i = 0; i < 48; ++i) ASSERT_EQ(dst_[i], 0) << "byte " << i;  // the page read as zeros
+  EXPECT_EQ(memcmp(dst_ + 100, src_, 8), 0);
+}
+
+TEST_F(WireOwnerWait, AReadResponseIsPlacedIntoTheHeldPageOnceItCanBe) {
+  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, held_ + 256, 512, kHeldKey);
+  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
+  wr.rkey = 0x100;
+  host_.Qp(kQpA).Post(wr);
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpA).counters().dropped, 1u);  // the response could not be placed
+  Release();
+  host_.Advance(AckTimeoutNs(10));  // the READ is asked again
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(held_ + 256, src_, 512), 0);
+}
+
+TEST_F(WireOwnerWait, ARequesterThatTimesOutMeanwhileIsHeldOffWithAnRnrNak) {
+  host_.Qp(kQpA).Post(Write(1, HeldVa(0), kHeldKey, 64));
+  host_.Deliver();
+  host_.Advance(AckTimeoutNs(10));  // A sends the WRITE again
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpB).counters().rnr_naks_sent, 1u);
+  EXPECT_EQ(host_.Qp(kQpA).requester_state(), RequesterState::kRnrWait);
+  Release();
+  host_.Advance(OwnerWait::kRetryNs);
+  host_.Deliver();
+  host_.Advance(RnrTimerNs(1));
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(held_, src_, 64), 0);
+}
+
+TEST_F(WireOwnerWait, APageThatNeverComesBackFailsAfterTheSettleTime) {
+  host_.Qp(kQpA).Post(Write(1, HeldVa(0), kHeldKey, 64));
+  host_.Deliver();
+  const auto b_failed = [&] {
+    return std::find(host_.errors.begin(), host_.errors.end(), kQpB) != host_.errors.end();
+  };
+  const uint64_t settle = static_cast<uint64_t>(kOwnerMemorySettleMs) * 1'000'000;
+  const uint64_t step = settle / 20;
+  for (uint64_t waited = step; waited < settle; waited += step) {
+    host_.Advance(step);
+    host_.Deliver();
+    ASSERT_FALSE(b_failed()) << "gave up after " << waited / 1'000'000 << " ms";
+    ASSERT_EQ(host_.Qp(kQpB).responder_state(), ResponderState::kOwnerWait);
+  }
+  host_.Advance(2 * step);
+  host_.Deliver();
+  EXPECT_TRUE(b_failed());
+  EXPECT_EQ(host_.Qp(kQpB).responder_state(), ResponderState::kError);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_NE(sent[0].status, IBV_WC_SUCCESS);
+  Release();
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(held_[i], 0) << "byte " << i;  // nothing was written
+}
+
+}  // namespace
+}  // namespace softverbs::datapath
