@@ -47,6 +47,10 @@ void WaitForOwnerConversions(bool wait) {
   g_wait_for_conversions.store(wait, std::memory_order_relaxed);
 }
 
+bool WaitsForOwnerConversions() {
+  return g_wait_for_conversions.load(std::memory_order_relaxed);
+}
+
 bool ReadOwnerMemory(int fd, void* buf, uint64_t n, uint64_t va) {
   auto* out = static_cast<uint8_t*>(buf);
   return Transfer(n, [&](uint64_t done, uint64_t left) {

@@ -32,6 +32,7 @@ inline constexpr int kOwnerMemorySettleMs = 2000;
 // Whether this process's accesses wait out an owner's conversion (the
 // library says yes; the daemon leaves the default, no).
 void WaitForOwnerConversions(bool wait);
+bool WaitsForOwnerConversions();
 
 // n bytes at the owner's va through its memory file fd. False: they could
 // not be reached, and errno says why: EIO - not now (a conversion of the
@@ -41,9 +42,10 @@ bool ReadOwnerMemory(int fd, void* buf, uint64_t n, uint64_t va);
 bool WriteOwnerMemory(int fd, const void* buf, uint64_t n, uint64_t va);
 
 // Whether an access that failed with `error` (its errno) may succeed when
-// made again later: the owner may be converting the page.
+// made again later: the owner may be converting the page (EIO), or another
+// executor holds the word an atomic needs (EAGAIN, owner_word_lock.h).
 inline bool OwnerAccessMayClear(int error) {
-  return error == EIO;
+  return error == EIO || error == EAGAIN;
 }
 
 }  // namespace softverbs::datapath

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "datapath/bounded_wait.h"
+#include "datapath/owner_memory.h"
 
 namespace softverbs::datapath {
 
@@ -44,7 +45,8 @@ OwnerWordLock::OwnerWordLock(int mem_fd, uint64_t va) : fd_(mem_fd), va_(va) {
   g_mutex.lock();
   // Not F_SETLKW: a holder that is stopped must not stop this thread (the
   // device's, or an application's) for ever.
-  BoundedWait wait(kOwnerWordLockWaitMs);  // a holder is inside a read-modify-write: microseconds
+  // A holder is inside a read-modify-write: microseconds.
+  BoundedWait wait(WaitsForOwnerConversions() ? kOwnerWordLockWaitMs : kOwnerWordLockTryMs);
   for (;;) {
     if (SetLock(fd_, va_, F_WRLCK) == 0) {
       held_ = recorded_ = true;
@@ -55,7 +57,10 @@ OwnerWordLock::OwnerWordLock(int mem_fd, uint64_t va) : fd_(mem_fd), va_(va) {
       held_ = true;  // the file takes no record locks: as before they existed
       return;
     }
-    if (!wait.Pause()) return;
+    if (!wait.Pause()) {
+      errno = EAGAIN;
+      return;
+    }
   }
 }
 

@@ -15,7 +15,11 @@
 // a file when it closes any of its descriptors of that file, so such
 // descriptors are closed with CloseOwnerMemFd, which waits for that mutex.
 // A holder that does not let go (a stopped process) is waited for
-// kOwnerWordLockWaitMs at most; the atomic then fails.
+// kOwnerWordLockWaitMs at most; the atomic then fails. A process that does
+// not wait in place for owners (WaitsForOwnerConversions: the device, whose
+// one thread serves every QP) tries for kOwnerWordLockTryMs and fails with
+// EAGAIN: its network transport keeps the packet and tries again later
+// (wire_qp.h, owner waits), 2 s in all.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +27,7 @@
 namespace softverbs::datapath {
 
 inline constexpr int kOwnerWordLockWaitMs = 2000;
+inline constexpr int kOwnerWordLockTryMs = 1;
 
 class OwnerWordLock {
  public:
@@ -32,8 +37,8 @@ class OwnerWordLock {
   OwnerWordLock(const OwnerWordLock&) = delete;
   OwnerWordLock& operator=(const OwnerWordLock&) = delete;
 
-  // False when another process held the bytes for kOwnerWordLockWaitMs:
-  // do not touch them.
+  // False when another process held the bytes for kOwnerWordLockWaitMs
+  // (kOwnerWordLockTryMs; errno EAGAIN): do not touch them.
   bool held() const { return held_; }
 
  private:

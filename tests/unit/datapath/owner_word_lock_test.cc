@@ -4,6 +4,7 @@
 // and a holder that is stopped is waited for a bounded time.
 #include "datapath/owner_word_lock.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,6 +14,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+
+#include "datapath/owner_memory.h"
 
 namespace softverbs::datapath {
 namespace {
@@ -93,6 +96,7 @@ TEST(OwnerWordLock, AHolderThatDiesLeavesTheWordFree) {
 }
 
 TEST(OwnerWordLock, AStoppedHolderIsWaitedForABoundedTime) {
+  WaitForOwnerConversions(true);  // as the library's executors
   const int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
   ASSERT_GE(fd, 0);
   const pid_t holder = HolderChild(fd);
@@ -108,9 +112,39 @@ TEST(OwnerWordLock, AStoppedHolderIsWaitedForABoundedTime) {
   const double waited = SecondsSince(t0);
   kill(holder, SIGKILL);
   waitpid(holder, nullptr, 0);
+  WaitForOwnerConversions(false);
   EXPECT_FALSE(held);
   EXPECT_GE(waited, kOwnerWordLockWaitMs / 1000.0);
   EXPECT_LT(waited, kOwnerWordLockWaitMs / 1000.0 + 2);
+  CloseOwnerMemFd(fd);
+}
+
+// The device's one thread serves every QP: it does not wait for a stopped
+// holder in place but gives up soon with EAGAIN, which its transport takes
+// as an access to try again later (owner_memory.h).
+TEST(OwnerWordLock, WithoutWaitingInPlaceAHeldWordIsGivenUpSoonWithEagain) {
+  ASSERT_FALSE(WaitsForOwnerConversions());
+  const int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const pid_t holder = HolderChild(fd);
+  ASSERT_GT(holder, 0);
+  kill(holder, SIGSTOP);
+  timespec t0{};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  bool held = true;
+  int error = 0;
+  {
+    OwnerWordLock lock(fd, reinterpret_cast<uintptr_t>(&g_word));
+    held = lock.held();
+    error = errno;
+  }
+  const double waited = SecondsSince(t0);
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  EXPECT_FALSE(held);
+  EXPECT_EQ(error, EAGAIN);
+  EXPECT_TRUE(OwnerAccessMayClear(error));
+  EXPECT_LT(waited, 0.5);
   CloseOwnerMemFd(fd);
 }
 

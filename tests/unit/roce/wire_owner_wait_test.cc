@@ -6,13 +6,16 @@
 // fake host (fake_wire.h) reaches every MR through /proc/self/mem.
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "datapath/owner_word_lock.h"
 #include "fake_wire.h"
 
 namespace softverbs::datapath {
@@ -175,6 +178,47 @@ TEST_F(WireOwnerWait, AFetchAddOnTheHeldPageIsExecutedOnce) {
   memcpy(&orig, dst_, 8);
   EXPECT_EQ(value, 5u);
   EXPECT_EQ(orig, 0u);
+}
+
+// The word an atomic needs is locked by another executor that does not let
+// go (a stopped process holding the owner's word lock): the device does not
+// wait for it in place (owner_word_lock.h) but keeps the packet.
+TEST_F(WireOwnerWait, AFetchAddOnAWordAnotherExecutorHoldsWaitsForIt) {
+  alignas(8) static uint64_t word = 40;
+  host_.AddMr(0x400, &word, 8);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t holder = static_cast<pid_t>(syscall(SYS_fork));  // raw: the lock's fork handler
+  if (holder == 0) {
+    OwnerWordLock lock(mem_fd_, reinterpret_cast<uintptr_t>(&word));
+    if (!lock.held() || write(ready[1], "h", 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  ASSERT_GT(holder, 0);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  kill(holder, SIGSTOP);
+  SendWr wr = Wr(IBV_WR_ATOMIC_FETCH_AND_ADD, 1, dst_, 8, 0x200);
+  wr.remote_addr = reinterpret_cast<uintptr_t>(&word);
+  wr.rkey = 0x400;
+  wr.compare_add = 2;
+  host_.Qp(kQpA).Post(wr);
+  host_.Deliver();
+  EXPECT_EQ(host_.Qp(kQpB).responder_state(), ResponderState::kOwnerWait);
+  EXPECT_EQ(word, 40u);
+  kill(holder, SIGKILL);  // its lock goes with it
+  waitpid(holder, nullptr, 0);
+  host_.Advance(OwnerWait::kRetryNs);
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(word, 42u);
+  uint64_t orig = 0;
+  memcpy(&orig, dst_, 8);
+  EXPECT_EQ(orig, 40u);
 }
 
 TEST_F(WireOwnerWait, TheRequesterWaitsToReadAPayloadFromTheHeldPage) {
