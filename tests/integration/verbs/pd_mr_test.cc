@@ -407,6 +407,27 @@ bool UserfaultfdAvailable() {
   return true;
 }
 
+// A thread that writes every word of [p, p + words) kPasses times, word i
+// of pass n being i * kPasses + n + 2, once go is set; LostWords counts the
+// words that do not hold their last value (the first at *first).
+constexpr uint64_t kPasses = 4;
+std::thread PassWriter(volatile uint64_t* p, size_t words, const std::atomic<bool>& go) {
+  return std::thread([p, words, &go] {
+    while (!go.load()) {
+    }
+    for (uint64_t pass = 0; pass < kPasses; ++pass) {
+      for (size_t i = 0; i < words; ++i) p[i] = i * kPasses + pass + 2;
+    }
+  });
+}
+size_t LostWords(const volatile uint64_t* p, size_t words, size_t* first) {
+  size_t lost = 0;
+  for (size_t i = 0; i < words; ++i) {
+    if (p[i] != i * kPasses + kPasses + 1 && lost++ == 0) *first = i;
+  }
+  return lost;
+}
+
 // Registration converts the range (a copy into shared memory, then a remap
 // of that over it), and on hardware the application may go on writing the
 // range from another thread meanwhile: no such write may be lost
@@ -418,30 +439,21 @@ TEST_F(PdMrTest, AWriteDuringRegistrationIsNotLost) {
   if (!UserfaultfdAvailable()) GTEST_SKIP() << "no userfaultfd here: registration holds no writes";
   const size_t len = size_t{1} << 20;
   const size_t words = len / sizeof(uint64_t);
-  constexpr uint64_t kPasses = 4;
   for (int round = 0; round < 5; ++round) {
     auto* p = static_cast<volatile uint64_t*>(
         mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     ASSERT_NE(p, MAP_FAILED);
     for (size_t i = 0; i < words; ++i) p[i] = 1;
     std::atomic<bool> go{false};
-    std::thread writer([&] {
-      while (!go.load()) {
-      }
-      for (uint64_t pass = 0; pass < kPasses; ++pass) {
-        for (size_t i = 0; i < words; ++i) p[i] = i * kPasses + pass + 2;
-      }
-    });
+    std::thread writer = PassWriter(p, words, go);
     go = true;
     ibv_mr* mr = ibv_reg_mr(pd_, const_cast<uint64_t*>(p), len,
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     writer.join();
     ASSERT_NE(mr, nullptr) << strerror(errno);
     EXPECT_TRUE(PageIsBacked(const_cast<uint64_t*>(p)));
-    size_t lost = 0, first = 0;
-    for (size_t i = 0; i < words; ++i) {
-      if (p[i] != i * kPasses + kPasses + 1 && lost++ == 0) first = i;
-    }
+    size_t first = 0;
+    const size_t lost = LostWords(p, words, &first);
     EXPECT_EQ(lost, 0u) << "round " << round << ": " << lost
                         << " words lost their last write, the first at byte " << first * 8;
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
@@ -460,7 +472,6 @@ TEST_F(PdMrTest, AWriteDuringRegistrationByAThreadWhoseStackEndsWhereTheRangeBeg
   const size_t stack = size_t{1} << 20;
   const size_t len = size_t{1} << 20;
   const size_t words = len / sizeof(uint64_t);
-  constexpr uint64_t kPasses = 4;
   for (int round = 0; round < 5; ++round) {
     auto* region = static_cast<char*>(
         mmap(nullptr, stack + len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -476,13 +487,7 @@ TEST_F(PdMrTest, AWriteDuringRegistrationByAThreadWhoseStackEndsWhereTheRangeBeg
     };
     std::atomic<bool> go{false};
     Registration r{pd_, const_cast<uint64_t*>(p), len, &go, nullptr};
-    std::thread writer([&] {
-      while (!go.load()) {
-      }
-      for (uint64_t pass = 0; pass < kPasses; ++pass) {
-        for (size_t i = 0; i < words; ++i) p[i] = i * kPasses + pass + 2;
-      }
-    });
+    std::thread writer = PassWriter(p, words, go);
     pthread_attr_t attr;
     ASSERT_EQ(pthread_attr_init(&attr), 0);
     ASSERT_EQ(pthread_attr_setstack(&attr, region, stack), 0);
@@ -503,10 +508,8 @@ TEST_F(PdMrTest, AWriteDuringRegistrationByAThreadWhoseStackEndsWhereTheRangeBeg
     writer.join();
     ASSERT_NE(r.mr, nullptr) << strerror(errno);
     EXPECT_TRUE(PageIsBacked(const_cast<uint64_t*>(p)));
-    size_t lost = 0, first = 0;
-    for (size_t i = 0; i < words; ++i) {
-      if (p[i] != i * kPasses + kPasses + 1 && lost++ == 0) first = i;
-    }
+    size_t first = 0;
+    const size_t lost = LostWords(p, words, &first);
     EXPECT_EQ(lost, 0u) << "round " << round << ": " << lost
                         << " words lost their last write, the first at byte " << first * 8;
     EXPECT_EQ(ibv_dereg_mr(r.mr), 0);

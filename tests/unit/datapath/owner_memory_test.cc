@@ -10,10 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/userfaultfd.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,6 +19,8 @@
 
 #include <chrono>
 #include <thread>
+
+#include "kernel_held_page.h"
 
 namespace softverbs::datapath {
 namespace {
@@ -33,34 +33,18 @@ class OwnerMemory : public ::testing::Test {
   void SetUp() override {
     fd_ = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
     ASSERT_GE(fd_, 0);
-    page_ = static_cast<uint8_t*>(
-        mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    ASSERT_NE(page_, MAP_FAILED);
-    uffd_ = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY));
-    ASSERT_GE(uffd_, 0) << "userfaultfd: " << strerror(errno);
-    uffdio_api api{UFFD_API, 0, 0};
-    ASSERT_EQ(ioctl(uffd_, UFFDIO_API, &api), 0);
-    uffdio_register reg{};
-    reg.range = {reinterpret_cast<uintptr_t>(page_), 4096};
-    reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-    ASSERT_EQ(ioctl(uffd_, UFFDIO_REGISTER, &reg), 0) << strerror(errno);
+    ASSERT_TRUE(held_.ok()) << held_.error();
   }
   void TearDown() override {
     WaitForOwnerConversions(false);
-    if (uffd_ >= 0) close(uffd_);
-    munmap(page_, 4096);
     close(fd_);
   }
   // Lets the kernel reach the page again.
-  void Release() {
-    uffdio_range range{reinterpret_cast<uintptr_t>(page_), 4096};
-    ioctl(uffd_, UFFDIO_UNREGISTER, &range);
-  }
-  uint64_t va() const { return reinterpret_cast<uintptr_t>(page_) + 64; }
+  void Release() { held_.Release(); }
+  uint64_t va() const { return reinterpret_cast<uintptr_t>(held_.page()) + 64; }
 
   int fd_ = -1;
-  int uffd_ = -1;
-  uint8_t* page_ = nullptr;
+  testing::KernelHeldPage held_;
 };
 
 TEST_F(OwnerMemory, WithoutWaitingAnUnreachablePageFailsAtOnce) {
@@ -86,7 +70,7 @@ TEST_F(OwnerMemory, WaitingAPageIsReachedOnceItCanBe) {
   uint64_t back = 0;
   EXPECT_TRUE(ReadOwnerMemory(fd_, &back, 8, va()));
   EXPECT_EQ(back, v);
-  EXPECT_EQ(memcmp(page_ + 64, &v, 8), 0);
+  EXPECT_EQ(memcmp(held_.page() + 64, &v, 8), 0);
 }
 
 TEST_F(OwnerMemory, AnOwnerThatIsGoneFailsAtOnceEvenWaiting) {

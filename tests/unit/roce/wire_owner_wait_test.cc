@@ -2,13 +2,11 @@
 // device reaches through its owner's /proc/<pid>/mem that cannot be reached
 // for now - as while the owner's registration converts the page
 // (owner_memory.h); here an empty page registered with a user-mode-only
-// userfaultfd, whose kernel accesses answer EIO until it is let go. The
-// fake host (fake_wire.h) reaches every MR through /proc/self/mem.
+// userfaultfd, whose kernel accesses answer EIO until it is let go
+// (kernel_held_page.h). The fake host (fake_wire.h) reaches every MR
+// through /proc/self/mem.
 #include <fcntl.h>
-#include <linux/userfaultfd.h>
 #include <signal.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 
 #include "datapath/owner_word_lock.h"
 #include "fake_wire.h"
+#include "kernel_held_page.h"
 
 namespace softverbs::datapath {
 namespace {
@@ -30,38 +29,19 @@ class WireOwnerWait : public ::testing::Test {
   void SetUp() override {
     mem_fd_ = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
     ASSERT_GE(mem_fd_, 0);
-    // Two pages: the first reachable (0x5a bytes), the second held.
-    area_ = static_cast<uint8_t*>(
-        mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    ASSERT_NE(area_, MAP_FAILED);
-    memset(area_, 0x5a, 4096);
-    held_ = area_ + 4096;
-    uffd_ = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY));
-    ASSERT_GE(uffd_, 0) << "userfaultfd: " << strerror(errno);
-    uffdio_api api{UFFD_API, 0, 0};
-    ASSERT_EQ(ioctl(uffd_, UFFDIO_API, &api), 0);
-    uffdio_register reg{};
-    reg.range = {reinterpret_cast<uintptr_t>(held_), 4096};
-    reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-    ASSERT_EQ(ioctl(uffd_, UFFDIO_REGISTER, &reg), 0) << strerror(errno);
+    ASSERT_TRUE(area_.ok()) << area_.error();
+    held_ = area_.page();
     for (size_t i = 0; i < sizeof(src_); ++i) src_[i] = static_cast<uint8_t>(i * 5 + 1);
     host_.ReachMrsThrough(mem_fd_);
     host_.AddMr(0x100, src_, sizeof(src_));
     host_.AddMr(0x200, dst_, sizeof(dst_));
-    host_.AddMr(kHeldKey, area_, 8192);
+    host_.AddMr(kHeldKey, area_.area(), area_.area_bytes());
     host_.AddQp(kQpA, kQpB, 100, 500);
     host_.AddQp(kQpB, kQpA, 500, 100);
   }
-  void TearDown() override {
-    close(uffd_);
-    munmap(area_, 8192);
-    close(mem_fd_);
-  }
+  void TearDown() override { close(mem_fd_); }
   // The conversion is over: the kernel reaches the page again.
-  void Release() {
-    uffdio_range range{reinterpret_cast<uintptr_t>(held_), 4096};
-    ASSERT_EQ(ioctl(uffd_, UFFDIO_UNREGISTER, &range), 0);
-  }
+  void Release() { ASSERT_TRUE(area_.Release()); }
   // A WRITE of src_'s first len bytes to va under rkey.
   SendWr Write(uint64_t wr_id, uint64_t va, uint32_t rkey, uint32_t len) {
     SendWr wr = Wr(IBV_WR_RDMA_WRITE, wr_id, src_, len, 0x100);
@@ -73,8 +53,7 @@ class WireOwnerWait : public ::testing::Test {
 
   FakeWire host_;
   int mem_fd_ = -1;
-  int uffd_ = -1;
-  uint8_t* area_ = nullptr;
+  testing::KernelHeldPage area_{1};  // a reachable page (0x5a bytes), then the held one
   uint8_t* held_ = nullptr;
   alignas(8) uint8_t src_[4096];
   alignas(8) uint8_t dst_[4096] = {};
