@@ -95,7 +95,12 @@ int Server::Listen() {
 // two daemons on two cores) the spin took the core the peer's next step
 // needed - 8-byte ib_write_lat across hosts 87 -> 53 us typical, 170 -> 70 us
 // average without it (docs/roce.md).
-int Server::WaitForEvents(epoll_event* events, int max, int timeout_ms) {
+//
+// The timeout has microseconds (epoll_pwait2, Linux 5.11): the transport's
+// timers are that fine - an RNR wait of 10 us, a kept packet tried again
+// every 100 us -, and epoll_wait's milliseconds made each of them last 1 ms
+// at least. A kernel without it: milliseconds, rounded up.
+int Server::WaitForEvents(epoll_event* events, int max, int64_t timeout_us) {
   constexpr auto kBusySpin = std::chrono::microseconds(50);
   if (busy_) {
     const auto until = std::chrono::steady_clock::now() + kBusySpin;
@@ -104,7 +109,15 @@ int Server::WaitForEvents(epoll_event* events, int max, int timeout_ms) {
       if (n != 0) return n;
     } while (std::chrono::steady_clock::now() < until);
   }
-  return epoll_wait(epoll_fd_, events, max, timeout_ms);
+  static bool no_pwait2 = false;
+  if (!no_pwait2) {
+    const timespec timeout{static_cast<time_t>(timeout_us / 1000000),
+                           static_cast<long>(timeout_us % 1000000) * 1000};
+    const int n = epoll_pwait2(epoll_fd_, events, max, &timeout, nullptr);
+    if (n >= 0 || errno != ENOSYS) return n;
+    no_pwait2 = true;
+  }
+  return epoll_wait(epoll_fd_, events, max, static_cast<int>((timeout_us + 999) / 1000));
 }
 
 int Server::Run() {
@@ -112,21 +125,23 @@ int Server::Run() {
   auto idle_since = Clock::now();
   while (!stopping_) {
     epoll_event events[32];
-    int timeout_ms = accept_paused_ ? static_cast<int>(kAcceptBackoff.count()) : 1000;
-    if (int cm_ms = cm_.MsUntilNextTimer(); cm_ms >= 0 && cm_ms < timeout_ms) timeout_ms = cm_ms;
-    if (int wire_ms = wire_.MsUntilNextTimer(); wire_ms >= 0 && wire_ms < timeout_ms) {
-      timeout_ms = wire_ms;
+    int64_t timeout_us = (accept_paused_ ? kAcceptBackoff.count() : 1000) * int64_t{1000};
+    if (int cm_ms = cm_.MsUntilNextTimer(); cm_ms >= 0 && cm_ms * int64_t{1000} < timeout_us) {
+      timeout_us = cm_ms * int64_t{1000};
+    }
+    if (int64_t wire_us = wire_.UsUntilNextTimer(); wire_us >= 0 && wire_us < timeout_us) {
+      timeout_us = wire_us;
     }
     // Posts in a doorbell ring: look at the sockets and go on at once.
     // Else the packets held back from the last rounds go before the device
     // can sleep.
     const bool posts_waiting = wire_.ArmDoorbells();
-    if (posts_waiting) timeout_ms = 0;
+    if (posts_waiting) timeout_us = 0;
     if (held_rounds_ > 0 && (!posts_waiting || held_rounds_ >= kMaxHeldRounds)) {
       wire_.FlushSends();
       held_rounds_ = 0;
     }
-    int n = WaitForEvents(events, 32, timeout_ms);
+    int n = WaitForEvents(events, 32, timeout_us);
     if (n < 0 && errno != EINTR) return 1;
     busy_ = false;
     for (int i = 0; i < n; ++i) {

@@ -49,8 +49,9 @@ class Server {
   int Run();
 
  private:
-  // epoll_wait, after a busy spin when the last wait found work (server.cc).
-  int WaitForEvents(::epoll_event* events, int max, int timeout_ms);
+  // epoll_pwait2, after a busy spin when the last wait found work
+  // (server.cc). timeout_us >= 0.
+  int WaitForEvents(::epoll_event* events, int max, int64_t timeout_us);
 
   struct Connection {
     int fd = -1;

@@ -420,7 +420,7 @@ void WireService::ApplyChange(uint32_t qpn) {
   n.state = qp->state;
 }
 
-int WireService::MsUntilNextTimer() {
+int64_t WireService::UsUntilNextTimer() {
   uint64_t next = UINT64_MAX;
   for (const auto& [qpn, n] : qps_) next = std::min(next, n.wire->NextDeadline());
   const uint64_t now = Now();
@@ -431,7 +431,7 @@ int WireService::MsUntilNextTimer() {
   }
   if (next == UINT64_MAX) return -1;
   if (next <= now) return 0;
-  return static_cast<int>(std::min<uint64_t>((next - now + 999999) / 1000000, 1000));
+  return static_cast<int64_t>(std::min<uint64_t>((next - now + 999) / 1000, 1000000));
 }
 
 void WireService::RunTimers() {

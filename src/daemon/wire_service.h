@@ -81,8 +81,9 @@ class WireService : public datapath::WireHost {
   // An MR is gone: its mapping is dropped.
   void NoteMrGone(uint32_t key) { memory_.ForgetMr(key); }
 
-  // Milliseconds until the next transport timer (-1: none).
-  int MsUntilNextTimer();
+  // Microseconds until the next transport timer (-1: none; at most 1 s):
+  // RNR waits of 10 us, kept packets retried every 100 us (wire_qp.h).
+  int64_t UsUntilNextTimer();
   void RunTimers();
   // Sends the packets the carriers gathered this round (UdpCarrier::Send).
   void FlushSends();

@@ -131,7 +131,7 @@ struct WireCounters {
 
 // How long memory an owner converts has been out of reach (owner waits).
 struct OwnerWait {
-  static constexpr uint64_t kRetryNs = 100'000;  // the next try (timers run at 1 ms when idle)
+  static constexpr uint64_t kRetryNs = 100'000;  // the next try
   bool waiting = false;
   uint64_t since = 0;  // the first failure
   // After a failed access with `error` (its errno): whether to try again
