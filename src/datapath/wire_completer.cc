@@ -147,11 +147,15 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
         !read_gap_asked_) {
       // Any response of this READ acknowledges the requests before it.
       if (i > 0 && !CompleteBefore(p.first_psn)) return;
-      if (retries_ >= config_.retry_cnt) {
-        RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);
-        return;
+      // Not when the missing response was dropped because this side's
+      // page is being converted (owner waits: bounded in time instead).
+      if (!place_wait_.Active(host_.Now())) {
+        if (retries_ >= config_.retry_cnt) {
+          RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);
+          return;
+        }
+        retries_++;
       }
-      retries_++;
       read_gap_asked_ = true;
       read_gap_psn_ = f.psn;
       counters_.read_gaps++;

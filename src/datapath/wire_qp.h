@@ -145,6 +145,10 @@ struct OwnerWait {
     return now - since < static_cast<uint64_t>(kOwnerMemorySettleMs) * 1'000'000;
   }
   void End() { waiting = false; }
+  // Waiting still, within kOwnerMemorySettleMs of the first failure.
+  bool Active(uint64_t now) const {
+    return waiting && now - since < static_cast<uint64_t>(kOwnerMemorySettleMs) * 1'000'000;
+  }
 };
 
 // A packet for this QP, as the carrier received and parsed it.

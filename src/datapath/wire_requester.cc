@@ -340,11 +340,15 @@ void WireQp::OnTimer(uint64_t now) {
     ack_deadline_ = UINT64_MAX;
     read_gap_asked_ = false;
     counters_.timeouts++;
-    if (retries_ >= config_.retry_cnt) {
-      RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);
-      return;
+    // A response dropped while this side's page is converted (owner
+    // waits) spends no retry: that wait is bounded in time instead.
+    if (!place_wait_.Active(now)) {
+      if (retries_ >= config_.retry_cnt) {
+        RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);
+        return;
+      }
+      retries_++;
     }
-    retries_++;
     GoBackTo(unacked_psn_);
   }
   Pump();

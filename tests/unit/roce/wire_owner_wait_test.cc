@@ -236,6 +236,30 @@ TEST_F(WireOwnerWait, AReadResponseIsPlacedIntoTheHeldPageOnceItCanBe) {
   EXPECT_EQ(memcmp(held_ + 256, src_, 512), 0);
 }
 
+// Responses dropped while the requester's own page is converted are asked
+// for again without spending retry_cnt (3 here): a long conversion does not
+// end the QP in IBV_WC_RETRY_EXC_ERR.
+TEST_F(WireOwnerWait, ALongWaitToPlaceAReadDoesNotSpendTheRetryCount) {
+  SendWr wr = Wr(IBV_WR_RDMA_READ, 1, held_, 3000, kHeldKey);  // three responses
+  wr.remote_addr = reinterpret_cast<uint64_t>(src_);
+  wr.rkey = 0x100;
+  host_.Qp(kQpA).Post(wr);
+  host_.Deliver();
+  for (int timeouts = 0; timeouts < 8; ++timeouts) {
+    host_.Advance(AckTimeoutNs(10));
+    host_.Deliver();
+    ASSERT_TRUE(host_.SendCompletions(kQpA).empty()) << "after " << timeouts + 1 << " timeouts";
+  }
+  EXPECT_GE(host_.Qp(kQpA).counters().owner_waits, 1u);
+  Release();
+  host_.Advance(AckTimeoutNs(10));
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(memcmp(held_, src_, 3000), 0);
+}
+
 TEST_F(WireOwnerWait, ARequesterThatTimesOutMeanwhileIsHeldOffWithAnRnrNak) {
   host_.Qp(kQpA).Post(Write(1, HeldVa(0), kHeldKey, 64));
   host_.Deliver();
