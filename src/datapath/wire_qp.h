@@ -142,7 +142,7 @@ struct OwnerWait {
       waiting = true;
       since = now;
     }
-    return now - since < static_cast<uint64_t>(kOwnerMemorySettleMs) * 1'000'000;
+    return Active(now);
   }
   void End() { waiting = false; }
   // Waiting still, within kOwnerMemorySettleMs of the first failure.
