@@ -240,9 +240,14 @@ class WireQp {
     SendWr wr;
   };
   bool Reliable() const;
-  // Packet index of p, the WR at sq_ position pos.
-  // False: its payload could not be read now (owner waits); nothing sent.
-  bool SendRequestPacket(Pending& p, size_t pos, uint32_t index);
+  // What became of a request packet SendRequestPacket was asked for.
+  enum class PacketSent {
+    kSent,
+    kOwnerWaits,  // its payload cannot be read now (owner waits); nothing sent
+    kLocalError,  // its local MR was deregistered since the WR's check; nothing sent
+  };
+  // Packet index of p, the WR at sq_ position pos. kLocalError sets *why.
+  PacketSent SendRequestPacket(Pending& p, size_t pos, uint32_t index, VendorError* why);
   bool WindowOpen(const Pending& p) const;
   // Whether another request packet goes right after packet index of p.
   bool MoreToSendAfter(const Pending& p, size_t pos, uint32_t index) const;

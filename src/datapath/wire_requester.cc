@@ -188,8 +188,23 @@ void WireQp::Pump() {
     }
     while (p.next_packet < p.packets) {
       if (!WindowOpen(p)) goto window_full;
-      if (!SendRequestPacket(p, next_send_, p.next_packet)) {
-        send_retry_at_ = host_.Now() + OwnerWait::kRetryNs;  // owner waits
+      VendorError why = kVendorNone;
+      const PacketSent sent = SendRequestPacket(p, next_send_, p.next_packet, &why);
+      if (sent == PacketSent::kOwnerWaits) {
+        send_retry_at_ = host_.Now() + OwnerWait::kRetryNs;
+        goto window_full;
+      }
+      if (sent == PacketSent::kLocalError) {
+        // A NIC reads the SGEs again for every packet it sends, the
+        // resends too: an MR deregistered since the WR's check fails the
+        // WR with a local protection error (memory it cannot read at all,
+        // with a local access error) - once those before it have
+        // completed, as the check's own failure above.
+        if (next_send_ == 0) {
+          RequesterError(why == kVendorOwnerGone ? IBV_WC_LOC_ACCESS_ERR : IBV_WC_LOC_PROT_ERR,
+                         why);
+          return;
+        }
         goto window_full;
       }
       p.next_packet++;
@@ -224,7 +239,8 @@ void WireQp::StartAckTimer() {
   ack_deadline_ = timeout == UINT64_MAX ? UINT64_MAX : host_.Now() + timeout;
 }
 
-bool WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
+WireQp::PacketSent WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index,
+                                             VendorError* why) {
   const SendWr& wr = p.wr;
   const WrOpcodeInfo& info = *p.info;
   const uint32_t mtu = config_.mtu_bytes;
@@ -279,10 +295,8 @@ bool WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
     } else {
       RecvSge slice[kMaxSendSge];
       const uint32_t n = SliceSges(wr.sge, wr.num_sge, offset, len, slice);
-      if (AddKeyedPieces(host_, guards, slice, n, false, config_.pdn, config_.owner, 0, &src) !=
-          kVendorNone) {
-        len = 0;  // deregistered since the check: the bytes are gone (sent as zeros)
-      }
+      *why = AddKeyedPieces(host_, guards, slice, n, false, config_.pdn, config_.owner, 0, &src);
+      if (*why != kVendorNone) return PacketSent::kLocalError;
     }
     if (len && src.count == 1 && src.piece[0].ptr) {
       payload = src.piece[0].ptr;
@@ -291,14 +305,16 @@ bool WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
       dst.Add({buffer, -1, 0, len});
       if (!CopyPieces(dst, src)) {
         // The owner converts the page (owner waits): sent later. Past
-        // that, unreachable bytes go as zeros, as bytes deregistered
-        // since the check do.
+        // that (the owner gone, its memory unmapped) the WR fails, as a
+        // READ response that cannot be placed does (wire_completer.cc).
         const bool waiting = send_wait_.waiting;
         if (send_wait_.MayRetry(errno, host_.Now())) {
           if (!waiting) counters_.owner_waits++;
-          return false;
+          return PacketSent::kOwnerWaits;
         }
-        std::fill(buffer, buffer + len, 0);
+        send_wait_.End();
+        *why = kVendorOwnerGone;
+        return PacketSent::kLocalError;
       }
     }
     send_wait_.End();
@@ -314,7 +330,7 @@ bool WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t index) {
   const roce::PathIpFields& path = config_.type == IBV_QPT_UD ? wr.path : config_.path;
   host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), path, f, {payload, len});
   counters_.packets_sent++;
-  return true;
+  return PacketSent::kSent;
 }
 
 void WireQp::GoBackTo(uint32_t psn) {

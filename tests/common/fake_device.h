@@ -104,6 +104,12 @@ class TestDeviceTable {
     e->rkey.store(key);
     e->lkey.store(key);
   }
+  // Deregisters it: the keys cleared, as the daemon's dereg does first.
+  void RemoveMr(uint32_t key) {
+    MrEntry* e = table_.MrSlot(key);
+    e->rkey.store(0);
+    e->lkey.store(0);
+  }
 
  private:
   void* mem_ = nullptr;

@@ -63,6 +63,7 @@ class FakeWire : public WireHost {
   }
   // Registers [p, p + len) under key (as lkey and rkey).
   void AddMr(uint32_t key, void* p, uint64_t len) { device_.AddMr(key, p, len, kOwner, kPdn); }
+  void RemoveMr(uint32_t key) { device_.RemoveMr(key); }
   void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len, uint32_t key) {
     RecvSge sge{reinterpret_cast<uint64_t>(p), len, key};
     ASSERT_TRUE(sides_.at(qpn)->rx.peer.rq.Post(wr_id, &sge, 1));

@@ -214,6 +214,29 @@ TEST_F(WireOwnerWait, TheRequesterWaitsToReadAPayloadFromTheHeldPage) {
   EXPECT_EQ(memcmp(dst_ + 100, src_, 8), 0);
 }
 
+// A payload that stays out of reach past the settle time fails its WR with a
+// local access error, as a READ response that cannot be placed does (the
+// old transport sent zeros and the WR succeeded).
+TEST_F(WireOwnerWait, APayloadThatNeverBecomesReadableFailsItsWr) {
+  memset(dst_, 0xee, sizeof(dst_));
+  SendWr first = Wr(IBV_WR_RDMA_WRITE, 1, held_ + 16, 48, kHeldKey);
+  first.remote_addr = reinterpret_cast<uint64_t>(dst_);
+  first.rkey = 0x200;
+  host_.Qp(kQpA).Post(first);
+  const uint64_t settle = static_cast<uint64_t>(kOwnerMemorySettleMs) * 1'000'000;
+  for (uint64_t waited = 0; waited <= settle; waited += settle / 10) {
+    host_.Advance(settle / 10);
+    host_.Deliver();
+  }
+  EXPECT_TRUE(host_.delivered().empty()) << "a packet went without its payload";
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_LOC_ACCESS_ERR);
+  EXPECT_EQ(sent[0].vendor_err, kVendorOwnerGone);
+  EXPECT_EQ(host_.errors, std::vector<uint32_t>{kQpA});
+  EXPECT_EQ(dst_[0], 0xee);
+}
+
 TEST_F(WireOwnerWait, AReadResponseIsPlacedIntoTheHeldPageOnceItCanBe) {
   SendWr wr = Wr(IBV_WR_RDMA_READ, 1, held_ + 256, 512, kHeldKey);
   wr.remote_addr = reinterpret_cast<uint64_t>(src_);

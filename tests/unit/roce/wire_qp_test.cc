@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "fake_wire.h"
 
@@ -93,6 +95,66 @@ TEST_F(WireQpTest, AGapIsNakedOnceAndSentAgainFromThere) {
   EXPECT_EQ(recv[0].byte_len, 4000u);
   EXPECT_EQ(memcmp(dst_, src_, 4000), 0);
   EXPECT_EQ(host_.SendCompletions(kQpA).size(), 1u);
+}
+
+// A NIC reads a WR's SGEs for each packet it sends, resends too: the
+// local MR deregistered while the WR is in flight fails the WR with a local
+// protection error (the old transport sent the resent packets without their
+// payload, and the WR succeeded).
+TEST_F(WireQpTest, AResendFromAnMrDeregisteredInFlightFailsTheWrWithALocalProtectionError) {
+  host_.PostRecv(kQpB, 77, dst_, 4096, 0x200);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 4000, 0x100));  // 4 packets
+  SendWr write = Wr(IBV_WR_RDMA_WRITE, 2, src_, 64, 0x100);
+  write.remote_addr = reinterpret_cast<uint64_t>(dst_ + 6000);
+  write.rkey = 0x200;
+  host_.Qp(kQpA).Post(write);
+  bool dropped = false;
+  size_t requests_after = 0;
+  host_.Deliver([&](const Packet& p) {
+    if (!dropped && Op(p) == IbtaOperation::kSendMiddle) {
+      host_.RemoveMr(0x100);  // the application deregisters it meanwhile
+      return !(dropped = true);
+    }
+    if (dropped && p.fields.dest_qp == kQpB) requests_after++;
+    return true;
+  });
+  // The three packets after the lost one (MIDDLE, LAST, the WRITE) were on
+  // the wire before it; nothing was sent again once the NAK asked for it.
+  EXPECT_EQ(requests_after, 3u);
+  EXPECT_EQ(host_.Qp(kQpA).counters().retransmitted, 0u);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].wr_id, 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(sent[0].vendor_err, kVendorBadLkey);
+  EXPECT_EQ(sent[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(host_.errors, std::vector<uint32_t>{kQpA});
+  EXPECT_EQ(host_.completions_before_error, std::vector<uint64_t>{0});
+  EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());  // the message never ended
+}
+
+// The same for a message longer than the send window: its packets past the
+// window are built once ACKs open it, after the MR is gone.
+TEST_F(WireQpTest, PacketsPastTheWindowOfAnMrDeregisteredMeanwhileFailTheWr) {
+  constexpr uint32_t kPackets = 260;  // the window is 256 packets of 1,024 bytes
+  std::vector<uint8_t> from(kPackets * 1024, 0x5a), to(kPackets * 1024, 0);
+  host_.AddMr(0x300, from.data(), from.size());
+  host_.AddMr(0x400, to.data(), to.size());
+  SendWr write = Wr(IBV_WR_RDMA_WRITE, 1, from.data(), static_cast<uint32_t>(from.size()), 0x300);
+  write.remote_addr = reinterpret_cast<uint64_t>(to.data());
+  write.rkey = 0x400;
+  host_.Qp(kQpA).Post(write);
+  host_.RemoveMr(0x300);  // deregistered with the first 256 packets on the wire
+  host_.Deliver();
+  size_t requests = 0;
+  for (const Packet& p : host_.delivered()) requests += p.fields.dest_qp == kQpB ? 1 : 0;
+  EXPECT_EQ(requests, 256u);
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(sent[0].vendor_err, kVendorBadLkey);
+  EXPECT_EQ(host_.errors, std::vector<uint32_t>{kQpA});
+  EXPECT_EQ(std::count(to.begin(), to.end(), 0x5a), 256 * 1024);  // what went before
 }
 
 TEST_F(WireQpTest, ALostTailIsSentAgainAfterTheAckTimeout) {
