@@ -255,6 +255,31 @@ void RnrThenReceive(ibv_context* ctx) {
   Destroy(p);
 }
 
+// A SEND waiting for the receiver (RNR) reads its SGEs again when it is
+// retried, as a NIC does: its MR deregistered meanwhile fails it with a
+// local protection error, and nothing reaches the receive posted after.
+void RnrThenDeregistered(ibv_context* ctx) {
+  Pair p = Make(ctx);
+  char* own = static_cast<char*>(aligned_alloc(4096, 4096));
+  memset(own, 0xc1, 4096);
+  ibv_mr* from = ibv_reg_mr(p.pd, own, 4096, IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_EQ(Post(p.qp[0], IBV_WR_SEND, reinterpret_cast<uint64_t>(own), 64, from->lkey), 0);
+  struct timespec ts = {0, 5 * 1000 * 1000};
+  nanosleep(&ts, nullptr);  // RNR NAKed, waiting to be retried
+  EXPECT_EQ(ibv_dereg_mr(from), 0);
+  memset(p.buf + 4096, 0x77, 64);
+  PostRecv(p.qp[1], A(p, 4096), 64, p.mr->lkey);
+  ibv_wc wc = Poll(p.cq[0]);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(State(p.qp[0]), IBV_QPS_ERR);
+  nanosleep(&ts, nullptr);
+  ibv_wc none;
+  EXPECT_EQ(ibv_poll_cq(p.cq[1], 1, &none), 0);
+  EXPECT_EQ(static_cast<unsigned char>(p.buf[4096]), 0x77);
+  Destroy(p);
+  free(own);
+}
+
 void TargetNotReady(ibv_context* ctx) {
   // qp[1] stays in RTR? No: left in INIT-less RTR is receive-capable, so
   // make it unreachable by moving it to ERR: a responder in ERR answers nothing.
@@ -320,6 +345,7 @@ int main() {
   Run("recv_too_small_loc_len_err", RecvTooSmall, ctx);
   Run("rnr_retry_exc_err", RnrExceeded, ctx);
   Run("rnr_then_receive", RnrThenReceive, ctx);
+  Run("rnr_then_deregistered_loc_prot_err", RnrThenDeregistered, ctx);
   Run("target_err_retry_exc_err", TargetNotReady, ctx);
   Run("target_reset_retry_exc_err", TargetGone, ctx);
   Run("modify_to_err_flushes", ModifyToErrFlushes, ctx);
