@@ -72,8 +72,25 @@ bool WireQp::CompleteBefore(uint32_t psn) {
       break;
     }
     if (WrTakesResponse(*p.info)) {
-      // Its response never came, yet later PSNs were answered: lost.
-      GoBackTo(roce::PsnAdd(p.first_psn, p.read_received));
+      // Its response never came, yet later PSNs were answered: lost. Asked
+      // again once - a retry, as rxe's completer counts it - until a WR
+      // completes or the timer fires: the answers to the PSNs after it
+      // that are still on their way must not each send the window again.
+      // Each did until session 26, and restarted the ACK timer: with a
+      // responder that no longer answers the request (a duplicate READ
+      // of an MR deregistered since, an atomic result no longer kept) the
+      // two QPs ping-ponged forever, growing with every round.
+      if (!lost_response_asked_) {
+        if (!place_wait_.Active(host_.Now())) {
+          if (retries_ >= config_.retry_cnt) {
+            RequesterError(IBV_WC_RETRY_EXC_ERR, kVendorNoResponse);
+            return false;
+          }
+          retries_++;
+        }
+        lost_response_asked_ = true;
+        GoBackTo(roce::PsnAdd(p.first_psn, p.read_received));
+      }
       return false;
     }
     CompleteFront(IBV_WC_SUCCESS, kVendorNone);
@@ -274,6 +291,7 @@ void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
   sq_.pop_front();
   if (next_send_ > 0) next_send_--;
   rnr_retries_ = 0;
+  lost_response_asked_ = false;
 }
 
 void WireQp::RequesterError(ibv_wc_status status, uint32_t vendor_err) {

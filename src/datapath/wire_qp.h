@@ -221,6 +221,9 @@ class WireQp {
   ResponderState responder_state() const { return rsp_state_; }
   const WireCounters& counters() const { return counters_; }
   size_t outstanding() const { return sq_.size(); }
+  uint32_t expected_psn() const { return epsn_; }        // the responder's next request PSN
+  uint32_t unacked_psn() const { return unacked_psn_; }  // the requester's oldest unanswered PSN
+  uint32_t next_psn() const { return next_psn_; }        // the requester's next new PSN
 
  private:
   // ---- requester (wire_requester.cc)
@@ -248,6 +251,7 @@ class WireQp {
   };
   // Packet index of p, the WR at sq_ position pos. kLocalError sets *why.
   PacketSent SendRequestPacket(Pending& p, size_t pos, uint32_t index, VendorError* why);
+  bool InWindow(uint32_t psn) const;  // the send window holds a request packet of PSN psn
   bool WindowOpen(const Pending& p) const;
   // Whether another request packet goes right after packet index of p.
   bool MoreToSendAfter(const Pending& p, size_t pos, uint32_t index) const;
@@ -324,6 +328,10 @@ class WireQp {
   // (OnReadResponse).
   bool read_gap_asked_ = false;
   uint32_t read_gap_psn_ = 0;
+  // The requester went back to a READ or atomic whose response never came
+  // while later PSNs were answered (CompleteBefore); no other such going
+  // back until a WR completes or the ACK timer fires.
+  bool lost_response_asked_ = false;
   uint32_t rnr_retries_ = 0;       // RNR NAKs of the front WR
   uint64_t rnr_until_ = 0;         // kRnrWait until then
   uint32_t highest_sent_psn_ = 0;  // for counting retransmissions

@@ -357,6 +357,60 @@ TEST_F(WireQpTest, AReadResponseAfterAGapAcknowledgesTheRequestsBeforeTheRead) {
   ExpectReadDone(3000);
 }
 
+// The READ's response is lost and the responder no longer answers the READ
+// asked again (its MR was deregistered meanwhile: a duplicate READ it cannot
+// read is dropped, as rxe does), while the WRITE after it is acknowledged
+// each time. The requester goes back once per retry and ends in
+// IBV_WC_RETRY_EXC_ERR; until session 26 each ACK of the WRITE sent both
+// again and restarted the ACK timer - the two QPs ping-ponged forever.
+TEST_F(WireQpTest, AReadTheResponderNoLongerAnswersEndsInRetryExceededWithoutAStorm) {
+  PostRead(64);
+  SendWr write = Wr(IBV_WR_RDMA_WRITE, 2, dst_ + 2048, 64, 0x200);
+  write.remote_addr = reinterpret_cast<uint64_t>(dst_ + 4096);
+  write.rkey = 0x200;
+  host_.Qp(kQpA).Post(write);
+  bool lost = false;
+  const auto lose_the_read_response = [&](const Packet& p) {
+    if (lost || Op(p) != IbtaOperation::kReadResponseOnly) return true;
+    host_.RemoveMr(0x100);
+    return !(lost = true);
+  };
+  host_.Deliver(lose_the_read_response);
+  std::vector<Completion> sent;
+  for (int i = 0; i < 10 && sent.empty(); ++i) {
+    host_.Advance(AckTimeoutNs(10));
+    host_.Deliver();
+    sent = host_.SendCompletions(kQpA);
+  }
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_EQ(sent[1].status, IBV_WC_WR_FLUSH_ERR);
+  // READ and WRITE once, then again for each of the retry_cnt (3) retries
+  // at most: nothing like a storm.
+  EXPECT_LE(host_.Qp(kQpA).counters().packets_sent, 2u + 2u * 3u);
+}
+
+// An RNR NAK naming a PSN inside a READ's responses - no responder sends
+// one, but anyone on the network can - must not leave the READ waiting:
+// asked again from its first missing response, it completes. Until session
+// 26 that PSN counted as outside the send window, and the READ waited for
+// it, with no timer, forever.
+TEST_F(WireQpTest, AnRnrNakInsideAReadsResponsesDoesNotStallTheRead) {
+  PostRead(3000);  // responses at PSNs 100, 101, 102
+  host_.Deliver([](const Packet& p) { return Op(p) == IbtaOperation::kReadRequest; });
+  WirePacket nak;
+  nak.fields.opcode = IbtaOpcode(IbtaTransport::kRc, IbtaOperation::kAcknowledge);
+  nak.fields.dest_qp = kQpA;
+  nak.fields.psn = 102;
+  nak.fields.syndrome = roce::RnrNakSyndrome(1);
+  host_.Qp(kQpA).Receive(nak);
+  for (int i = 0; i < 5 && host_.Qp(kQpA).outstanding(); ++i) {
+    host_.Advance(AckTimeoutNs(10));
+    host_.Deliver();
+  }
+  ExpectReadDone(3000);
+}
+
 TEST_F(WireQpTest, ALateReadResponseIsTakenAndItsRepeatsDropped) {
   PostRead(3000);
   // The middle response arrives after the last one (reordered).
