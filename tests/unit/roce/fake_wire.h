@@ -62,7 +62,10 @@ class FakeWire : public WireHost {
     return w;
   }
   // Registers [p, p + len) under key (as lkey and rkey).
-  void AddMr(uint32_t key, void* p, uint64_t len) { device_.AddMr(key, p, len, kOwner, kPdn); }
+  void AddMr(uint32_t key, void* p, uint64_t len,
+             uint32_t access = IBV_ACCESS_LOCAL_WRITE | testing::kAllRemoteAccess) {
+    device_.AddMr(key, p, len, kOwner, kPdn, access);
+  }
   void RemoveMr(uint32_t key) { device_.RemoveMr(key); }
   void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len, uint32_t key) {
     RecvSge sge{reinterpret_cast<uint64_t>(p), len, key};
@@ -81,7 +84,7 @@ class FakeWire : public WireHost {
       batch.swap(wire_);
       std::vector<WireQp*> touched;
       for (Packet& p : batch) {
-        delivered_.push_back(p);
+        if (keep_delivered_) delivered_.push_back(p);
         if (fate && !fate(p)) continue;
         auto it = sides_.find(p.fields.dest_qp);
         if (it == sides_.end()) continue;
@@ -105,6 +108,8 @@ class FakeWire : public WireHost {
     }
   }
   const std::vector<Packet>& delivered() const { return delivered_; }
+  // Whether delivered() keeps what was delivered (a long run need not).
+  void KeepDelivered(bool keep) { keep_delivered_ = keep; }
   std::vector<uint32_t> errors;  // SetQpError calls
   // For each SetQpError / SetSendQueueError call: how many of that QP's
   // completions (send and receive CQs) were published before it.
@@ -167,6 +172,7 @@ class FakeWire : public WireHost {
   std::map<uint32_t, std::unique_ptr<Side>> sides_;
   std::deque<Packet> wire_;
   std::vector<Packet> delivered_;
+  bool keep_delivered_ = true;
   uint64_t now_ = 1'000'000'000;
 };
 
