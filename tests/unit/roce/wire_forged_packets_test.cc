@@ -2,8 +2,8 @@
 // network may send: port 4791 takes UDP from everybody, so a QP's requester,
 // completer and responder meet requests and responses with any opcode, PSN,
 // key, address, length and payload - payloads on every opcode, more than the
-// parser lets through (the parser itself
-// is fuzzed: fuzz/roce_packet_fuzz.cc). Seeded episodes: QP A posts random
+// parser lets through (the parser itself is fuzzed: fuzz/roce_packet_fuzz.cc).
+// Seeded episodes: QP A posts random
 // work requests to QP B, B posts receives, their own packets are delivered,
 // dropped and duplicated at random, and forged packets go to both QPs in
 // between. After every step:
