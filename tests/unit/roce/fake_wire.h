@@ -29,6 +29,7 @@ inline constexpr uint32_t kOwner = 1;
 inline constexpr uint32_t kPdn = 7;
 inline constexpr uint32_t kQpA = 0x11;  // requester side of most tests
 inline constexpr uint32_t kQpB = 0x12;
+inline constexpr uint32_t kUdQkey = 0x1234;
 
 struct Packet {
   roce::TransportFields fields;
@@ -37,13 +38,17 @@ struct Packet {
 
 class FakeWire : public WireHost {
  public:
-  // An RC QP in RTS connected to `dest`, with its own receive queue.
-  WireQp& AddQp(uint32_t qpn, uint32_t dest, uint32_t sq_psn, uint32_t rq_psn) {
-    device_.AddQp(qpn, IBV_QPT_RC, dest, kOwner, kPdn);
+  // A QP in RTS connected to `dest` (RC, UC; a UD QP takes Q_Key kUdQkey),
+  // with its own receive queue.
+  WireQp& AddQp(uint32_t qpn, uint32_t dest, uint32_t sq_psn, uint32_t rq_psn,
+                uint32_t type = IBV_QPT_RC) {
+    device_.AddQp(qpn, type, dest, kOwner, kPdn);
+    if (type == IBV_QPT_UD) device_.table().QpSlot(qpn)->qkey.store(kUdQkey);
     auto side = std::make_unique<Side>(qpn);
     WireQpConfig c;
     c.qpn = qpn;
-    c.type = IBV_QPT_RC;
+    c.type = type;
+    c.qkey = kUdQkey;
     c.generation = 1;
     c.owner = kOwner;
     c.pdn = kPdn;
