@@ -6,7 +6,8 @@
 // Seeded episodes, of two RC, two UC and two UD QPs: QP A posts random work
 // requests to QP B, B posts receives, their own packets are delivered,
 // dropped and duplicated at random, and forged packets go to both QPs in
-// between, half of them at the PSN the QP takes next. After every step:
+// between, half of them at the PSN the QP takes next; A goes to SQD and
+// back, B now and then to ERR. After every step:
 //   - bytes outside the remotely writable MR never change: the guard pages
 //     around the MRs and an MR registered for remote READ only;
 //   - every work request and receive completes at most once, and once a
@@ -21,7 +22,8 @@
 // first run (WireQpTest's AReadTheResponderNoLongerAnswers... and
 // AnRnrNakInsideAReadsResponses...): a storm of 26 million packets in one
 // episode, and a READ stalled for good. 40,000 seeds of RC and 20,000 of UC
-// and of UD passed after the fixes (214 packets in an episode at most).
+// and of UD passed after the fixes (214 packets in an episode at most), and
+// 20,000 / 10,000 / 10,000 with the SQD and ERR steps added.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,7 +74,7 @@ class Episode {
   void Run() {
     for (int step = 0; step < kStepsPerEpisode; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
-      switch (Below(6)) {
+      switch (Below(8)) {
         case 0:
           PostWr();
           break;
@@ -88,14 +90,22 @@ class Episode {
         case 4:
           host_.Advance(Below(2) ? Below(200'000) : AckTimeoutNs(10));
           break;
-        default:
+        case 5:
           Forge();
           host_.Deliver([this](const Packet& p) { return Fate(p); }, 4);
+          break;
+        case 6:  // A to SQD (its new WRs wait) and back to RTS
+          held_ = !held_;
+          host_.Qp(kQpA).Hold(held_);
+          break;
+        default:  // now and then B to ERR: A's requests go unanswered
+          if (Below(40) == 0) host_.Qp(kQpB).Flush();
           break;
       }
       Check();
       if (HasFatalFailure() || HasFailure()) return;
     }
+    host_.Qp(kQpA).Hold(held_ = false);
     // Nothing forged any more: the QPs' own timers and packets must end
     // every work request (retry_cnt 3, rnr_retry 2: a few timeouts each;
     // a forged RNR NAK may ask for a wait of up to 491 ms).
@@ -279,6 +289,7 @@ class Episode {
   uint64_t posted_sends_ = 0, posted_recvs_ = 0;
   std::set<uint64_t> completed_sends_, completed_recvs_;
   bool send_failed_ = false;
+  bool held_ = false;  // A in SQD
 };
 
 // Runs `episodes` seeded episodes of two QPs of `type`; stops at the first
