@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <random>
 
 #include "common/log.h"
 #include "daemon/wire_service.h"
@@ -129,12 +130,18 @@ uint8_t CmUserPrivateData(CmMsgKind kind) {
   return static_cast<uint8_t>(UserPrivateBytes(AttrOf(kind)));
 }
 
-roce::CmMad MadOf(const CmMessage& msg, ibv_mtu path_mtu, uint64_t ca_guid) {
+WireCommIds WireCommIds::Random() {
+  std::random_device rd;
+  return WireCommIds(static_cast<uint32_t>(rd()));
+}
+
+roce::CmMad MadOf(const CmMessage& msg, ibv_mtu path_mtu, uint64_t ca_guid,
+                  const WireCommIds& ids) {
   roce::CmMad m;
   m.attr = AttrOf(msg.kind);
+  m.local_comm_id = ids.ToWire(msg.local_comm_id);
   m.transaction_id = (static_cast<uint64_t>(static_cast<uint8_t>(msg.kind)) << 32) |
-                     (msg.kind == CmMsgKind::kSidrRep ? msg.remote_comm_id : msg.local_comm_id);
-  m.local_comm_id = msg.local_comm_id;
+                     (msg.kind == CmMsgKind::kSidrRep ? msg.remote_comm_id : m.local_comm_id);
   m.remote_comm_id = msg.remote_comm_id;
   m.qkey = msg.conn.qkey;
   m.qpn = msg.kind == CmMsgKind::kDreq ? msg.remote_qpn : msg.conn.qp_num;
@@ -197,12 +204,12 @@ roce::CmMad MadOf(const CmMessage& msg, ibv_mtu path_mtu, uint64_t ca_guid) {
 }
 
 bool MessageOf(const roce::CmMad& mad, const uint8_t sgid[16], const uint8_t dgid[16],
-               CmMessage* msg) {
+               const WireCommIds& ids, CmMessage* msg) {
   *msg = CmMessage{};
   if (!KindOf(mad.attr, &msg->kind)) return false;
   msg->from_wire = true;
   msg->local_comm_id = mad.local_comm_id;
-  msg->remote_comm_id = mad.remote_comm_id;
+  msg->remote_comm_id = ids.FromWire(mad.remote_comm_id);
   memcpy(msg->sgid, sgid, 16);
   memcpy(msg->dgid, dgid, 16);
   msg->starting_psn = mad.starting_psn;
@@ -257,9 +264,10 @@ void ConnectCmToWire(CmService& cm, WireService& wire, ibv_mtu path_mtu, uint64_
   roce::FaultConfig faults;
   std::string error;
   if (!roce::FaultConfigFromEnvironment(&faults, &error)) faults = roce::FaultConfig{};
+  const WireCommIds ids = WireCommIds::Random();
   cm.set_wire_sink(
-      [&wire, path_mtu, ca_guid, drops = faults.cm_drop](const CmMessage& msg) mutable {
-        const roce::CmMad m = MadOf(msg, path_mtu, ca_guid);
+      [&wire, path_mtu, ca_guid, ids, drops = faults.cm_drop](const CmMessage& msg) mutable {
+        const roce::CmMad m = MadOf(msg, path_mtu, ca_guid, ids);
         const size_t kind = static_cast<uint16_t>(m.attr) - roce::FaultConfig::kFirstCmAttr;
         if (kind < drops.size() && drops[kind] > 0) {
           drops[kind]--;
@@ -270,11 +278,11 @@ void ConnectCmToWire(CmService& cm, WireService& wire, ibv_mtu path_mtu, uint64_
         if (roce::EncodeCmMad(m, mad)) wire.SendGsi(msg.sgid, msg.dgid, msg.traffic_class, mad);
       });
   cm.set_listen_hook([&wire] { wire.OpenCarriers(); });
-  wire.set_gsi_sink([&cm](const uint8_t sgid[16], const uint8_t dgid[16], uint8_t traffic_class,
-                          std::span<const uint8_t> bytes) {
+  wire.set_gsi_sink([&cm, ids](const uint8_t sgid[16], const uint8_t dgid[16],
+                               uint8_t traffic_class, std::span<const uint8_t> bytes) {
     roce::CmMad mad;
     CmMessage msg;
-    if (roce::DecodeCmMad(bytes, &mad) && MessageOf(mad, sgid, dgid, &msg)) {
+    if (roce::DecodeCmMad(bytes, &mad) && MessageOf(mad, sgid, dgid, ids, &msg)) {
       // A SIDR REQ names no path: the responder's AH takes the packet's
       // traffic class, as the kernel's ib_init_ah_attr_from_wc takes the GRH's.
       if (mad.attr == roce::CmAttr::kSidrReq) msg.traffic_class = traffic_class;

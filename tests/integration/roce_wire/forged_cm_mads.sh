@@ -2,7 +2,7 @@
 # The connection manager against CM MADs anyone may send (QP 1 takes them
 # from every host): a persistent rping server listens on host B; rping from
 # host A connects once while tshark captures what reaches B (the REQ, RTU,
-# DREQ...); then scapy sends B COUNT mutants of those MADs from A
+# DREQ...), whose communication IDs must not be bare handles; then scapy sends B COUNT mutants of those MADs from A
 # (forge_cm_mads.py: bytes changed, attributes swapped, the communication IDs
 # of live ids, random bodies) while the server still listens. Afterwards
 # B's device must have taken them all (cm_mads_received), still answer
@@ -34,6 +34,19 @@ ping_b() {  # a new connection from A: every ping must come back
 capture_start "$WORK"
 ping_b 1 || { echo "FAIL: rping before the forged MADs"; cat "$WORK"/*.log; exit 1; }
 capture_stop "$WORK" || exit 1
+# The communication IDs on the wire are not the daemons' handles (1, 2, 3...)
+# but the handles XORed with a random number (top bit set), as ib_cm makes
+# them: tshark reads them from every CM MAD of the capture.
+ids=$(tshark -r "$WORK/capture.pcap" -Y "infiniband.mad.mgmtclass == 0x07" -T fields \
+  -e infiniband.cm.rep.remotecommid -e infiniband.cm.rtu.localcommid \
+  -e infiniband.cm.rtu.remotecommid -e infiniband.cm.dreq.localcommid \
+  -e infiniband.cm.dreq.remotecommid -e infiniband.cm.drsp.localcommid \
+  -e infiniband.cm.drsp.remotecommid 2>/dev/null | tr '\t,' '\n\n' | grep -v '^$')
+echo "communication IDs on the wire: $(echo $ids)"
+[ -n "$ids" ] || { echo "FAIL: tshark found no communication ID in the capture"; exit 1; }
+for id in $ids; do
+  [ $((id)) -ge $((0x80000000)) ] || { echo "FAIL: communication ID $id is a bare handle"; exit 1; }
+done
 mads() {
   th_exec b "$CLI" status --json | /usr/bin/python3 -c \
     'import json,sys; print(json.load(sys.stdin)["roce"]["cm_mads_received"])'
