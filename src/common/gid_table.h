@@ -28,6 +28,11 @@ struct GidTable {
   int count;         // valid entries in gids[]
   GidEntry gids[kMaxGids];
   uint32_t mtu;  // the interface's MTU in bytes
+  // A test mode of the device (SOFTVERBS_ROCE_LOOPBACK=1 in the daemon's
+  // environment, docs/roce.md "Wire loopback"): paths between this host's
+  // own GIDs go through the network transport too, as RoCE v2 packets to
+  // the host's own address, so that every test of one host exercises it.
+  bool wire_loopback;
 };
 
 // Reads the host's interfaces. Prefers the first UP, non-loopback interface
@@ -74,13 +79,13 @@ inline bool IsLoopbackGid(const uint8_t gid[16]) {
 
 // Whether an address vector leads off this host to one other host: it has
 // a GRH whose destination GID is neither one of the port's GIDs nor
-// multicast. A path without a GRH stays local. The library (which routes
-// posts) and the device (which runs the network transport) ask the same
-// question of the same table.
+// multicast (in wire loopback mode: one of them too). A path without a GRH
+// stays local. The library (which routes posts) and the device (which runs
+// the network transport) ask the same question of the same table.
 inline bool PathLeavesHost(const GidTable& gids, const ibv_ah_attr& ah) {
   if (!ah.is_global) return false;
   const uint8_t* dgid = ah.grh.dgid.raw;
-  return !IsMulticastGid(dgid) && !GidTableHas(gids, dgid);
+  return !IsMulticastGid(dgid) && (gids.wire_loopback || !GidTableHas(gids, dgid));
 }
 
 // Whether a send to a multicast group goes on the link (docs/roce.md,

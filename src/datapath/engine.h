@@ -64,6 +64,7 @@ enum VendorError : uint32_t {
   kVendorNoResponse = 0x402,
   kVendorFlushed = 0x501,
   kVendorMessageTooLong = 0x601,
+  kVendorNotOnTheWire = 0x602,  // the network transport has no packet for the operation
   kVendorOwnerGone = 0x701,
   // The responder on the network answered with a NAK: 0x800 + its NAK code
   // (IBA table 43: 1 invalid request, 2 remote access, 3 remote operational).

@@ -179,6 +179,14 @@ void WireQp::Pump() {
       CompleteFront(IBV_WC_SUCCESS, kVendorNone);
       continue;
     }
+    if (p.info->wire_only == IbtaOperation::kNone) {
+      // An operation the network transport has no packet for (ATOMIC
+      // WRITE: docs/roce.md): a local QP operation error at once, where it
+      // went out as no known opcode and ended in IBV_WC_RETRY_EXC_ERR
+      // after every retry. Completions come in order.
+      if (next_send_ == 0) RequesterError(IBV_WC_LOC_QP_OP_ERR, kVendorNotOnTheWire);
+      return;
+    }
     if (p.next_packet == 0 && p.read_received == 0) {
       ibv_wc_status status;
       if (VendorError why = CheckLocal(host_, config_, p.wr, *p.info, &status)) {

@@ -157,6 +157,25 @@ TEST_F(WireQpTest, PacketsPastTheWindowOfAnMrDeregisteredMeanwhileFailTheWr) {
   EXPECT_EQ(std::count(to.begin(), to.end(), 0x5a), 256 * 1024);  // what went before
 }
 
+// ATOMIC WRITE has no packet in the network transport yet: a local QP
+// operation error at once, nothing on the wire (it went out as no known
+// opcode and ended in IBV_WC_RETRY_EXC_ERR after every retry).
+TEST_F(WireQpTest, AnAtomicWriteFailsAtOnceWithALocalQpOperationError) {
+  SendWr wr = Wr(IBV_WR_ATOMIC_WRITE, 1, src_, 8, 0x100);
+  wr.remote_addr = reinterpret_cast<uint64_t>(dst_);
+  wr.rkey = 0x200;
+  host_.Qp(kQpA).Post(wr);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 2, src_, 8, 0x100));
+  host_.Deliver();
+  EXPECT_TRUE(host_.delivered().empty());
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].status, IBV_WC_LOC_QP_OP_ERR);
+  EXPECT_EQ(sent[0].vendor_err, kVendorNotOnTheWire);
+  EXPECT_EQ(sent[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(host_.errors, std::vector<uint32_t>{kQpA});
+}
+
 TEST_F(WireQpTest, ALostTailIsSentAgainAfterTheAckTimeout) {
   host_.PostRecv(kQpB, 77, dst_, 4096, 0x200);
   host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 100, 0x100));
