@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "datapath/comm_est.h"
 #include "datapath/keyed_access.h"
 #include "datapath/tag_matching.h"
 #include "datapath/ud_receive.h"
@@ -63,16 +64,6 @@ bool IsReliable(uint32_t type) {
 // The QP type a requester of `type` talks to.
 uint32_t TargetTypeOf(uint32_t type) {
   return type == IBV_QPT_XRC_SEND ? static_cast<uint32_t>(IBV_QPT_XRC_RECV) : type;
-}
-
-// The first message a connected QP (RC, UC, XRC receive) gets in RTR
-// establishes communication: IBV_EVENT_COMM_EST, once per arrival in RTR
-// (the daemon clears comm_est when the QP goes back to RESET/INIT).
-void RaiseCommEstOnce(Host& host, QpEntry* te, uint32_t target_qpn) {
-  if (te->state.load() == IBV_QPS_RTR && te->comm_est.load(std::memory_order_relaxed) == 0 &&
-      te->comm_est.exchange(1) == 0) {
-    host.RaiseQpEvent(target_qpn, IBV_EVENT_COMM_EST);
-  }
 }
 
 // Finds the target QP of a work request and its receive side. For XRC the

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "datapath/comm_est.h"
 #include "datapath/keyed_access.h"
 #include "datapath/ud_receive.h"
 #include "datapath/wire_qp.h"
@@ -147,6 +148,7 @@ void WireQp::OnRequest(const WirePacket& packet) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
     return;
   }
+  RaiseCommEstOnce(host_, host_.table().FindQp(config_.qpn), config_.qpn);
   if (!Execute(packet)) {
     if (owner_deferred_) Park(packet);
     return;
@@ -184,6 +186,7 @@ void WireQp::OnUcRequest(const WirePacket& packet) {
     epsn_ = roce::PsnAdd(f.psn, 1);
     return;
   }
+  RaiseCommEstOnce(host_, host_.table().FindQp(config_.qpn), config_.qpn);
   if (!Execute(packet)) {
     if (owner_deferred_) {
       Park(packet);

@@ -72,6 +72,10 @@ class FakeWire : public WireHost {
     device_.AddMr(key, p, len, kOwner, kPdn, access);
   }
   void RemoveMr(uint32_t key) { device_.RemoveMr(key); }
+  // QP qpn's state as the device table shows it (the responder reads it).
+  void SetQpState(uint32_t qpn, ibv_qp_state state) {
+    device_.table().QpSlot(qpn)->state.store(state);
+  }
   void PostRecv(uint32_t qpn, uint64_t wr_id, void* p, uint32_t len, uint32_t key) {
     RecvSge sge{reinterpret_cast<uint64_t>(p), len, key};
     ASSERT_TRUE(sides_.at(qpn)->rx.peer.rq.Post(wr_id, &sge, 1));
@@ -115,7 +119,8 @@ class FakeWire : public WireHost {
   const std::vector<Packet>& delivered() const { return delivered_; }
   // Whether delivered() keeps what was delivered (a long run need not).
   void KeepDelivered(bool keep) { keep_delivered_ = keep; }
-  std::vector<uint32_t> errors;  // SetQpError calls
+  std::vector<uint32_t> errors;                             // SetQpError calls
+  std::vector<std::pair<uint32_t, ibv_event_type>> events;  // RaiseQpEvent calls
   // For each SetQpError / SetSendQueueError call: how many of that QP's
   // completions (send and receive CQs) were published before it.
   std::vector<uint64_t> completions_before_error;
@@ -147,7 +152,7 @@ class FakeWire : public WireHost {
     completions_before_error.push_back(CompletionsOf(qpn));
   }
   void SrqLimitReached(uint32_t) override {}
-  void RaiseQpEvent(uint32_t, ibv_event_type) override {}
+  void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override { events.push_back({qpn, event}); }
   void McastMembers(const uint8_t*, std::vector<uint32_t>*) override {}
   void SendPacket(const uint8_t*, const uint8_t*, uint16_t, const roce::PathIpFields&,
                   const roce::TransportFields& f, std::span<const uint8_t> payload) override {
