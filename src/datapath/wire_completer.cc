@@ -310,6 +310,17 @@ void WireQp::RequesterError(ibv_wc_status status, uint32_t vendor_err) {
   while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
   ack_deadline_ = UINT64_MAX;
   rnr_until_ = 0;
+  // A reliable QP in ERR flushes its receives too, after its send queue
+  // (as the shared-memory engine's FlushReceivesAfterError does); an SRQ's
+  // stay for its other QPs. Until session 26 they stayed posted and never
+  // completed (datapath.sqe_cases' rc_send_error_enters_err under wire
+  // loopback).
+  if (Reliable()) {
+    PeerQp* own = host_.FindPeerQp(config_.qpn, config_.generation);
+    if (own && !own->srqn && own->rq.valid()) {
+      FlushRecvQueue(own->rq, own->recv_cq, own->cq_event_fd, config_.qpn);
+    }
+  }
 }
 
 }  // namespace softverbs::datapath

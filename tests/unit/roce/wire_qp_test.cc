@@ -192,6 +192,25 @@ TEST_F(WireQpTest, TheFirstMessageInRtrRaisesCommEstOnce) {
   EXPECT_EQ(host_.events, once);
 }
 
+// A reliable QP that a requester error moves to ERR flushes its receives
+// after its send queue, as hardware does (they never completed before
+// session 26).
+TEST_F(WireQpTest, ARequesterErrorFlushesTheReceivesOfTheQp) {
+  host_.PostRecv(kQpA, 31, dst_, 64, 0x200);
+  host_.PostRecv(kQpA, 32, dst_, 64, 0x200);
+  host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 8, 0x999));  // a bad lkey
+  host_.Deliver();
+  auto sent = host_.SendCompletions(kQpA);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].status, IBV_WC_LOC_PROT_ERR);
+  auto recv = host_.RecvCompletions(kQpA);
+  ASSERT_EQ(recv.size(), 2u);
+  EXPECT_EQ(recv[0].wr_id, 31u);
+  EXPECT_EQ(recv[0].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(recv[1].wr_id, 32u);
+  EXPECT_EQ(recv[1].status, IBV_WC_WR_FLUSH_ERR);
+}
+
 TEST_F(WireQpTest, ALostTailIsSentAgainAfterTheAckTimeout) {
   host_.PostRecv(kQpB, 77, dst_, 4096, 0x200);
   host_.Qp(kQpA).Post(Wr(IBV_WR_SEND, 1, src_, 100, 0x100));
