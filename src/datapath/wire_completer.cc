@@ -315,11 +315,13 @@ void WireQp::RequesterError(ibv_wc_status status, uint32_t vendor_err) {
   // stay for its other QPs. Until session 26 they stayed posted and never
   // completed (datapath.sqe_cases' rc_send_error_enters_err under wire
   // loopback).
-  if (Reliable()) {
-    PeerQp* own = host_.FindPeerQp(config_.qpn, config_.generation);
-    if (own && !own->srqn && own->rq.valid()) {
-      FlushRecvQueue(own->rq, own->recv_cq, own->cq_event_fd, config_.qpn);
-    }
+  if (Reliable()) FlushOwnReceives();
+}
+
+void WireQp::FlushOwnReceives() {
+  PeerQp* own = host_.FindPeerQp(config_.qpn, config_.generation);
+  if (own && !own->srqn && own->rq.valid()) {
+    FlushRecvQueue(own->rq, own->recv_cq, own->cq_event_fd, config_.qpn);
   }
 }
 

@@ -269,6 +269,9 @@ class WireQp {
   bool CompleteBefore(uint32_t psn);
   void CompleteFront(ibv_wc_status status, uint32_t vendor_err);
   void RequesterError(ibv_wc_status status, uint32_t vendor_err);
+  // A reliable QP in ERR: its own receive queue's WQEs complete with
+  // IBV_WC_WR_FLUSH_ERR (an SRQ's stay, for its other QPs).
+  void FlushOwnReceives();
   void PushSendCompletion(const Completion& c);
   // ---- responder (wire_responder.cc)
   void OnRequest(const WirePacket& packet);

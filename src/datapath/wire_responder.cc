@@ -605,9 +605,7 @@ void WireQp::ResponderError(uint32_t psn, uint8_t nak_syndrome, bool access_erro
   // receive's completion and then queries the QP finds ERR.
   host_.SetQpError(config_.qpn);
   complete_failed_receive();
-  if (rx_ && !rx_->srqn && rx_->rq.valid()) {
-    FlushRecvQueue(rx_->rq, rx_->recv_cq, rx_->cq_event_fd, config_.qpn);
-  }
+  FlushOwnReceives();
   if (config_.type == IBV_QPT_XRC_RECV) {
     host_.RaiseQpEvent(config_.qpn, access_error ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR);
   }
