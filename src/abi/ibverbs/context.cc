@@ -27,6 +27,7 @@
 #include "abi/ibverbs/wire_post.h"
 #include "common/device_limits.h"
 #include "common/log.h"
+#include "common/no_destructor.h"
 #include "common/unix_socket.h"
 #include "datapath/owner_word_lock.h"
 
@@ -104,22 +105,22 @@ int MapDeviceTable(Context* ctx, int table_fd) {
 // The contexts open in this process: ibv_import_device finds the one whose
 // connection it is given.
 std::mutex registry_mutex;
-std::vector<Context*> registry;
+NoDestructor<std::vector<Context*>> registry;
 
 void Register(Context* ctx) {
   std::lock_guard lock(registry_mutex);
-  registry.push_back(ctx);
+  registry->push_back(ctx);
 }
 
 void Unregister(Context* ctx) {
   std::lock_guard lock(registry_mutex);
-  std::erase(registry, ctx);
+  std::erase(*registry, ctx);
 }
 
 // A context open in this process whose connection is the socket `st`
 // describes, or nullptr. Called with registry_mutex held.
 Context* ContextOfSocket(const struct stat& st) {
-  for (Context* ctx : registry) {
+  for (Context* ctx : *registry) {
     struct stat own;
     if (fstat(ctx->channel.fd(), &own) == 0 && own.st_dev == st.st_dev && own.st_ino == st.st_ino) {
       return ctx;

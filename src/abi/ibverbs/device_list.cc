@@ -20,6 +20,7 @@
 #include "common/device_limits.h"
 #include "common/gid_table.h"
 #include "common/kernel_view.h"
+#include "common/no_destructor.h"
 
 namespace softverbs::provider {
 namespace {
@@ -34,7 +35,7 @@ struct DeviceRecord {
 };
 
 DeviceRecord& TheDevice() {
-  static DeviceRecord record = [] {
+  static NoDestructor<DeviceRecord> record([] {
     DeviceRecord r{};
     r.device.node_type = IBV_NODE_CA;
     r.device.transport_type = IBV_TRANSPORT_IB;
@@ -48,8 +49,8 @@ DeviceRecord& TheDevice() {
     r.guid = GuidFromMac(r.gids.mac);
     r.sysfs = kernel_view::Entries(r.gids);
     return r;
-  }();
-  return record;
+  }());
+  return *record;
 }
 
 }  // namespace
@@ -127,11 +128,11 @@ SV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, 
 // slashes dropped) unless the program runs set-uid, otherwise "/sys"; worked
 // out once and kept for the life of the process.
 SV_EXPORT const char* ibv_get_sysfs_path(void) {
-  static const std::string path = [] {
+  static const softverbs::NoDestructor<std::string> path([] {
     const char* env = getuid() == geteuid() ? getenv("SYSFS_PATH") : nullptr;
     std::string p = env ? env : "/sys";
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     return p;
-  }();
-  return path.c_str();
+  }());
+  return path->c_str();
 }

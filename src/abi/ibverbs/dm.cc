@@ -32,6 +32,7 @@
 #include "abi/ibverbs/register_mr.h"
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
+#include "common/no_destructor.h"
 
 namespace softverbs::provider {
 namespace {
@@ -59,7 +60,7 @@ struct Dm {
 // The live allocations of this process by (client, handle), for
 // ibv_import_dm from a context sharing the allocator's connection.
 std::mutex dm_registry_mutex;
-std::map<std::pair<uint32_t, Handle>, std::weak_ptr<DmPages>> dm_registry;
+NoDestructor<std::map<std::pair<uint32_t, Handle>, std::weak_ptr<DmPages>>> dm_registry;
 
 void FillDm(Dm* dm, ibv_context* context, Handle handle, uint64_t length,
             std::shared_ptr<DmPages> pages);
@@ -147,7 +148,7 @@ ibv_dm* AllocDmOp(ibv_context* context, ibv_alloc_dm_attr* attr) {
   }
   {
     std::lock_guard lock(dm_registry_mutex);
-    dm_registry[{ctx->client_id, rep.handle}] = pages;
+    (*dm_registry)[{ctx->client_id, rep.handle}] = pages;
   }
   FillDm(dm, context, rep.handle, attr->length, std::move(pages));
   return &dm->ibv;
@@ -161,7 +162,7 @@ int FreeDmOp(ibv_dm* ibdm) {
   if (int err = ctx->channel.Call(protocol::Op::kFreeDm, req)) return err;
   {
     std::lock_guard lock(dm_registry_mutex);
-    dm_registry.erase({ctx->client_id, dm->handle});
+    dm_registry->erase({ctx->client_id, dm->handle});
   }
   delete dm;  // the pages go with the last Dm holding them
   return 0;
@@ -230,8 +231,8 @@ SV_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
   std::shared_ptr<DmPages> pages;
   {
     std::lock_guard lock(dm_registry_mutex);
-    auto it = dm_registry.find({ctx->client_id, dm_handle});
-    if (it != dm_registry.end()) pages = it->second.lock();
+    auto it = dm_registry->find({ctx->client_id, dm_handle});
+    if (it != dm_registry->end()) pages = it->second.lock();
   }
   if (!pages) {
     return RejectNull(EINVAL, "ibv_import_dm: device memory %u is not mapped in this process",

@@ -20,6 +20,7 @@
 #include "abi/ibverbs/self_maps.h"
 #include "abi/ibverbs/write_hold.h"
 #include "common/log.h"
+#include "common/no_destructor.h"
 
 namespace softverbs::provider {
 
@@ -48,7 +49,7 @@ struct Backing {
 };
 
 std::mutex g_mutex;
-std::vector<Backing> g_backings;
+NoDestructor<std::vector<Backing>> g_backings;
 uint64_t g_next_id = 1;
 uint64_t g_clock = 0;
 
@@ -301,18 +302,18 @@ void Privatize(SelfMaps& maps, const Backing& b) {
 // Forgets entry i (under g_mutex). What of its range still maps its memfd
 // stays the application's memory, private from now on (Privatize).
 void Drop(SelfMaps& maps, size_t i) {
-  Privatize(maps, g_backings[i]);
-  close(g_backings[i].fd);
-  g_backings.erase(g_backings.begin() + static_cast<std::ptrdiff_t>(i));
+  Privatize(maps, (*g_backings)[i]);
+  close((*g_backings)[i].fd);
+  g_backings->erase(g_backings->begin() + static_cast<std::ptrdiff_t>(i));
 }
 
 // An entry whose range no longer maps it: idle ones are dropped, used ones
 // stay for their MRs but are no longer found by address.
 void Detach(SelfMaps& maps, size_t i) {
-  if (g_backings[i].refs == 0) {
+  if ((*g_backings)[i].refs == 0) {
     Drop(maps, i);
   } else {
-    g_backings[i].detached = true;
+    (*g_backings)[i].detached = true;
   }
 }
 
@@ -322,8 +323,8 @@ void Detach(SelfMaps& maps, size_t i) {
 // holds.
 size_t DropAllIdle(SelfMaps& maps) {
   size_t dropped = 0;
-  for (size_t i = 0; i < g_backings.size();) {
-    if (g_backings[i].refs == 0) {
+  for (size_t i = 0; i < g_backings->size();) {
+    if ((*g_backings)[i].refs == 0) {
       Drop(maps, i);
       ++dropped;
     } else {
@@ -336,14 +337,14 @@ size_t DropAllIdle(SelfMaps& maps) {
 // Keeps the idle entries within bounds, least recently used out first.
 void TrimIdle(SelfMaps& maps) {
   for (;;) {
-    size_t idle = 0, oldest = g_backings.size();
+    size_t idle = 0, oldest = g_backings->size();
     uint64_t bytes = 0;
-    for (size_t i = 0; i < g_backings.size(); ++i) {
-      const Backing& b = g_backings[i];
+    for (size_t i = 0; i < g_backings->size(); ++i) {
+      const Backing& b = (*g_backings)[i];
       if (b.refs != 0) continue;
       ++idle;
       bytes += b.end - b.begin;
-      if (oldest == g_backings.size() || b.last_used < g_backings[oldest].last_used) oldest = i;
+      if (oldest == g_backings->size() || b.last_used < (*g_backings)[oldest].last_used) oldest = i;
     }
     if (idle <= kMaxIdleBackings && bytes <= kMaxIdleBytes) return;
     Drop(maps, oldest);
@@ -356,9 +357,9 @@ void TrimIdle(SelfMaps& maps) {
 // memory grows), not on the cheap paths (reuse, dereg).
 void CheckSomeIdle(SelfMaps& maps) {
   static size_t next_check = 0;
-  for (int n = 0; n < kIdleChecksPerBacking && !g_backings.empty(); ++n) {
-    const size_t i = next_check++ % g_backings.size();
-    const Backing& b = g_backings[i];
+  for (int n = 0; n < kIdleChecksPerBacking && !g_backings->empty(); ++n) {
+    const size_t i = next_check++ % g_backings->size();
+    const Backing& b = (*g_backings)[i];
     if (b.refs == 0 && !StillMapped(maps, b, b.begin, b.end)) Drop(maps, i);
   }
 }
@@ -372,8 +373,8 @@ void CheckSomeIdle(SelfMaps& maps) {
 void PrivatizeIdleBeforeFork() {
   g_mutex.lock();  // released by AfterForkInParent / AfterForkInChild
   SelfMaps maps;
-  for (size_t i = g_backings.size(); i-- > 0;) {
-    if (g_backings[i].refs == 0) Drop(maps, i);
+  for (size_t i = g_backings->size(); i-- > 0;) {
+    if ((*g_backings)[i].refs == 0) Drop(maps, i);
   }
 }
 
@@ -389,18 +390,19 @@ struct Snapshot {
   size_t len;
   void* copy;
 };
-std::vector<Snapshot> g_snapshots;  // between the prepare and the parent/child handlers
+NoDestructor<std::vector<Snapshot>>
+    g_snapshots;  // between the prepare and the parent/child handlers
 
 void SnapshotLiveRanges() {
-  g_snapshots.clear();
+  g_snapshots->clear();
   if (g_fork_initialized) return;
-  for (const Backing& b : g_backings) {
+  for (const Backing& b : *g_backings) {
     if (b.detached || b.refs == 0) continue;
     const size_t len = b.end - b.begin;
     void* copy = RawMmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (copy == MAP_FAILED) continue;  // this range stays shared: no better choice
     memcpy(copy, reinterpret_cast<const void*>(b.begin), len);
-    g_snapshots.push_back({b.begin, len, copy});
+    g_snapshots->push_back({b.begin, len, copy});
   }
 }
 
@@ -410,20 +412,20 @@ void BeforeFork() {
 }
 
 void AfterForkInParent() {
-  for (const Snapshot& s : g_snapshots) syscall(SYS_munmap, s.copy, s.len);
-  g_snapshots.clear();
+  for (const Snapshot& s : *g_snapshots) syscall(SYS_munmap, s.copy, s.len);
+  g_snapshots->clear();
   g_mutex.unlock();
 }
 
 void AfterForkInChild() {
-  for (const Snapshot& s : g_snapshots) {
+  for (const Snapshot& s : *g_snapshots) {
     if (syscall(SYS_mremap, s.copy, s.len, s.len, MREMAP_MAYMOVE | MREMAP_FIXED, s.begin) == -1) {
       syscall(SYS_munmap, s.copy, s.len);
     }
   }
-  g_snapshots.clear();
-  for (const Backing& b : g_backings) close(b.fd);
-  g_backings.clear();  // the child registered nothing
+  g_snapshots->clear();
+  for (const Backing& b : *g_backings) close(b.fd);
+  g_backings->clear();  // the child registered nothing
   g_mutex.unlock();
 }
 
@@ -442,8 +444,8 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
   const uint64_t end = (start + length) & ~(page - 1);
   if (end <= begin) return {};
   std::lock_guard lock(g_mutex);
-  for (size_t i = 0; i < g_backings.size();) {
-    Backing& b = g_backings[i];
+  for (size_t i = 0; i < g_backings->size();) {
+    Backing& b = (*g_backings)[i];
     if (b.detached || b.end <= begin || end <= b.begin) {
       ++i;
       continue;
@@ -527,7 +529,7 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
             minor(st.st_dev),
             ++g_clock};
   CheckSomeIdle(maps);
-  g_backings.push_back(b);
+  g_backings->push_back(b);
   TrimIdle(maps);
   return {b.id, fd, begin, end, 0};
 }
@@ -542,8 +544,8 @@ void ReleaseMrBacking(uint64_t id) {
   if (id == 0) return;
   std::lock_guard lock(g_mutex);
   SelfMaps maps;  // asked only if an entry is dropped
-  for (size_t i = 0; i < g_backings.size(); ++i) {
-    Backing& b = g_backings[i];
+  for (size_t i = 0; i < g_backings->size(); ++i) {
+    Backing& b = (*g_backings)[i];
     if (b.id != id) continue;
     if (--b.refs == 0) {
       if (b.detached) {

@@ -20,6 +20,7 @@
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/xrc_legacy_registry.h"
 #include "common/log.h"
+#include "common/no_destructor.h"
 
 namespace softverbs::provider {
 namespace {
@@ -37,16 +38,16 @@ LegacyDomain* AsLegacy(ibv_xrc_domain* d) {
 
 // Handles of legacy receive QPs, so that their async events get the flag.
 std::mutex g_registry_mutex;
-std::map<ibv_qp*, uint32_t> g_legacy_qps;
+NoDestructor<std::map<ibv_qp*, uint32_t>> g_legacy_qps;
 
 void Remember(ibv_qp* qp) {
   std::lock_guard lock(g_registry_mutex);
-  g_legacy_qps[qp] = qp->qp_num;
+  (*g_legacy_qps)[qp] = qp->qp_num;
 }
 
 void Forget(ibv_qp* qp) {
   std::lock_guard lock(g_registry_mutex);
-  g_legacy_qps.erase(qp);
+  g_legacy_qps->erase(qp);
 }
 
 ibv_qp* OpenHandle(LegacyDomain* d, uint32_t qpn) {
@@ -81,8 +82,8 @@ int WithHandle(LegacyDomain* d, uint32_t qpn, Fn fn) {
 
 bool LegacyXrcQpNumber(ibv_qp* qp, uint32_t* qpn) {
   std::lock_guard lock(g_registry_mutex);
-  auto it = g_legacy_qps.find(qp);
-  if (it == g_legacy_qps.end()) return false;
+  auto it = g_legacy_qps->find(qp);
+  if (it == g_legacy_qps->end()) return false;
   *qpn = it->second;
   return true;
 }

@@ -10,6 +10,7 @@
 
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
+#include "common/no_destructor.h"
 #include "devx/object_handle.h"
 #include "devx/prm_command_layouts.h"
 #include "devx/prm_context_layouts.h"
@@ -33,14 +34,14 @@ struct UmemRange {
   uint64_t size;
 };
 std::mutex umems_mutex;
-std::map<uint32_t, UmemRange> umems;  // by UMEM id (device-wide ids)
+NoDestructor<std::map<uint32_t, UmemRange>> umems;  // by UMEM id (device-wide ids)
 
 // The address `len` bytes at `offset` of UMEM `id` of `context`, or
 // nullptr when that range is not inside it.
 uint8_t* UmemAddress(ibv_context* context, uint32_t id, uint64_t offset, uint64_t len) {
   std::lock_guard lock(umems_mutex);
-  auto it = umems.find(id);
-  if (it == umems.end() || it->second.context != context) return nullptr;
+  auto it = umems->find(id);
+  if (it == umems->end() || it->second.context != context) return nullptr;
   if (offset > it->second.size || len > it->second.size - offset) return nullptr;
   return it->second.addr + offset;
 }
@@ -104,12 +105,12 @@ void AttachQp(ibv_context* context, std::span<const uint8_t> in, uint32_t qpn) {
 
 void NoteUmem(ibv_context* context, uint32_t id, void* addr, uint64_t size) {
   std::lock_guard lock(umems_mutex);
-  umems[id] = {context, static_cast<uint8_t*>(addr), size};
+  (*umems)[id] = {context, static_cast<uint8_t*>(addr), size};
 }
 
 void ForgetUmem(uint32_t id) {
   std::lock_guard lock(umems_mutex);
-  umems.erase(id);
+  umems->erase(id);
 }
 
 void NoteDevxCreated(ibv_context* context, const void* in, size_t inlen, uint64_t handle) {

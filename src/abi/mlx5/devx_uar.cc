@@ -15,6 +15,7 @@
 
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
+#include "common/no_destructor.h"
 
 using softverbs::mlx5::RejectNull;
 
@@ -33,7 +34,7 @@ std::atomic<uint32_t> next_page_id{1};
 // Singleton NC UARs by context. The daemon's client id tells a reopened
 // context from a closed one that had the same address.
 std::mutex singletons_mutex;
-std::map<std::pair<ibv_context*, uint32_t>, Uar*> singletons;
+softverbs::NoDestructor<std::map<std::pair<ibv_context*, uint32_t>, Uar*>> singletons;
 
 Uar* NewUar(bool singleton) {
   void* page =
@@ -71,10 +72,10 @@ SV_MLX5_EXPORT mlx5dv_devx_uar* mlx5dv_devx_alloc_uar(ibv_context* context, uint
     return &uar->pub;
   }
   std::lock_guard lock(singletons_mutex);
-  Uar*& uar = singletons[{context, softverbs_client_id(context)}];
+  Uar*& uar = (*singletons)[{context, softverbs_client_id(context)}];
   if (uar == nullptr) uar = NewUar(true);
   if (uar == nullptr) {
-    singletons.erase({context, softverbs_client_id(context)});
+    singletons->erase({context, softverbs_client_id(context)});
     return RejectNull(ENOMEM, "mlx5dv_devx_alloc_uar: cannot map a UAR page");
   }
   return &uar->pub;

@@ -10,6 +10,7 @@
 
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/rdmacm/cm_internal.h"
+#include "common/no_destructor.h"
 
 namespace softverbs::rdmacm {
 
@@ -17,7 +18,7 @@ namespace {
 
 std::mutex g_mutex;
 Device g_device;
-std::map<uint32_t, Id*> g_ids;
+NoDestructor<std::map<uint32_t, Id*>> g_ids;
 
 // RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH are 0xff: what the device reports
 // must stay below.
@@ -71,19 +72,19 @@ ibv_xrcd* XrcdOfDevice() {
 
 void InsertId(Id* id) {
   std::lock_guard lock(g_mutex);
-  g_ids[id->handle] = id;
+  (*g_ids)[id->handle] = id;
 }
 
 void RemoveId(Id* id) {
   std::lock_guard lock(g_mutex);
-  auto it = g_ids.find(id->handle);
-  if (it != g_ids.end() && it->second == id) g_ids.erase(it);
+  auto it = g_ids->find(id->handle);
+  if (it != g_ids->end() && it->second == id) g_ids->erase(it);
 }
 
 Id* LookupId(uint32_t handle) {
   std::lock_guard lock(g_mutex);
-  auto it = g_ids.find(handle);
-  return it == g_ids.end() ? nullptr : it->second;
+  auto it = g_ids->find(handle);
+  return it == g_ids->end() ? nullptr : it->second;
 }
 
 int Call(protocol::Op op, const protocol::CmRequest& req, protocol::CmReply* rep) {
