@@ -264,6 +264,7 @@ void Server::HandleEvent(int fd, uint32_t events) {
     return;
   }
   if (events & EPOLLOUT) HandleWritable(fd);
+  if (events & EPOLLIN) wire_.TakeEveryRingPost();  // posted before the request
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) HandleReadable(fd);
   // Closing releases objects, which may raise events and doom others.
   while (!doomed_.empty()) {

@@ -74,6 +74,11 @@ class WireService : public datapath::WireHost {
   // after a modify to RTS finds the QP in RTS): takes what the rings hold.
   // Returns how many posts it took.
   uint32_t TakeRingPosts();
+  // Before a control request is handled: takes every post the rings hold,
+  // beyond the round's budget, so that the WRs a context posted before it
+  // asked for a change start in the state they were posted in (a send rung
+  // before RTS->SQD is one the drain waits for, IBA 10.3.1).
+  void TakeEveryRingPost();
 
   // The device changed QP qpn (attributes, state, destroyed).
   void NoteQpChanged(uint32_t qpn) { changed_.insert(qpn); }

@@ -433,16 +433,21 @@ void SqdToErrFlushesHeldWrs(ibv_context* ctx) {
 
 }  // namespace
 
-int main() {
+// sqe_cases [ROUNDS]: every case ROUNDS times (default 1; the network
+// transport's runs take several, its drains race the device's thread).
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? atoi(argv[1]) : 1;
   ibv_context* ctx = OpenFirstDevice();
-  Run("ud_send_error_enters_sqe", UdSendErrorEntersSqe, ctx);
-  Run("uc_send_error_enters_sqe", UcSendErrorEntersSqe, ctx);
-  Run("rc_send_error_enters_err", RcSendErrorEntersErr, ctx);
-  Run("sq_drained_waits_for_the_send_queue", SqDrainedWaitsForTheSendQueue, ctx);
-  Run("sq_drained_not_raised_when_the_qp_leaves_sqd", SqDrainedNotRaisedWhenTheQpLeavesSqd, ctx);
-  Run("sends_posted_in_sqd_wait_for_rts", SendsPostedInSqdWaitForRts, ctx);
-  Run("sqd_drains_started_wrs_and_holds_new_ones", SqdDrainsStartedWrsAndHoldsNewOnes, ctx);
-  Run("sqd_to_err_flushes_held_wrs", SqdToErrFlushesHeldWrs, ctx);
+  for (int r = 0; r < rounds; ++r) {
+    Run("ud_send_error_enters_sqe", UdSendErrorEntersSqe, ctx);
+    Run("uc_send_error_enters_sqe", UcSendErrorEntersSqe, ctx);
+    Run("rc_send_error_enters_err", RcSendErrorEntersErr, ctx);
+    Run("sq_drained_waits_for_the_send_queue", SqDrainedWaitsForTheSendQueue, ctx);
+    Run("sq_drained_not_raised_when_the_qp_leaves_sqd", SqDrainedNotRaisedWhenTheQpLeavesSqd, ctx);
+    Run("sends_posted_in_sqd_wait_for_rts", SendsPostedInSqdWaitForRts, ctx);
+    Run("sqd_drains_started_wrs_and_holds_new_ones", SqdDrainsStartedWrsAndHoldsNewOnes, ctx);
+    Run("sqd_to_err_flushes_held_wrs", SqdToErrFlushesHeldWrs, ctx);
+  }
   ibv_close_device(ctx);
   printf("%d failure(s)\n", g_failures);
   return g_failures ? 1 : 0;
