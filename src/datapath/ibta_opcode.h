@@ -47,7 +47,9 @@ enum class IbtaOperation : uint8_t {
   kResync = 0x15,  // RD only; softverbs has no RD
   kSendLastWithInvalidate = 0x16,
   kSendOnlyWithInvalidate = 0x17,
-  kNone = 0xff,  // no packet of this kind (e.g. no FIRST for a one-packet request)
+  kFlush = 0x1c,        // IBA 1.5 RDMA FLUSH; not spoken by softverbs (docs/roce.md)
+  kAtomicWrite = 0x1d,  // IBA 1.5 ATOMIC WRITE
+  kNone = 0xff,         // no packet of this kind (e.g. no FIRST for a one-packet request)
 };
 
 // The BTH opcode byte of an operation on a transport.
@@ -96,8 +98,8 @@ struct IbtaOperationInfo {
   IbtaSegment segment = IbtaSegment::kOnly;
 };
 
-// One row per operation value 0x00..0x17 (IBA table 38 and 9.2's header
-// lists; rxe's rxe_opcode.c says the same).
+// One row per operation value 0x00..0x1d (IBA table 38 and 9.2's header
+// lists, IBA 1.5's two additions; rxe's rxe_opcode.c says the same).
 inline constexpr IbtaOperationInfo kIbtaOperationRows[] = {
     {"SEND_FIRST", kOnRcUcXrc, 0, true, false, IbtaSegment::kFirst},
     {"SEND_MIDDLE", kOnRcUcXrc, 0, true, false, IbtaSegment::kMiddle},
@@ -125,9 +127,18 @@ inline constexpr IbtaOperationInfo kIbtaOperationRows[] = {
     {"RESYNC", 0, 0, false, false, IbtaSegment::kOnly},  // RD only
     {"SEND_LAST_WITH_INVALIDATE", kOnRcXrc, kHeaderIeth, true, false, IbtaSegment::kLast},
     {"SEND_ONLY_WITH_INVALIDATE", kOnRcXrc, kHeaderIeth, true, false, IbtaSegment::kOnly},
+    {},  // 0x18-0x1b: reserved
+    {},
+    {},
+    {},
+    {"FLUSH", 0, 0, false, false, IbtaSegment::kOnly},  // IBA 1.5; not spoken here
+    // IBA 1.5 (rxe's IB_OPCODE_RC_ATOMIC_WRITE): RETH and 8 bytes of payload
+    // that the responder stores at once; answered by a RDMA READ RESPONSE
+    // ONLY without payload.
+    {"ATOMIC_WRITE", kOnRcXrc, kHeaderReth, true, false, IbtaSegment::kOnly},
 };
 static_assert(std::size(kIbtaOperationRows) ==
-              static_cast<uint8_t>(IbtaOperation::kSendOnlyWithInvalidate) + 1);
+              static_cast<uint8_t>(IbtaOperation::kAtomicWrite) + 1);
 
 inline constexpr IbtaOperationInfo kNoIbtaOperation{};
 

@@ -164,11 +164,13 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
     {},
     // IBTA 1.5 ATOMIC WRITE: an RDMA WRITE of exactly 8 bytes that the
     // responder stores at once (8-byte aligned), needing remote write access
-    // as rxe does. No wire row yet: the RoCE carrier does not send it.
+    // as rxe does. It takes a responder resource and is answered by a READ
+    // RESPONSE ONLY without payload (WrTakesResponse).
     {.name = "ATOMIC_WRITE",
      .action = WrAction::kWrite,
      .qp_types = kReliableRequesters,
      .headers = kHeaderReth,
+     .wire_only = IbtaOperation::kAtomicWrite,
      .inline_allowed = true,
      .remote_access = IBV_ACCESS_REMOTE_WRITE,
      .atomic_write = true,
@@ -204,10 +206,13 @@ constexpr const WrOpcodeInfo& WrOpcode(uint32_t opcode) {
   return opcode < std::size(kWrOpcodeRows) ? kWrOpcodeRows[opcode] : kUnknownWrOpcode;
 }
 
-// Whether the responder answers the request with data of its own (a READ
-// response, an atomic's original value) rather than an ACK alone.
+// Whether the responder answers the request with a response of its own (a
+// READ response, an atomic's original value, an ATOMIC WRITE's empty READ
+// response) rather than an ACK alone: such a request takes one of the
+// responder's resources (max_rd_atomic), and its answer is kept to be
+// replayed for a duplicate.
 constexpr bool WrTakesResponse(const WrOpcodeInfo& info) {
-  return info.action == WrAction::kRead || info.action == WrAction::kAtomic;
+  return info.action == WrAction::kRead || info.action == WrAction::kAtomic || info.atomic_write;
 }
 
 // Whether a requester QP of this type may post the opcode.

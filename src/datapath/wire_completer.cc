@@ -151,7 +151,9 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
   if (i == next_send_ || i == sq_.size()) return;
   Pending& p = sq_[i];
   const uint32_t expected = roce::PsnAdd(p.first_psn, p.read_received);
-  if (p.info->action != WrAction::kRead || roce::PsnDiff(f.psn, expected) != 0) {
+  // An ATOMIC WRITE is answered by a READ RESPONSE ONLY without payload.
+  const bool read = p.info->action == WrAction::kRead;
+  if ((!read && !p.info->atomic_write) || roce::PsnDiff(f.psn, expected) != 0) {
     counters_.dropped++;
     // A later response of the READ came first: the expected one was lost
     // (or is late). Ask again from it now rather than after the ACK
@@ -186,7 +188,7 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
   }
   const uint64_t offset = p.read_bytes;
   const uint32_t len = static_cast<uint32_t>(packet.payload.size());
-  if (offset + len > p.bytes) {
+  if (offset + len > p.bytes || (!read && len != 0)) {
     RequesterError(IBV_WC_BAD_RESP_ERR, kVendorMessageTooLong);
     return;
   }

@@ -285,6 +285,7 @@ class WireQp {
   bool PlaceWrite(const WirePacket& packet, IbtaOperation op);
   bool AnswerRead(const roce::TransportFields& f, bool duplicate);
   bool ExecuteAtomic(const WirePacket& packet);
+  bool ExecuteAtomicWrite(const WirePacket& packet);
   bool ClaimWqe();
   void CompleteReceive(const roce::TransportFields& f, uint32_t byte_len, ibv_wc_status status,
                        uint32_t vendor_err);
@@ -363,11 +364,14 @@ class WireQp {
   uint32_t write_rkey_ = 0;
   uint32_t write_len_ = 0;
   // Atomic results by PSN, replayed for duplicates (max_dest_rd_atomic).
+  // The answer to an atomic or an ATOMIC WRITE, replayed for a duplicate
+  // (never executed twice).
   struct AtomicResult {
     uint32_t psn = 0;
     bool valid = false;
     uint64_t orig = 0;
     uint8_t syndrome = 0;
+    IbtaOperation answer = IbtaOperation::kAtomicAcknowledge;  // or kReadResponseOnly
   };
   std::array<AtomicResult, 16> atomics_{};
   size_t atomics_next_ = 0;

@@ -180,10 +180,10 @@ void WireQp::Pump() {
       continue;
     }
     if (p.info->wire_only == IbtaOperation::kNone) {
-      // An operation the network transport has no packet for (ATOMIC
-      // WRITE: docs/roce.md): a local QP operation error at once, where it
-      // went out as no known opcode and ended in IBV_WC_RETRY_EXC_ERR
-      // after every retry. Completions come in order.
+      // An operation the network transport has no packet for (a table
+      // row without one; ATOMIC WRITE until session 27): a local QP
+      // operation error at once, rather than a packet of no known opcode
+      // that ends in IBV_WC_RETRY_EXC_ERR. Completions come in order.
       if (next_send_ == 0) RequesterError(IBV_WC_LOC_QP_OP_ERR, kVendorNotOnTheWire);
       return;
     }

@@ -2,7 +2,7 @@
 // become writes to registered memory, receive completions, READ responses
 // and atomic results. RC (and XRC) check each PSN against the expected one:
 // a duplicate is answered again (an ACK; a READ is read again; an atomic's
-// result is replayed, never executed twice), a gap is NAKed once with
+// result, or an ATOMIC WRITE's answer, is replayed, never executed twice), a gap is NAKed once with
 // PSN-sequence-error. A missing receive WQE is an RNR NAK that leaves the
 // expected PSN where it is. UC has no ACKs: a gap drops the rest of the
 // message. UD checks the Q_Key and puts the packet's real IP header in the
@@ -117,12 +117,13 @@ void WireQp::OnRequest(const WirePacket& packet) {
     counters_.duplicates++;
     if (op == IbtaOperation::kReadRequest) {
       AnswerRead(f, true);
-    } else if (op == IbtaOperation::kCompareSwap || op == IbtaOperation::kFetchAdd) {
+    } else if (op == IbtaOperation::kCompareSwap || op == IbtaOperation::kFetchAdd ||
+               op == IbtaOperation::kAtomicWrite) {
       FlushAck();
       for (const AtomicResult& r : atomics_) {
         if (!r.valid || r.psn != f.psn) continue;
         roce::TransportFields a;
-        a.opcode = IbtaOpcode(TransportOfOpcode(f.opcode), IbtaOperation::kAtomicAcknowledge);
+        a.opcode = IbtaOpcode(TransportOfOpcode(f.opcode), r.answer);
         a.psn = f.psn;
         a.syndrome = r.syndrome;
         a.msn = msn_;
@@ -292,6 +293,7 @@ bool WireQp::Execute(const WirePacket& packet) {
   if (op == IbtaOperation::kCompareSwap || op == IbtaOperation::kFetchAdd) {
     return ExecuteAtomic(packet);
   }
+  if (op == IbtaOperation::kAtomicWrite) return ExecuteAtomicWrite(packet);
   ResponderError(packet.fields.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
   return false;
 }
@@ -515,7 +517,8 @@ bool WireQp::ExecuteAtomic(const WirePacket& packet) {
   }
   epsn_ = roce::PsnAdd(epsn_, 1);
   msn_ = roce::PsnAdd(msn_, 1);
-  atomics_[atomics_next_++ % atomics_.size()] = {f.psn, true, orig, roce::AckSyndrome()};
+  atomics_[atomics_next_++ % atomics_.size()] = {f.psn, true, orig, roce::AckSyndrome(),
+                                                 IbtaOperation::kAtomicAcknowledge};
   FlushAck();
   roce::TransportFields a;
   a.opcode = IbtaOpcode(TransportOfOpcode(f.opcode), IbtaOperation::kAtomicAcknowledge);
@@ -524,6 +527,49 @@ bool WireQp::ExecuteAtomic(const WirePacket& packet) {
   a.msn = msn_;
   a.atomic_orig = orig;
   SendResponse(a, {});
+  return true;
+}
+
+// IBA 1.5 ATOMIC WRITE, as rxe executes it: the QP must grant remote write,
+// the request name 8 bytes at an 8-byte aligned address and carry them
+// (else an invalid request); the rkey must grant remote write on them (else
+// a remote access error). The 8 bytes are stored at once, and the answer -
+// a READ RESPONSE ONLY without payload - is kept for a duplicate.
+bool WireQp::ExecuteAtomicWrite(const WirePacket& packet) {
+  const roce::TransportFields& f = packet.fields;
+  QpEntry* e = host_.table().FindQp(config_.qpn);
+  if (!e || !(e->access.load() & IBV_ACCESS_REMOTE_WRITE) || (f.va & 7) || f.dma_len != 8 ||
+      packet.payload.size() != 8) {
+    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
+    return false;
+  }
+  RecvSge target{f.va, 8, f.rkey};
+  MrGuards guards;
+  PieceList remote;
+  if (AddKeyedPieces(host_, guards, &target, 1, true, rx_pdn_, rx_->owner, IBV_ACCESS_REMOTE_WRITE,
+                     &remote, config_.qpn) != kVendorNone ||
+      remote.count != 1) {
+    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
+    return false;
+  }
+  uint64_t value = 0;
+  std::copy(packet.payload.begin(), packet.payload.end(), reinterpret_cast<uint8_t*>(&value));
+  if (!AtomicStore(remote.piece[0], value)) {
+    if (DeferForOwner()) return false;
+    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
+    return false;
+  }
+  epsn_ = roce::PsnAdd(epsn_, 1);
+  msn_ = roce::PsnAdd(msn_, 1);
+  atomics_[atomics_next_++ % atomics_.size()] = {f.psn, true, 0, roce::AckSyndrome(),
+                                                 IbtaOperation::kReadResponseOnly};
+  FlushAck();
+  roce::TransportFields r;
+  r.opcode = IbtaOpcode(TransportOfOpcode(f.opcode), IbtaOperation::kReadResponseOnly);
+  r.psn = f.psn;
+  r.syndrome = roce::AckSyndrome();
+  r.msn = msn_;
+  SendResponse(r, {});
   return true;
 }
 

@@ -87,8 +87,14 @@ std::vector<uint8_t> AllOpcodes() {
 }
 
 TEST(RocePacket, TableCoversTheTransports) {
-  // RC 23 operations (no RESYNC), UC 12, UD 2, XRC as RC: 60.
-  EXPECT_EQ(AllOpcodes().size(), 23u + 12u + 2u + 23u);
+  // RC 24 operations (no RESYNC, no FLUSH; ATOMIC WRITE), UC 12, UD 2, XRC
+  // as RC: 62.
+  EXPECT_EQ(AllOpcodes().size(), 24u + 12u + 2u + 24u);
+  EXPECT_TRUE(dp::IbtaOpcodeValid(0x1d));   // RC ATOMIC_WRITE (IBA 1.5)
+  EXPECT_TRUE(dp::IbtaOpcodeValid(0xbd));   // XRC ATOMIC_WRITE
+  EXPECT_FALSE(dp::IbtaOpcodeValid(0x3d));  // UC ATOMIC_WRITE: no such thing
+  EXPECT_FALSE(dp::IbtaOpcodeValid(0x1c));  // RC FLUSH: not spoken
+  EXPECT_FALSE(dp::IbtaOpcodeValid(0x18));  // reserved
   EXPECT_TRUE(dp::IbtaOpcodeValid(0x64));   // UD SEND_ONLY
   EXPECT_FALSE(dp::IbtaOpcodeValid(0x60));  // UD SEND_FIRST
   EXPECT_FALSE(dp::IbtaOpcodeValid(0x2c));  // UC RDMA_READ_REQUEST
@@ -107,6 +113,8 @@ TEST(RocePacket, HeaderSizesFollowTheTable) {
   EXPECT_EQ(TransportHeaderBytes(0xb0), 12u + 4);       // XRC READ_RESPONSE_ONLY: no XRCETH
   EXPECT_EQ(TransportHeaderBytes(0x17), 12u + 4);       // RC SEND_ONLY_WITH_INVALIDATE
   EXPECT_EQ(TransportHeaderBytes(0x15), 0u);
+  EXPECT_EQ(TransportHeaderBytes(0x1d), 12u + 16);      // RC ATOMIC_WRITE: RETH
+  EXPECT_EQ(TransportHeaderBytes(0xbd), 12u + 4 + 16);  // XRC ATOMIC_WRITE: XRCETH, RETH
 }
 
 TEST(RocePacket, RoundTripOfEveryOpcode) {
