@@ -46,6 +46,9 @@
 
 namespace softverbs::datapath {
 
+class MrGuards;    // keyed_access.h
+struct PieceList;  // memory.h
+
 // A QP's attributes as the transport uses them, as the device last applied
 // them (the modify mask is applied once, by the device).
 struct WireQpConfig {
@@ -286,6 +289,15 @@ class WireQp {
   bool AnswerRead(const roce::TransportFields& f, bool duplicate);
   bool ExecuteAtomic(const WirePacket& packet);
   bool ExecuteAtomicWrite(const WirePacket& packet);
+  // The 8 bytes at the request's address through its rkey with `access`, in
+  // one piece; false after a remote access error NAK.
+  bool AtomicTarget(const roce::TransportFields& f, uint32_t access, MrGuards& guards,
+                    PieceList* remote);
+  struct AtomicResult;
+  // An atomic or ATOMIC WRITE executed: the PSN and MSN move on, its answer
+  // is kept for a duplicate and sent.
+  void AnswerAtomic(const roce::TransportFields& f, IbtaOperation answer, uint64_t orig);
+  void SendAtomicAnswer(const roce::TransportFields& request, const AtomicResult& r);
   bool ClaimWqe();
   void CompleteReceive(const roce::TransportFields& f, uint32_t byte_len, ibv_wc_status status,
                        uint32_t vendor_err);

@@ -122,13 +122,7 @@ void WireQp::OnRequest(const WirePacket& packet) {
       FlushAck();
       for (const AtomicResult& r : atomics_) {
         if (!r.valid || r.psn != f.psn) continue;
-        roce::TransportFields a;
-        a.opcode = IbtaOpcode(TransportOfOpcode(f.opcode), r.answer);
-        a.psn = f.psn;
-        a.syndrome = r.syndrome;
-        a.msn = msn_;
-        a.atomic_orig = r.orig;
-        SendResponse(a, {});
+        SendAtomicAnswer(f, r);
         break;
       }
     } else {
@@ -490,6 +484,37 @@ bool WireQp::AnswerRead(const roce::TransportFields& f, bool duplicate) {
   return true;
 }
 
+bool WireQp::AtomicTarget(const roce::TransportFields& f, uint32_t access, MrGuards& guards,
+                          PieceList* remote) {
+  RecvSge target{f.va, 8, f.rkey};
+  if (AddKeyedPieces(host_, guards, &target, 1, true, rx_pdn_, rx_->owner, access, remote,
+                     config_.qpn) == kVendorNone &&
+      remote->count == 1) {
+    return true;
+  }
+  ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
+  return false;
+}
+
+void WireQp::AnswerAtomic(const roce::TransportFields& f, IbtaOperation answer, uint64_t orig) {
+  epsn_ = roce::PsnAdd(epsn_, 1);
+  msn_ = roce::PsnAdd(msn_, 1);
+  AtomicResult& r = atomics_[atomics_next_++ % atomics_.size()];
+  r = {f.psn, true, orig, roce::AckSyndrome(), answer};
+  FlushAck();
+  SendAtomicAnswer(f, r);
+}
+
+void WireQp::SendAtomicAnswer(const roce::TransportFields& request, const AtomicResult& r) {
+  roce::TransportFields a;
+  a.opcode = IbtaOpcode(TransportOfOpcode(request.opcode), r.answer);
+  a.psn = r.psn;
+  a.syndrome = r.syndrome;
+  a.msn = msn_;
+  a.atomic_orig = r.orig;  // carried by an ATOMIC ACKNOWLEDGE only
+  SendResponse(a, {});
+}
+
 bool WireQp::ExecuteAtomic(const WirePacket& packet) {
   const roce::TransportFields& f = packet.fields;
   QpEntry* e = host_.table().FindQp(config_.qpn);
@@ -497,15 +522,9 @@ bool WireQp::ExecuteAtomic(const WirePacket& packet) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
     return false;
   }
-  RecvSge target{f.va, 8, f.rkey};
   MrGuards guards;
   PieceList remote;
-  if (AddKeyedPieces(host_, guards, &target, 1, true, rx_pdn_, rx_->owner, IBV_ACCESS_REMOTE_ATOMIC,
-                     &remote, config_.qpn) != kVendorNone ||
-      remote.count != 1) {
-    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
-    return false;
-  }
+  if (!AtomicTarget(f, IBV_ACCESS_REMOTE_ATOMIC, guards, &remote)) return false;
   uint64_t orig = 0;
   const bool done = OperationOfOpcode(f.opcode) == IbtaOperation::kCompareSwap
                         ? AtomicCompareSwap(remote.piece[0], f.compare, f.swap_add, &orig)
@@ -515,18 +534,7 @@ bool WireQp::ExecuteAtomic(const WirePacket& packet) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
     return false;
   }
-  epsn_ = roce::PsnAdd(epsn_, 1);
-  msn_ = roce::PsnAdd(msn_, 1);
-  atomics_[atomics_next_++ % atomics_.size()] = {f.psn, true, orig, roce::AckSyndrome(),
-                                                 IbtaOperation::kAtomicAcknowledge};
-  FlushAck();
-  roce::TransportFields a;
-  a.opcode = IbtaOpcode(TransportOfOpcode(f.opcode), IbtaOperation::kAtomicAcknowledge);
-  a.psn = f.psn;
-  a.syndrome = roce::AckSyndrome();
-  a.msn = msn_;
-  a.atomic_orig = orig;
-  SendResponse(a, {});
+  AnswerAtomic(f, IbtaOperation::kAtomicAcknowledge, orig);
   return true;
 }
 
@@ -543,15 +551,9 @@ bool WireQp::ExecuteAtomicWrite(const WirePacket& packet) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
     return false;
   }
-  RecvSge target{f.va, 8, f.rkey};
   MrGuards guards;
   PieceList remote;
-  if (AddKeyedPieces(host_, guards, &target, 1, true, rx_pdn_, rx_->owner, IBV_ACCESS_REMOTE_WRITE,
-                     &remote, config_.qpn) != kVendorNone ||
-      remote.count != 1) {
-    ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
-    return false;
-  }
+  if (!AtomicTarget(f, IBV_ACCESS_REMOTE_WRITE, guards, &remote)) return false;
   uint64_t value = 0;
   std::copy(packet.payload.begin(), packet.payload.end(), reinterpret_cast<uint8_t*>(&value));
   if (!AtomicStore(remote.piece[0], value)) {
@@ -559,17 +561,7 @@ bool WireQp::ExecuteAtomicWrite(const WirePacket& packet) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteAccessError), true);
     return false;
   }
-  epsn_ = roce::PsnAdd(epsn_, 1);
-  msn_ = roce::PsnAdd(msn_, 1);
-  atomics_[atomics_next_++ % atomics_.size()] = {f.psn, true, 0, roce::AckSyndrome(),
-                                                 IbtaOperation::kReadResponseOnly};
-  FlushAck();
-  roce::TransportFields r;
-  r.opcode = IbtaOpcode(TransportOfOpcode(f.opcode), IbtaOperation::kReadResponseOnly);
-  r.psn = f.psn;
-  r.syndrome = roce::AckSyndrome();
-  r.msn = msn_;
-  SendResponse(r, {});
+  AnswerAtomic(f, IbtaOperation::kReadResponseOnly, 0);
   return true;
 }
 
