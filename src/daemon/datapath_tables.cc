@@ -271,20 +271,56 @@ void Device::UnpublishMr(Mr& mr) {
   }
 }
 
-bool Device::HoldBacking(Mr& mr, int borrowed_fd) {
-  struct stat st {};
-  if (fstat(borrowed_fd, &st) != 0) return false;
-  const std::pair<uint64_t, uint64_t> id{st.st_dev, st.st_ino};
+bool Device::HoldBacking(Mr& mr, BackingId id, int borrowed_fd, uint64_t size, ClientId keeper) {
   auto it = backings_.find(id);
   if (it == backings_.end()) {
+    if (borrowed_fd < 0) return false;
     const int fd = fcntl(borrowed_fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return false;
-    it = backings_.emplace(id, HeldBacking{fd, 0}).first;
+    it = backings_.emplace(id, HeldBacking{fd, 0, size, {}}).first;
   }
-  it->second.mrs++;
-  mr.backing_fd = it->second.fd;
+  HeldBacking& held = it->second;
+  held.mrs++;
+  if (keeper != 0 &&
+      std::find(held.keepers.begin(), held.keepers.end(), keeper) == held.keepers.end()) {
+    held.keepers.push_back(keeper);
+  }
+  mr.backing_fd = held.fd;
   mr.backing_id = id;
   return true;
+}
+
+void Device::CloseBackingIfUnused(BackingId id) {
+  auto it = backings_.find(id);
+  if (it == backings_.end() || it->second.mrs != 0 || !it->second.keepers.empty()) return;
+  close(it->second.fd);
+  backings_.erase(it);
+}
+
+void Device::TrimKeptBackings() {
+  for (;;) {
+    size_t kept = 0;
+    auto oldest = backings_.end();
+    for (auto it = backings_.begin(); it != backings_.end(); ++it) {
+      if (it->second.mrs != 0) continue;
+      ++kept;
+      if (oldest == backings_.end() || it->second.released_at < oldest->second.released_at) {
+        oldest = it;
+      }
+    }
+    if (kept <= max_kept_backings_) return;
+    oldest->second.keepers.clear();
+    CloseBackingIfUnused(oldest->first);
+  }
+}
+
+void Device::ForgetBackings(ClientId c, std::span<const protocol::BackingName> names) {
+  for (const protocol::BackingName& name : names) {
+    auto it = backings_.find({name.dev, name.ino});
+    if (it == backings_.end()) continue;
+    std::erase(it->second.keepers, c);
+    CloseBackingIfUnused(it->first);
+  }
 }
 
 bool Device::HoldSegment(Mr& mr, int shmid, uint64_t ipc_ns, uint64_t bytes) {
@@ -316,6 +352,14 @@ bool Device::HoldSegment(Mr& mr, int shmid, uint64_t ipc_ns, uint64_t bytes) {
   return true;
 }
 
+void Device::ForgetKeptBackings(ClientId c) {
+  std::vector<BackingId> kept;
+  for (auto& [id, held] : backings_) {
+    if (std::erase(held.keepers, c) > 0) kept.push_back(id);
+  }
+  for (const BackingId& id : kept) CloseBackingIfUnused(id);
+}
+
 void Device::ReleaseBacking(Mr& mr) {
   if (mr.backing_shmid >= 0) {
     auto it = segments_.find(mr.backing_shmid);
@@ -326,12 +370,15 @@ void Device::ReleaseBacking(Mr& mr) {
     mr.backing_shmid = -1;
   }
   if (mr.backing_fd < 0) return;
-  auto it = backings_.find(mr.backing_id);
-  if (it != backings_.end() && --it->second.mrs == 0) {
-    close(it->second.fd);
-    backings_.erase(it);
-  }
   mr.backing_fd = -1;
+  auto it = backings_.find(mr.backing_id);
+  if (it == backings_.end() || --it->second.mrs != 0) return;
+  if (it->second.keepers.empty()) {
+    CloseBackingIfUnused(mr.backing_id);
+    return;
+  }
+  it->second.released_at = ++kept_clock_;
+  TrimKeptBackings();
 }
 
 void Device::ArmSrqLimit(const Srq& srq) {
@@ -344,35 +391,66 @@ void Device::ArmSrqLimit(const Srq& srq) {
 // ---- requests -------------------------------------------------------------------
 
 Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
-                            protocol::RegMrReply* out, bool zero_length_ok) {
+                            protocol::RegMrReply* out, bool device_memory) {
   const bool segment = req.backing_kind == protocol::kBackingSysvShm;
-  if (req.backing_kind != protocol::kBackingNone && !segment) {
+  const bool kept = req.backing_kind == protocol::kBackingMemfdKept;
+  if (req.backing_kind != protocol::kBackingNone && !segment && !(kept && !device_memory)) {
     return Verdict::Fail(EINVAL,
                          "reg_mr: unknown backing kind " + std::to_string(req.backing_kind));
   }
-  if (segment && backing_fd >= 0) {
-    return Verdict::Fail(EINVAL, "reg_mr: a SysV segment and a memfd cannot both back an MR");
+  if ((segment || kept) && backing_fd >= 0) {
+    return Verdict::Fail(EINVAL, "reg_mr: a memfd came along with a backing named otherwise");
   }
-  if ((backing_fd >= 0 || segment) &&
+  const bool memfd = backing_fd >= 0 || kept;
+  if ((memfd || segment) &&
       (req.backed_begin >= req.backed_end || req.backed_begin < req.reg.addr ||
        req.backed_end > req.reg.addr + req.reg.length)) {
     return Verdict::Fail(EINVAL, "reg_mr: the backed range is not inside the MR");
   }
-  // Peers (and the network transport, here) map the backing: one that its
-  // owner could shrink would fault them (SIGBUS) - as any memfd not sealed
-  // against it. The library seals every backing it makes.
+  // Which memfd, and how large: the one passed, or the one this connection
+  // passed before and the device kept for it (a connection can only name
+  // a memfd it had a descriptor of).
+  BackingId id{};
+  uint64_t memfd_size = 0;
   if (backing_fd >= 0) {
-    const int seals = fcntl(backing_fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-      return Verdict::Fail(EINVAL,
-                           "reg_mr: the backing memfd is not sealed against shrinking "
-                           "(F_SEAL_SHRINK): the peers that map it could fault");
+    struct stat st {};
+    if (fstat(backing_fd, &st) != 0) {
+      return Verdict::Fail(
+          EBADF, std::string("reg_mr: cannot stat the backing memfd: ") + strerror(errno));
     }
+    id = {st.st_dev, st.st_ino};
+    memfd_size = static_cast<uint64_t>(st.st_size);
+    // Peers (and the network transport, here) map the backing: one that its
+    // owner could shrink would fault them (SIGBUS) - as any memfd not sealed
+    // against it. The library seals every backing it makes. (One held
+    // already was checked when it came: seals are never removed.)
+    if (!backings_.contains(id)) {
+      const int seals = fcntl(backing_fd, F_GET_SEALS);
+      if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        return Verdict::Fail(EINVAL,
+                             "reg_mr: the backing memfd is not sealed against shrinking "
+                             "(F_SEAL_SHRINK): the peers that map it could fault");
+      }
+    }
+  } else if (kept) {
+    id = {req.kept.dev, req.kept.ino};
+    auto it = backings_.find(id);
+    if (it == backings_.end() || std::find(it->second.keepers.begin(), it->second.keepers.end(),
+                                           c) == it->second.keepers.end()) {
+      return Verdict::Fail(ESTALE,
+                           "reg_mr: the device keeps no such memfd for this context (let go of "
+                           "as the least recently used): pass it again");
+    }
+    memfd_size = it->second.size;
   }
-  Verdict v = RegMr(c, req.reg, out, zero_length_ok);
+  if (memfd && (req.backed_offset > memfd_size ||
+                req.backed_end - req.backed_begin > memfd_size - req.backed_offset)) {
+    return Verdict::Fail(EINVAL, "reg_mr: the backed range lies past the end of its memfd");
+  }
+  Verdict v = RegMr(c, req.reg, out, device_memory);
   if (!v.ok()) return v;
   Mr& mr = mrs_.at(out->handle);
-  if (backing_fd >= 0 && !HoldBacking(mr, backing_fd)) {
+  if (memfd && !HoldBacking(mr, id, backing_fd, memfd_size, device_memory ? 0 : c)) {
     // Registered all the same: peers reach it through the owner's
     // /proc/self/mem, as a range without whole pages.
     fprintf(stderr,
@@ -380,6 +458,7 @@ Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req,
             "through the owner's memory descriptor\n",
             mr.lkey, strerror(errno));
   }
+  if (mr.backing_fd >= 0 && !device_memory) out->flags |= protocol::kRegMrBackingKept;
   // A SysV segment: peers attach it with their own credentials; the device
   // holds it while the MR lives. It cannot shrink, so no peer can fault on it.
   const uint64_t segment_bytes = req.backed_offset + (req.backed_end - req.backed_begin);

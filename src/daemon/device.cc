@@ -39,6 +39,11 @@ Device::Device()
   const char* loopback = getenv("SOFTVERBS_ROCE_LOOPBACK");
   gids_.wire_loopback = loopback && strcmp(loopback, "1") == 0;
   if (gids_.wire_loopback) Log("wire loopback: paths between this host's GIDs use RoCE v2 too");
+  // Tests make the device let go of kept memfds early (the library passes
+  // them again): integration.it_pd_mr_kept_backings_limit.
+  if (const char* max = getenv("SOFTVERBS_TEST_MAX_KEPT_BACKINGS"); max && *max) {
+    max_kept_backings_ = strtoul(max, nullptr, 10);
+  }
   CreateDeviceTable();
 }
 

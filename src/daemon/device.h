@@ -177,8 +177,17 @@ class Device {
   int SrqRingFd(Handle srq) const;
   // backing_fd (-1: none) is borrowed: the device holds the backing with a
   // descriptor of its own, one per distinct memfd however many MRs use it.
+  // A registration (not a DM MR: device_memory) also keeps a memfd it was
+  // passed for the connection after its MRs are gone, so that registering
+  // the range again names it (kBackingMemfdKept) instead of passing it
+  // again; ForgetBackings and the connection's end let it go.
   Verdict RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
-                      protocol::RegMrReply* out, bool zero_length_ok = false);
+                      protocol::RegMrReply* out, bool device_memory = false);
+  // The library dropped these memfds from its cache: those kept for c alone
+  // (and used by no MR) are closed.
+  void ForgetBackings(ClientId c, std::span<const protocol::BackingName> names);
+  // ... and every one kept for c (its connection went).
+  void ForgetKeptBackings(ClientId c);
   Verdict MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::vector<int>* fds);
   Verdict MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::vector<int>* fds);
   Verdict QpError(ClientId c, uint32_t qpn, uint32_t state);
@@ -250,7 +259,21 @@ class Device {
   // application registers one buffer many times: one descriptor each ran
   // the daemon out of them, locking every process of its user out);
   // ReleaseBacking lets mr's go. False: no descriptor to hold it with.
-  bool HoldBacking(Mr& mr, int borrowed_fd);
+  struct HeldBacking;
+  using BackingId = std::pair<uint64_t, uint64_t>;  // (st_dev, st_ino)
+  // mr uses backing `id`: the one held already, else borrowed_fd's (dup'ed),
+  // st_size `size`. A connection that passed it (keeper != 0) keeps it.
+  bool HoldBacking(Mr& mr, BackingId id, int borrowed_fd, uint64_t size, ClientId keeper);
+  // Closes backing id if no MR uses it and no connection keeps it.
+  void CloseBackingIfUnused(BackingId id);
+  // Keeps the backings that only connections keep within max_kept_backings_,
+  // the least recently released out first (their keepers pass them again:
+  // a registration naming one the device let go is told ESTALE).
+  void TrimKeptBackings();
+  // Each process's library keeps at most 256 converted ranges idle
+  // (mr_backing.cc); this bounds the descriptors all of them cost here.
+  static constexpr size_t kMaxKeptBackings = 4096;
+  size_t max_kept_backings_ = kMaxKeptBackings;  // SOFTVERBS_TEST_MAX_KEPT_BACKINGS
   // The SysV segment shmid backs mr: the device keeps it attached while any
   // MR is on it, as a NIC keeps the pages of an MR pinned - removed and
   // detached by its owner, it lives on, and its id cannot name another
@@ -315,9 +338,16 @@ class Device {
   int table_fd_ = -1;
   struct HeldBacking {
     int fd;
-    uint32_t mrs;  // MRs using it
+    uint32_t mrs;   // MRs using it
+    uint64_t size;  // the memfd's st_size when first held (sealed: it never shrinks)
+    // The connections that passed it and may name it again
+    // (kBackingMemfdKept): kept for them while no MR uses it, until they
+    // forget it or go.
+    std::vector<ClientId> keepers;
+    uint64_t released_at = 0;  // kept_clock_ when its last MR went
   };
-  std::map<std::pair<uint64_t, uint64_t>, HeldBacking> backings_;  // by (st_dev, st_ino)
+  std::map<BackingId, HeldBacking> backings_;
+  uint64_t kept_clock_ = 0;
   struct HeldSegment {
     void* base;
     uint32_t mrs;  // MRs on it

@@ -73,7 +73,7 @@ Verdict Device::RegDmMr(ClientId c, const protocol::RegDmMrRequest& req, int bac
                             ") is not inside the " + std::to_string(dm->length) +
                             " bytes of device memory");
   }
-  Verdict v = RegMrBacked(c, req.mr, backing_fd, out, /*zero_length_ok=*/true);
+  Verdict v = RegMrBacked(c, req.mr, backing_fd, out, /*device_memory=*/true);
   if (!v.ok()) return v;
   mrs_.at(out->handle).dm = dm->handle;
   dm->mrs++;

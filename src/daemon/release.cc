@@ -30,6 +30,7 @@ void Device::ClientLeft(ClientId c) {
   auto it = clients_.find(c);
   if (it == clients_.end()) return;
   ReleaseAccessRecord(c);  // a dead process is inside no access: its counts go with it
+  ForgetKeptBackings(c);   // the memfds kept for the connection's next registrations
   it->second.live = false;
   const ClientId group = GroupOf(c);
   std::vector<ClientId> members;

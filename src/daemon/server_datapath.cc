@@ -22,8 +22,9 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       protocol::RegMrBackedRequest req;
       if (!ReadBody(body, len, &req)) return bad_size();
       int backing = -1;
-      // A memfd comes as the request's fd; a SysV segment by its id.
-      if (req.backed_end > req.backed_begin && req.backing_kind != protocol::kBackingSysvShm) {
+      // A memfd comes as the request's fd; a SysV segment by its id, a memfd
+      // the device kept for this connection by its name.
+      if (req.backed_end > req.backed_begin && req.backing_kind == protocol::kBackingNone) {
         if (fds.empty()) {
           Reply(conn, hdr.seq, Verdict::Fail(EBADF, "reg_mr: backing memfd missing"), nullptr, 0);
           return true;
@@ -33,6 +34,21 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       protocol::RegMrReply out{};
       Verdict v = device_.RegMrBacked(c, req, backing, &out);
       Reply(conn, hdr.seq, v, &out, sizeof(out));
+      return true;
+    }
+    case Op::kForgetBackings: {
+      protocol::ForgetBackingsRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      if (req.count > protocol::ForgetBackingsRequest::kMaxNames) {
+        Reply(conn, hdr.seq,
+              Verdict::Fail(EINVAL, "forget_backings: " + std::to_string(req.count) +
+                                        " names, at most " +
+                                        std::to_string(protocol::ForgetBackingsRequest::kMaxNames)),
+              nullptr, 0);
+        return true;
+      }
+      device_.ForgetBackings(c, std::span(req.names, req.count));
+      Reply(conn, hdr.seq, Verdict::Ok(), nullptr, 0);
       return true;
     }
     case Op::kMapQp: {

@@ -1,5 +1,6 @@
 // `softverbs status`: the device, its clients and their objects, like
 // `rdma resource show`.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "common/device_limits.h"
@@ -87,7 +88,12 @@ std::string Device::StatusJson() const {
                {"ah", ahs_.size()},
                {"xrcd", xrcds_.size()},
                {"dm", dms_.size()},
-               {"mr_backings", backings_.size()},
+               {"mr_backings", std::count_if(backings_.begin(), backings_.end(),
+                                             [](const auto& b) { return b.second.mrs != 0; })},
+               // Memfds no MR uses, kept for the connections that passed
+               // them (a registration of the range again names them).
+               {"mr_backings_kept", std::count_if(backings_.begin(), backings_.end(),
+                                                  [](const auto& b) { return b.second.mrs == 0; })},
                {"mr_segments", segments_.size()}};
   json all{{"device", dev}, {"clients", clients}, {"objects", objects}};
   return all.dump(2);

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 15;
+inline constexpr uint32_t kProtocolVersion = 16;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -90,7 +90,8 @@ enum class Op : uint16_t {
   kQueryPd,  // object import (ibv_import_pd/mr/dm): bodies at the end of this file
   kQueryMr,
   kQueryDm,
-  kCmMigrateDone,  // rdma_migrate_id's second step: body CmMigrateDone (protocol/cm_messages.h)
+  kCmMigrateDone,   // rdma_migrate_id's second step: body CmMigrateDone (protocol/cm_messages.h)
+  kForgetBackings,  // the library dropped memfds the device kept for it: ForgetBackingsRequest
   kCount
 };
 
@@ -183,7 +184,7 @@ struct RegMrReply {
   Handle handle;
   uint32_t lkey;
   uint32_t rkey;
-  uint32_t reserved;
+  uint32_t flags;  // reg_mr_backed: kRegMrBackingKept; else 0
 };
 static_assert(sizeof(RegMrReply) == 16);
 
@@ -379,22 +380,52 @@ static_assert(sizeof(AsyncEventRecord) == 20);
 inline constexpr uint32_t kBackingNone = 0;
 inline constexpr uint32_t kBackingMemfd = 1;    // a memfd, passed as an fd
 inline constexpr uint32_t kBackingSysvShm = 2;  // a SysV segment, by id: peers attach it
+// A memfd this connection passed before and the device kept (RegMrReply
+// flag kRegMrBackingKept, until ForgetBackings or the connection's end),
+// named by its (st_dev, st_ino): no fd. Request only.
+inline constexpr uint32_t kBackingMemfdKept = 3;
+
+// The name of a memfd the device keeps: what fstat says of it.
+struct BackingName {
+  uint64_t dev;  // st_dev
+  uint64_t ino;  // st_ino
+};
+static_assert(sizeof(BackingName) == 16);
 
 // reg_mr with what backs the MR's whole pages, when backed_end >
-// backed_begin: a memfd (SCM_RIGHTS), or the SysV shared memory segment the
-// application mapped there (backing_kind kBackingSysvShm, no fd).
+// backed_begin: a memfd (SCM_RIGHTS), one the device kept for this
+// connection (kBackingMemfdKept, no fd), or the SysV shared memory segment
+// the application mapped there (kBackingSysvShm, no fd).
 struct RegMrBackedRequest {
   RegMrRequest reg;
   uint64_t backed_begin;   // owner va of the first backed page
   uint64_t backed_end;     // owner va past the last backed page
   uint64_t backed_offset;  // offset of backed_begin in the memfd or segment
-  uint32_t backing_kind;   // kBackingSysvShm, or 0 (a memfd comes as the fd)
+  uint32_t backing_kind;   // kBackingSysvShm, kBackingMemfdKept, or 0 (a memfd comes as the fd)
   uint32_t shmid;          // kBackingSysvShm: the segment's id
   // kBackingSysvShm: the inode of the owner's IPC namespace
   // (/proc/self/ns/ipc): an id names a segment only within one.
   uint64_t ipc_ns;
+  BackingName kept;  // kBackingMemfdKept: which memfd
 };
-static_assert(sizeof(RegMrBackedRequest) == 72);
+static_assert(sizeof(RegMrBackedRequest) == 88);
+
+// RegMrReply::flags of a reg_mr_backed that passed a memfd: the device keeps
+// it for this connection after the MR is gone, and a later registration on
+// the same connection may name it (kBackingMemfdKept) instead of passing it.
+inline constexpr uint32_t kRegMrBackingKept = 1;
+
+// forget_backings: the library no longer keeps these memfds (its cache of
+// converted ranges dropped them); the device lets go of those it kept for
+// this connection alone and no MR uses. Names it does not keep for the
+// connection are skipped. No reply body.
+struct ForgetBackingsRequest {
+  static constexpr uint32_t kMaxNames = 16;
+  uint32_t count;  // <= kMaxNames
+  uint32_t reserved;
+  BackingName names[kMaxNames];
+};
+static_assert(sizeof(ForgetBackingsRequest) == 264);
 
 // A peer asks for the receive side of QP qpn. Reply fds, in order: the
 // receive queue (the QP's, or its SRQ's when srqn != 0), the receive CQ
@@ -528,7 +559,7 @@ struct RegDmMrRequest {
   uint32_t reserved;  // 0
   uint64_t dm_offset;
 };
-static_assert(sizeof(RegDmMrRequest) == 88);
+static_assert(sizeof(RegDmMrRequest) == 104);
 
 // ibv_alloc_mw.
 struct AllocMwRequest {

@@ -72,7 +72,8 @@ const char* OpName(Op op) {
                                            "query_pd",
                                            "query_mr",
                                            "query_dm",
-                                           "cm_migrate_done"};
+                                           "cm_migrate_done",
+                                           "forget_backings"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

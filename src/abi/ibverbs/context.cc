@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "abi/ibverbs/device_fatal.h"
 #include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/peers.h"
@@ -108,6 +110,8 @@ std::mutex registry_mutex;
 NoDestructor<std::vector<Context*>> registry;
 
 void Register(Context* ctx) {
+  static std::atomic<uint64_t> next_keeper{1};
+  ctx->keeper = next_keeper.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(registry_mutex);
   registry->push_back(ctx);
 }
@@ -315,6 +319,7 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
   if (!context) return RejectMinusOne(EINVAL, "ibv_close_device: context is NULL");
   Context* ctx = Context::From(context);
   Unregister(ctx);
+  TakeForgottenBackings(ctx->keeper);  // its device forgets all it kept for it at the close
   StopDevxQueues(ctx);  // first: it executes work through the peers and the progress thread
   StopProgressThread(ctx);
   StopDeviceWatch(ctx);

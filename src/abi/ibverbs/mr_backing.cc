@@ -45,13 +45,24 @@ struct Backing {
   uint64_t inode;  // of the memfd, to recognise its mapping
   uint32_t dev_major;
   uint32_t dev_minor;
-  uint64_t last_used;  // registry clock, for dropping the least recently used idle ones
+  uint64_t last_used;      // registry clock, for dropping the least recently used idle ones
+  uint64_t memfd_dev = 0;  // st_dev of the memfd: with inode, its name to the device
+  // The contexts (Context::keeper) whose device keeps the memfd: their
+  // registrations of the range name it instead of passing it.
+  std::vector<uint64_t> kept_by{};
 };
 
 std::mutex g_mutex;
 NoDestructor<std::vector<Backing>> g_backings;
 uint64_t g_next_id = 1;
 uint64_t g_clock = 0;
+// Dropped entries whose memfd a device kept for a context: told to it by
+// the context (TakeForgottenBackings), outside g_mutex.
+struct ForgottenBacking {
+  uint64_t keeper;
+  protocol::BackingName name;
+};
+NoDestructor<std::vector<ForgottenBacking>> g_forgotten;
 
 // What idle backings may hold. An idle backing's memfd keeps its pages even
 // if the application unmapped the range (its mapping is what the application
@@ -302,8 +313,10 @@ void Privatize(SelfMaps& maps, const Backing& b) {
 // Forgets entry i (under g_mutex). What of its range still maps its memfd
 // stays the application's memory, private from now on (Privatize).
 void Drop(SelfMaps& maps, size_t i) {
-  Privatize(maps, (*g_backings)[i]);
-  close((*g_backings)[i].fd);
+  const Backing& b = (*g_backings)[i];
+  Privatize(maps, b);
+  for (uint64_t keeper : b.kept_by) g_forgotten->push_back({keeper, {b.memfd_dev, b.inode}});
+  close(b.fd);
   g_backings->erase(g_backings->begin() + static_cast<std::ptrdiff_t>(i));
 }
 
@@ -425,7 +438,8 @@ void AfterForkInChild() {
   }
   g_snapshots->clear();
   for (const Backing& b : *g_backings) close(b.fd);
-  g_backings->clear();  // the child registered nothing
+  g_backings->clear();   // the child registered nothing
+  g_forgotten->clear();  // the parent tells its devices
   g_mutex.unlock();
 }
 
@@ -436,7 +450,7 @@ void InstallForkHandlers() {
 
 }  // namespace
 
-MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
+MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t keeper) {
   InstallForkHandlers();
   const uint64_t page = PageSize();
   const uint64_t start = reinterpret_cast<uint64_t>(addr);
@@ -457,7 +471,11 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
     if (b.begin <= begin && end <= b.end) {
       b.refs++;
       b.last_used = ++g_clock;
-      return {b.id, b.fd, begin, end, begin - b.begin};
+      MrBacking found{b.id, b.fd, begin, end, begin - b.begin};
+      found.name = {b.memfd_dev, b.inode};
+      found.device_keeps =
+          keeper != 0 && std::find(b.kept_by.begin(), b.kept_by.end(), keeper) != b.kept_by.end();
+      return found;
     }
     if (b.refs == 0) {
       // An idle backing in the way: forget it (its pages stay mapped and
@@ -527,11 +545,14 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length) {
             static_cast<uint64_t>(st.st_ino),
             major(st.st_dev),
             minor(st.st_dev),
-            ++g_clock};
+            ++g_clock,
+            static_cast<uint64_t>(st.st_dev)};
   CheckSomeIdle(maps);
   g_backings->push_back(b);
   TrimIdle(maps);
-  return {b.id, fd, begin, end, 0};
+  MrBacking made{b.id, fd, begin, end, 0};
+  made.name = {b.memfd_dev, b.inode};
+  return made;
 }
 
 bool MemoryIsAccessible(SelfMaps& maps, uintptr_t addr, size_t length, bool need_write) {
@@ -557,6 +578,29 @@ void ReleaseMrBacking(uint64_t id) {
     break;
   }
   TrimIdle(maps);
+}
+
+void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept) {
+  if (id == 0 || keeper == 0) return;
+  std::lock_guard lock(g_mutex);
+  for (Backing& b : *g_backings) {
+    if (b.id != id) continue;
+    const bool listed = std::find(b.kept_by.begin(), b.kept_by.end(), keeper) != b.kept_by.end();
+    if (kept && !listed) b.kept_by.push_back(keeper);
+    if (!kept) std::erase(b.kept_by, keeper);
+    return;
+  }
+}
+
+std::vector<protocol::BackingName> TakeForgottenBackings(uint64_t keeper) {
+  std::lock_guard lock(g_mutex);
+  std::vector<protocol::BackingName> out;
+  std::erase_if(*g_forgotten, [&](const ForgottenBacking& f) {
+    if (f.keeper != keeper) return false;
+    out.push_back(f.name);
+    return true;
+  });
+  return out;
 }
 
 }  // namespace softverbs::provider

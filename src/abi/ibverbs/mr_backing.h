@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "abi/ibverbs/self_maps.h"
 #include "datapath/shm.h"
@@ -27,31 +28,55 @@
 namespace softverbs::provider {
 
 struct MrBacking {
-  uint64_t id = 0;      // a memfd's registry id; 0: no memfd
-  int fd = -1;          // the memfd (owned by the registry; dup it to keep it)
-  uint64_t begin = 0;   // first backed page
-  uint64_t end = 0;     // past the last backed page (== begin: no backing)
-  uint64_t offset = 0;  // offset of `begin` in the memfd or the segment
-  int shmid = -1;       // a SysV segment backs the range instead of a memfd
+  uint64_t id = 0;               // a memfd's registry id; 0: no memfd
+  int fd = -1;                   // the memfd (owned by the registry; dup it to keep it)
+  uint64_t begin = 0;            // first backed page
+  uint64_t end = 0;              // past the last backed page (== begin: no backing)
+  uint64_t offset = 0;           // offset of `begin` in the memfd or the segment
+  int shmid = -1;                // a SysV segment backs the range instead of a memfd
+  protocol::BackingName name{};  // the memfd's (st_dev, st_ino)
+  // The device keeps the memfd for the registering context (it passed it
+  // before): the request names it instead of passing it.
+  bool device_keeps = false;
   bool backed() const { return id != 0 || shmid >= 0; }
+  // Whether the memfd goes along as the request's fd.
+  bool passes_fd() const { return id != 0 && !device_keeps; }
 };
 
 // What a registration tells the device of its backing (the memfd itself
-// goes along as the request's fd when b.id != 0).
+// goes along as the request's fd when b.passes_fd()).
 inline void DescribeBacking(const MrBacking& b, protocol::RegMrBackedRequest* req) {
   req->backed_begin = b.begin;
   req->backed_end = b.end;
   req->backed_offset = b.offset;
-  req->backing_kind = b.shmid >= 0 ? protocol::kBackingSysvShm : protocol::kBackingNone;
+  req->backing_kind = b.shmid >= 0     ? protocol::kBackingSysvShm
+                      : b.device_keeps ? protocol::kBackingMemfdKept
+                                       : protocol::kBackingNone;
   req->shmid = b.shmid >= 0 ? static_cast<uint32_t>(b.shmid) : 0;
   req->ipc_ns = b.shmid >= 0 ? datapath::IpcNamespaceId() : 0;
+  req->kept = b.device_keeps ? b.name : protocol::BackingName{};
 }
 
 // Backs the whole pages of [addr, addr+length). Failure to back is not an
 // error: the MR is then reached through /proc/self/mem only. maps: the
-// registration's view of the mappings (self_maps.h).
-MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length);
+// registration's view of the mappings (self_maps.h). keeper: the
+// registering context's Context::keeper (0: a registration the device does
+// not keep memfds for, a DM MR).
+MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t keeper = 0);
 void ReleaseMrBacking(uint64_t id);
+
+// Whether the device keeps backing `id`'s memfd for context `keeper` from
+// now on (the reply's kRegMrBackingKept), or no longer (it answered ESTALE
+// to a registration that named it).
+void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept);
+
+// The memfds the device kept for context `keeper` and the registry has
+// dropped since (its cache of converted ranges let them go): the context
+// tells its device (forget_backings) so that the device lets go of them
+// too. What waits for a context is bounded by the cache's own bounds (it
+// held those entries); a context that closes takes its own and drops them
+// (its device forgot everything it kept for it).
+std::vector<protocol::BackingName> TakeForgottenBackings(uint64_t keeper);
 
 // Whether every byte of [addr, addr+length) is mapped readable (and writable
 // if need_write), in maps.

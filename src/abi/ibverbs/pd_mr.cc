@@ -98,24 +98,56 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   req.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
   // The data path: whole pages become shared memory peers can map (not for
   // on-demand MRs, reached through the owner's /proc/self/mem at access).
-  MrBacking backing =
-      (access & IBV_ACCESS_ON_DEMAND) ? MrBacking{} : AcquireMrBacking(maps, addr, length);
+  MrBacking backing = (access & IBV_ACCESS_ON_DEMAND)
+                          ? MrBacking{}
+                          : AcquireMrBacking(maps, addr, length, ctx->keeper);
   if (!ctx->has_mem_fd && !backing.backed()) {
     // Not dumpable and no shared backing (memory that cannot be remapped,
     // or pages another registration holds differently): unreachable.
+    ReleaseMrBacking(backing.id);
+    SendForgottenBackings(ctx);
     return RejectNull(EPERM,
                       "ibv_reg_mr: this process is not dumpable and [%p, +%zu) cannot be "
                       "backed with shared memory: peers could not reach it",
                       addr, length);
   }
-  DescribeBacking(backing, &req);
   protocol::RegMrReply rep{};
-  if (int err = ctx->channel.Call(protocol::Op::kRegMrBacked, &req, sizeof(req), &rep, sizeof(rep),
-                                  backing.id ? &backing.fd : nullptr, backing.id ? 1 : 0)) {
+  auto call = [&] {
+    DescribeBacking(backing, &req);
+    return ctx->channel.Call(protocol::Op::kRegMrBacked, &req, sizeof(req), &rep, sizeof(rep),
+                             backing.passes_fd() ? &backing.fd : nullptr,
+                             backing.passes_fd() ? 1 : 0);
+  };
+  int err = call();
+  if (err == ESTALE && backing.device_keeps) {
+    // The device let go of the memfd it kept for this context (its least
+    // recently used ones go first): pass it again.
+    NoteBackingKept(backing.id, ctx->keeper, false);
+    backing.device_keeps = false;
+    err = call();
+  }
+  if (err) {
     ReleaseMrBacking(backing.id);
+    SendForgottenBackings(ctx);
     return FailNull<ibv_mr>(err);
   }
+  if (backing.passes_fd()) {
+    NoteBackingKept(backing.id, ctx->keeper, rep.flags & protocol::kRegMrBackingKept);
+  }
+  SendForgottenBackings(ctx);
   return MakeMr(pd, rep, backing.id, access, addr, length);
+}
+
+void SendForgottenBackings(Context* ctx) {
+  const std::vector<protocol::BackingName> names = TakeForgottenBackings(ctx->keeper);
+  protocol::ForgetBackingsRequest req{};
+  for (size_t at = 0; at < names.size();) {
+    req.count = 0;
+    while (at < names.size() && req.count < protocol::ForgetBackingsRequest::kMaxNames) {
+      req.names[req.count++] = names[at++];
+    }
+    ctx->channel.Call(protocol::Op::kForgetBackings, req);
+  }
 }
 
 ibv_mr* MakeMr(ibv_pd* pd, const protocol::RegMrReply& rep, uint64_t backing_id, unsigned access,
@@ -305,6 +337,7 @@ SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   // DMA before the deregistration completes.
   WaitForPeersToLeave(ctx, mr->lkey, rep.peers_inside);
   ReleaseMrBacking(m->backing_id);
+  SendForgottenBackings(ctx);
   delete m;
   return 0;
 }

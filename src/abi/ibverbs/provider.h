@@ -54,6 +54,9 @@ struct Context {
   DaemonChannel channel;  // requests to softverbsd
   int event_fd = -1;      // the event connection; also ibv_context.async_fd
   uint32_t client_id = 0;
+  // Names the context to the registry of converted ranges (mr_backing.h),
+  // which notes the memfds its device keeps for it; never reused.
+  uint64_t keeper = 0;
   // The group whose objects and keys this context uses: client_id, unless
   // it imported another process's context (ibv_import_device).
   uint32_t group_id = 0;

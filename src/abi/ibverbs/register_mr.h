@@ -21,4 +21,11 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
 ibv_mr* MakeMr(ibv_pd* pd, const protocol::RegMrReply& rep, uint64_t backing_id, unsigned access,
                void* addr, size_t length);
 
+struct Context;
+
+// Tells ctx's device of the memfds it kept for ctx and the registry of
+// converted ranges has dropped since (TakeForgottenBackings): called by
+// ctx's registrations and deregistrations, after the registry's work.
+void SendForgottenBackings(Context* ctx);
+
 }  // namespace softverbs::provider

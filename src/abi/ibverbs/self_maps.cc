@@ -17,7 +17,7 @@ namespace {
 // PROCMAP_QUERY (include/uapi/linux/fs.h since Linux 6.11; Debian 12's
 // headers predate it). The caller fills size, query_flags and query_addr;
 // the kernel fills the vma_* fields, inode and device, and the name into
-// vma_name_addr when vma_name_size is set (asked for shared mappings only).
+// vma_name_addr when vma_name_size is set.
 // Build ids are not asked for.
 struct ProcmapQuery {
   uint64_t size;
@@ -132,11 +132,25 @@ bool SelfMaps::At(uint64_t addr, Vma* out) {
   }
   const int fd = MapsFd();
   if (fd >= 0) {
+    // The name comes in the same query (a second one for shared mappings
+    // cost a registration of a converted range 0.5 us): is it ours, or a
+    // SysV segment? Both names are short; a longer one (ENAMETOOLONG: a file
+    // deep in a tree) is neither, and the query goes again without it.
+    char name[128] = {};
     ProcmapQuery q{};
     q.size = sizeof(q);
     q.query_flags = kCoveringOrNextVma;
     q.query_addr = addr;
-    if (ioctl(fd, kProcmapQuery, &q) == 0) {
+    q.vma_name_addr = reinterpret_cast<uint64_t>(name);
+    q.vma_name_size = sizeof(name);
+    int r = ioctl(fd, kProcmapQuery, &q);
+    bool have_name = r == 0;
+    if (r != 0 && errno == ENAMETOOLONG) {
+      q.vma_name_addr = 0;
+      q.vma_name_size = 0;
+      r = ioctl(fd, kProcmapQuery, &q);
+    }
+    if (r == 0) {
       out->start = q.vma_start;
       out->end = q.vma_end;
       out->readable = q.vma_flags & kVmaReadable;
@@ -146,20 +160,8 @@ bool SelfMaps::At(uint64_t addr, Vma* out) {
       out->inode = q.inode;
       out->dev_major = q.dev_major;
       out->dev_minor = q.dev_minor;
-      out->registration_backing = false;
-      out->sysv_shm = false;
-      if (out->shared) {
-        // The name, for shared mappings only (a second query): is it ours,
-        // or a SysV segment?
-        char name[64] = {};
-        ProcmapQuery named = q;
-        named.query_addr = q.vma_start;
-        named.vma_name_addr = reinterpret_cast<uint64_t>(name);
-        named.vma_name_size = sizeof(name);
-        const bool have_name = ioctl(fd, kProcmapQuery, &named) == 0;
-        out->registration_backing = have_name && IsRegistrationBacking(name);
-        out->sysv_shm = have_name && IsSysvShm(name);
-      }
+      out->registration_backing = out->shared && have_name && IsRegistrationBacking(name);
+      out->sysv_shm = out->shared && have_name && IsSysvShm(name);
       if (out->start <= addr) {
         last_ = *out;
         have_last_ = true;

@@ -758,6 +758,111 @@ TEST_F(PdMrTest, ManyMrsOfOneRangeShareOneBackingInTheDevice) {
   munmap(p, 2 * page);
 }
 
+size_t KeptBackings() {
+  return Status()["objects"]["mr_backings_kept"].get<size_t>();
+}
+
+// A range registered again after its last MR went is named to the device,
+// not passed (docs/datapath.md, "Converted ranges stay converted"): the
+// device keeps the memfd for the context that passed it until the library
+// lets go of the range or the context closes.
+TEST_F(PdMrTest, TheDeviceKeepsABackingForTheContextThatPassedIt) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  ibv_context* ctx = OpenDevice();
+  ASSERT_NE(ctx, nullptr);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(pd, nullptr);
+  char* p = TouchedPages(2);
+  ASSERT_NE(p, nullptr);
+  const size_t used = DeviceBackings(), kept = KeptBackings();
+  ibv_mr* mr = ibv_reg_mr(pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(DeviceBackings(), used + 1);
+  EXPECT_EQ(KeptBackings(), kept);
+  ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(DeviceBackings(), used);
+  EXPECT_EQ(KeptBackings(), kept + 1) << "the device let go of the memfd with the last MR";
+  mr = ibv_reg_mr(pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(MyMr(mr->lkey)["backed"], true);
+  EXPECT_EQ(DeviceBackings(), used + 1) << "the kept memfd backs the new MR";
+  EXPECT_EQ(KeptBackings(), kept);
+  ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(KeptBackings(), kept + 1);
+  // Another context has not passed it: its registration passes it, and the
+  // device keeps the one memfd for both.
+  mr = ibv_reg_mr(pd_, p, 2 * page, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(MyMr(mr->lkey)["backed"], true);
+  EXPECT_EQ(DeviceBackings(), used + 1);
+  EXPECT_EQ(KeptBackings(), kept);
+  ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  EXPECT_EQ(KeptBackings(), kept + 1);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  ASSERT_EQ(ibv_close_device(ctx), 0);
+  EXPECT_EQ(KeptBackings(), kept + 1) << "the fixture's context still keeps it";
+  munmap(p, 2 * page);
+}
+
+// What the library's cache of converted ranges lets go of (at most 256 idle
+// ranges per process), the device lets go of too: it holds no memfd, and no
+// memory, the process no longer keeps.
+TEST_F(PdMrTest, TheDeviceLetsGoOfWhatTheLibraryLetGoOf) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  ibv_context* ctx = OpenDevice();
+  ASSERT_NE(ctx, nullptr);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(pd, nullptr);
+  const size_t kept = KeptBackings();
+  constexpr int kRanges = 300;
+  std::vector<char*> ranges;
+  for (int i = 0; i < kRanges; ++i) {
+    char* p = TouchedPages(1);
+    ASSERT_NE(p, nullptr);
+    ranges.push_back(p);
+    ibv_mr* mr = ibv_reg_mr(pd, p, page, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr) << strerror(errno);
+    ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  }
+  const size_t kept_after = KeptBackings();
+  EXPECT_GT(kept_after, kept) << "nothing kept";
+  EXPECT_LE(kept_after, kept + 256) << "the device still keeps ranges the library dropped";
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  ASSERT_EQ(ibv_close_device(ctx), 0);
+  EXPECT_EQ(KeptBackings(), kept) << "the context's end lets go of what was kept for it";
+  for (char* p : ranges) munmap(p, page);
+}
+
+// A device that let go of a memfd it kept (its least recently released go
+// first past its limit) answers a registration naming it ESTALE; the
+// library passes it again. integration.it_pd_mr_kept_backings_limit runs
+// this with the limit at 1.
+TEST_F(PdMrTest, ARegistrationNamingAMemfdTheDeviceLetGoOfPassesItAgain) {
+  const char* limit = getenv("SOFTVERBS_TEST_MAX_KEPT_BACKINGS");
+  if (!limit || strcmp(limit, "1") != 0) {
+    GTEST_SKIP() << "needs a device started with SOFTVERBS_TEST_MAX_KEPT_BACKINGS=1";
+  }
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  char* first = TouchedPages(2);
+  char* second = TouchedPages(2);
+  ASSERT_TRUE(first && second);
+  for (char* p : {first, second}) {
+    ibv_mr* mr = ibv_reg_mr(pd_, p, 2 * page, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr) << strerror(errno);
+    ASSERT_EQ(ibv_dereg_mr(mr), 0);
+  }
+  EXPECT_EQ(KeptBackings(), 1u) << "the device keeps one memfd at most";
+  // The library still believes the device keeps the first one.
+  ibv_mr* mr = ibv_reg_mr(pd_, first, 2 * page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(MyMr(mr->lkey)["backed"], true);
+  first[0] = 'x';
+  EXPECT_EQ(first[0], 'x');
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  munmap(first, 2 * page);
+  munmap(second, 2 * page);
+}
+
 // ibv_rereg_mr of the access flags or the PD keeps the MR's backing (only
 // a new translation drops it): peers keep reaching the pages directly.
 TEST_F(PdMrTest, ReregWithoutANewTranslationKeepsTheBacking) {
