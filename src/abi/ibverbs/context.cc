@@ -319,7 +319,7 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
   if (!context) return RejectMinusOne(EINVAL, "ibv_close_device: context is NULL");
   Context* ctx = Context::From(context);
   Unregister(ctx);
-  TakeForgottenBackings(ctx->keeper);  // its device forgets all it kept for it at the close
+  TakeForgottenBackings(ctx->keeper, /*all=*/true);  // the device forgets them at the close
   StopDevxQueues(ctx);  // first: it executes work through the peers and the progress thread
   StopProgressThread(ctx);
   StopDeviceWatch(ctx);

@@ -61,7 +61,15 @@ uint64_t g_clock = 0;
 struct ForgottenBacking {
   uint64_t keeper;
   protocol::BackingName name;
+  uint64_t bytes;  // the range's
 };
+// A context tells its device once this many memfds, or bytes, wait for it
+// (a program that maps, registers and unmaps a fresh buffer each time
+// drops a stale range at nearly every registration: one message for each
+// would cost it ~1.5 us a registration). What waits stays allocated in the
+// device meanwhile, bounded by these.
+constexpr size_t kForgetBatchNames = protocol::ForgetBackingsRequest::kMaxNames;
+constexpr uint64_t kForgetBatchBytes = 16ull << 20;
 NoDestructor<std::vector<ForgottenBacking>> g_forgotten;
 
 // What idle backings may hold. An idle backing's memfd keeps its pages even
@@ -315,7 +323,9 @@ void Privatize(SelfMaps& maps, const Backing& b) {
 void Drop(SelfMaps& maps, size_t i) {
   const Backing& b = (*g_backings)[i];
   Privatize(maps, b);
-  for (uint64_t keeper : b.kept_by) g_forgotten->push_back({keeper, {b.memfd_dev, b.inode}});
+  for (uint64_t keeper : b.kept_by) {
+    g_forgotten->push_back({keeper, {b.memfd_dev, b.inode}, b.end - b.begin});
+  }
   close(b.fd);
   g_backings->erase(g_backings->begin() + static_cast<std::ptrdiff_t>(i));
 }
@@ -592,9 +602,17 @@ void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept) {
   }
 }
 
-std::vector<protocol::BackingName> TakeForgottenBackings(uint64_t keeper) {
+std::vector<protocol::BackingName> TakeForgottenBackings(uint64_t keeper, bool all) {
   std::lock_guard lock(g_mutex);
   std::vector<protocol::BackingName> out;
+  size_t names = 0;
+  uint64_t bytes = 0;
+  for (const ForgottenBacking& f : *g_forgotten) {
+    if (f.keeper != keeper) continue;
+    ++names;
+    bytes += f.bytes;
+  }
+  if (names == 0 || (!all && names < kForgetBatchNames && bytes < kForgetBatchBytes)) return out;
   std::erase_if(*g_forgotten, [&](const ForgottenBacking& f) {
     if (f.keeper != keeper) return false;
     out.push_back(f.name);

@@ -71,12 +71,13 @@ void ReleaseMrBacking(uint64_t id);
 void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept);
 
 // The memfds the device kept for context `keeper` and the registry has
-// dropped since (its cache of converted ranges let them go): the context
-// tells its device (forget_backings) so that the device lets go of them
-// too. What waits for a context is bounded by the cache's own bounds (it
-// held those entries); a context that closes takes its own and drops them
-// (its device forgot everything it kept for it).
-std::vector<protocol::BackingName> TakeForgottenBackings(uint64_t keeper);
+// dropped since (its cache of converted ranges let them go), for the
+// context to tell its device (forget_backings) so that the device lets go
+// of them too: once 16 of them, or 16 MiB, wait (all: whatever waits).
+// What waits is bounded so, and by the cache's own bounds (it held them);
+// a context that closes takes its own and drops them (its device forgets
+// everything it kept for it).
+std::vector<protocol::BackingName> TakeForgottenBackings(uint64_t keeper, bool all = false);
 
 // Whether every byte of [addr, addr+length) is mapped readable (and writable
 // if need_write), in maps.

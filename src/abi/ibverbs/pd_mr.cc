@@ -146,7 +146,7 @@ void SendForgottenBackings(Context* ctx) {
     while (at < names.size() && req.count < protocol::ForgetBackingsRequest::kMaxNames) {
       req.names[req.count++] = names[at++];
     }
-    ctx->channel.Call(protocol::Op::kForgetBackings, req);
+    ctx->channel.Notify(protocol::Op::kForgetBackings, &req, sizeof(req));
   }
 }
 
