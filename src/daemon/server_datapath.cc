@@ -2,7 +2,6 @@
 // miss or an error, never per work request.
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <unistd.h>
 
 #include "daemon/server.h"
@@ -38,14 +37,18 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       return true;
     }
     case Op::kForgetBackings: {
-      // One-way: no reply, even to a malformed request (the library does
-      // not wait for one).
       protocol::ForgetBackingsRequest req;
-      if (!ReadBody(body, len, &req) || req.count > protocol::ForgetBackingsRequest::kMaxNames) {
-        fprintf(stderr, "softverbsd: forget_backings: malformed request dropped\n");
+      if (!ReadBody(body, len, &req)) return bad_size();
+      if (req.count > protocol::ForgetBackingsRequest::kMaxNames) {
+        Reply(conn, hdr.seq,
+              Verdict::Fail(EINVAL, "forget_backings: " + std::to_string(req.count) +
+                                        " names, at most " +
+                                        std::to_string(protocol::ForgetBackingsRequest::kMaxNames)),
+              nullptr, 0);
         return true;
       }
       device_.ForgetBackings(c, std::span(req.names, req.count));
+      Reply(conn, hdr.seq, Verdict::Ok(), nullptr, 0);
       return true;
     }
     case Op::kMapQp: {

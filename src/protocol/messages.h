@@ -5,7 +5,6 @@
 // context's async_fd), and short-lived ones for the CLI. Each request is a
 // RequestHeader followed by the op's request body; each reply a ReplyHeader,
 // the op's reply body, then reason_len bytes of explanation text when err != 0.
-// One-way requests (IsOneWay) get no reply.
 // Bodies are plain structs of fixed size; both ends are built from this header,
 // and kProtocolVersion changes whenever a layout does.
 #pragma once
@@ -92,16 +91,11 @@ enum class Op : uint16_t {
   kQueryMr,
   kQueryDm,
   kCmMigrateDone,   // rdma_migrate_id's second step: body CmMigrateDone (protocol/cm_messages.h)
-  kForgetBackings,  // one-way, no reply: memfds the device kept that the library dropped
+  kForgetBackings,  // the library dropped memfds the device kept for it: ForgetBackingsRequest
   kCount
 };
 
 const char* OpName(Op op);
-
-// The requests the daemon answers with nothing: the sender does not wait.
-inline constexpr bool IsOneWay(Op op) {
-  return op == Op::kForgetBackings;
-}
 
 struct RequestHeader {
   uint32_t version;    // kProtocolVersion
@@ -424,8 +418,7 @@ inline constexpr uint32_t kRegMrBackingKept = 1;
 // forget_backings: the library no longer keeps these memfds (its cache of
 // converted ranges dropped them); the device lets go of those it kept for
 // this connection alone and no MR uses. Names it does not keep for the
-// connection are skipped. One-way: the daemon sends no reply (the library
-// does not wait; a malformed one is dropped and logged by the daemon).
+// connection are skipped. No reply body.
 struct ForgetBackingsRequest {
   static constexpr uint32_t kMaxNames = 16;
   uint32_t count;  // <= kMaxNames

@@ -319,7 +319,9 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
   if (!context) return RejectMinusOne(EINVAL, "ibv_close_device: context is NULL");
   Context* ctx = Context::From(context);
   Unregister(ctx);
-  TakeForgottenBackings(ctx->keeper, /*all=*/true);  // the device forgets them at the close
+  // The device forgets what it kept for the context when the connection
+  // closes; the library's descriptors of such memfds go after it (below).
+  const auto kept = ForgottenBackings(ctx->keeper, /*all=*/true);
   StopDevxQueues(ctx);  // first: it executes work through the peers and the progress thread
   StopProgressThread(ctx);
   StopDeviceWatch(ctx);
@@ -328,6 +330,8 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
   // the context still owned, exactly as when the process dies.
   if (ctx->event_fd >= 0) close(ctx->event_fd);
   pthread_mutex_destroy(&context->mutex);
+  const uint64_t keeper = ctx->keeper;
   delete ctx;
+  NoteBackingsForgotten(keeper, kept);
   return 0;
 }

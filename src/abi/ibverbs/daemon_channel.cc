@@ -219,14 +219,6 @@ int DaemonChannel::Exchange(protocol::Op op, const void* req, size_t req_len, vo
   return 0;
 }
 
-int DaemonChannel::Notify(protocol::Op op, const void* req, size_t req_len) {
-  CallLock lock(shared_.get());
-  if (fd_ < 0 || gone()) return ENODEV;
-  protocol::RequestHeader hdr{protocol::kProtocolVersion, static_cast<uint16_t>(op), 0,
-                              static_cast<uint32_t>(req_len), ++shared_->seq};
-  return SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, nullptr, 0);
-}
-
 ssize_t DaemonChannel::ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf,
                                     std::vector<int>* fds_out) {
   for (int stale = 0; stale <= kMaxStaleReplies; ++stale) {

@@ -66,10 +66,6 @@ class DaemonChannel {
     return Call(op, &req, sizeof(req), nullptr, 0);
   }
 
-  // Sends a one-way request (one the daemon answers with nothing:
-  // forget_backings) without waiting. Returns 0 or the send's errno.
-  int Notify(protocol::Op op, const void* req, size_t req_len);
-
  private:
   struct SharedCallState;  // daemon_channel.cc
   class CallLock;

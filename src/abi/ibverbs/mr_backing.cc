@@ -56,21 +56,27 @@ std::mutex g_mutex;
 NoDestructor<std::vector<Backing>> g_backings;
 uint64_t g_next_id = 1;
 uint64_t g_clock = 0;
-// Dropped entries whose memfd a device kept for a context: told to it by
-// the context (TakeForgottenBackings), outside g_mutex.
-struct ForgottenBacking {
-  uint64_t keeper;
+// A dropped entry whose memfd a device keeps for some contexts: each of
+// them tells its device (forget_backings), and the library's descriptor
+// stays open until all have - a call: the device has closed its own
+// descriptor when it answers -, so that the memfd's pages are freed by the
+// application's close, as before the device kept memfds, and not in the
+// daemon, whose one thread serves every process (freeing 64 MiB there held
+// the next request up for 9 ms).
+struct DroppedBacking {
+  int fd;  // -1: closed already (a process out of descriptors)
   protocol::BackingName name;
-  uint64_t bytes;  // the range's
+  uint64_t bytes;                 // the range's
+  std::vector<uint64_t> keepers;  // the contexts yet to tell their device
 };
-// A context tells its device once this many memfds, or bytes, wait for it
-// (a program that maps, registers and unmaps a fresh buffer each time
-// drops a stale range at nearly every registration: one message for each
-// would cost it ~1.5 us a registration). What waits stays allocated in the
-// device meanwhile, bounded by these.
+NoDestructor<std::vector<DroppedBacking>> g_dropped;
+// A context tells its device once this many memfds, or bytes, wait for it:
+// a program that maps, registers and unmaps a fresh buffer each time drops
+// a stale range at nearly every registration, and a call each would cost
+// its registrations a round trip. What waits stays allocated meanwhile,
+// bounded by these.
 constexpr size_t kForgetBatchNames = protocol::ForgetBackingsRequest::kMaxNames;
 constexpr uint64_t kForgetBatchBytes = 16ull << 20;
-NoDestructor<std::vector<ForgottenBacking>> g_forgotten;
 
 // What idle backings may hold. An idle backing's memfd keeps its pages even
 // if the application unmapped the range (its mapping is what the application
@@ -319,14 +325,17 @@ void Privatize(SelfMaps& maps, const Backing& b) {
 }
 
 // Forgets entry i (under g_mutex). What of its range still maps its memfd
-// stays the application's memory, private from now on (Privatize).
-void Drop(SelfMaps& maps, size_t i) {
+// stays the application's memory, private from now on (Privatize). Its
+// descriptor is closed once the devices that keep the memfd forgot it
+// (DroppedBacking), or now if close_now (a process out of descriptors).
+void Drop(SelfMaps& maps, size_t i, bool close_now = false) {
   const Backing& b = (*g_backings)[i];
   Privatize(maps, b);
-  for (uint64_t keeper : b.kept_by) {
-    g_forgotten->push_back({keeper, {b.memfd_dev, b.inode}, b.end - b.begin});
+  if (b.kept_by.empty() || close_now) close(b.fd);
+  if (!b.kept_by.empty()) {
+    g_dropped->push_back(
+        {close_now ? -1 : b.fd, {b.memfd_dev, b.inode}, b.end - b.begin, b.kept_by});
   }
-  close(b.fd);
   g_backings->erase(g_backings->begin() + static_cast<std::ptrdiff_t>(i));
 }
 
@@ -348,7 +357,7 @@ size_t DropAllIdle(SelfMaps& maps) {
   size_t dropped = 0;
   for (size_t i = 0; i < g_backings->size();) {
     if ((*g_backings)[i].refs == 0) {
-      Drop(maps, i);
+      Drop(maps, i, /*close_now=*/true);
       ++dropped;
     } else {
       ++i;
@@ -448,8 +457,11 @@ void AfterForkInChild() {
   }
   g_snapshots->clear();
   for (const Backing& b : *g_backings) close(b.fd);
-  g_backings->clear();   // the child registered nothing
-  g_forgotten->clear();  // the parent tells its devices
+  g_backings->clear();  // the child registered nothing
+  for (const DroppedBacking& d : *g_dropped) {
+    if (d.fd >= 0) close(d.fd);
+  }
+  g_dropped->clear();  // the parent tells its devices
   g_mutex.unlock();
 }
 
@@ -602,23 +614,29 @@ void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept) {
   }
 }
 
-std::vector<protocol::BackingName> TakeForgottenBackings(uint64_t keeper, bool all) {
+std::vector<protocol::BackingName> ForgottenBackings(uint64_t keeper, bool all) {
   std::lock_guard lock(g_mutex);
-  std::vector<protocol::BackingName> out;
-  size_t names = 0;
+  std::vector<protocol::BackingName> names;
   uint64_t bytes = 0;
-  for (const ForgottenBacking& f : *g_forgotten) {
-    if (f.keeper != keeper) continue;
-    ++names;
-    bytes += f.bytes;
+  for (const DroppedBacking& d : *g_dropped) {
+    if (std::find(d.keepers.begin(), d.keepers.end(), keeper) == d.keepers.end()) continue;
+    names.push_back(d.name);
+    bytes += d.bytes;
   }
-  if (names == 0 || (!all && names < kForgetBatchNames && bytes < kForgetBatchBytes)) return out;
-  std::erase_if(*g_forgotten, [&](const ForgottenBacking& f) {
-    if (f.keeper != keeper) return false;
-    out.push_back(f.name);
+  if (!all && names.size() < kForgetBatchNames && bytes < kForgetBatchBytes) names.clear();
+  return names;
+}
+
+void NoteBackingsForgotten(uint64_t keeper, const std::vector<protocol::BackingName>& names) {
+  std::lock_guard lock(g_mutex);
+  std::erase_if(*g_dropped, [&](DroppedBacking& d) {
+    const bool told = std::any_of(names.begin(), names.end(), [&](const protocol::BackingName& n) {
+      return n.dev == d.name.dev && n.ino == d.name.ino;
+    });
+    if (!told || std::erase(d.keepers, keeper) == 0 || !d.keepers.empty()) return false;
+    if (d.fd >= 0) close(d.fd);
     return true;
   });
-  return out;
 }
 
 }  // namespace softverbs::provider

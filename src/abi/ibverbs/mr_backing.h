@@ -74,10 +74,12 @@ void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept);
 // dropped since (its cache of converted ranges let them go), for the
 // context to tell its device (forget_backings) so that the device lets go
 // of them too: once 16 of them, or 16 MiB, wait (all: whatever waits).
-// What waits is bounded so, and by the cache's own bounds (it held them);
-// a context that closes takes its own and drops them (its device forgets
-// everything it kept for it).
-std::vector<protocol::BackingName> TakeForgottenBackings(uint64_t keeper, bool all = false);
+// What waits is bounded so, and by the cache's own bounds (it held them).
+std::vector<protocol::BackingName> ForgottenBackings(uint64_t keeper, bool all = false);
+// The context told its device (or closed: its device forgot everything it
+// kept for it). A memfd no other context's device keeps is closed now - by
+// the application, whose close frees the pages.
+void NoteBackingsForgotten(uint64_t keeper, const std::vector<protocol::BackingName>& names);
 
 // Whether every byte of [addr, addr+length) is mapped readable (and writable
 // if need_write), in maps.

@@ -101,6 +101,10 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   MrBacking backing = (access & IBV_ACCESS_ON_DEMAND)
                           ? MrBacking{}
                           : AcquireMrBacking(maps, addr, length, ctx->keeper);
+  // Ranges the cache let go of meanwhile: before the registration, as the
+  // library's close of their memfds frees their pages (the daemon, asleep
+  // after a long close, took 80-200 us to wake for a registration after it).
+  SendForgottenBackings(ctx);
   if (!ctx->has_mem_fd && !backing.backed()) {
     // Not dumpable and no shared backing (memory that cannot be remapped,
     // or pages another registration holds differently): unreachable.
@@ -134,20 +138,22 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   if (backing.passes_fd()) {
     NoteBackingKept(backing.id, ctx->keeper, rep.flags & protocol::kRegMrBackingKept);
   }
-  SendForgottenBackings(ctx);
   return MakeMr(pd, rep, backing.id, access, addr, length);
 }
 
 void SendForgottenBackings(Context* ctx) {
-  const std::vector<protocol::BackingName> names = TakeForgottenBackings(ctx->keeper);
+  const std::vector<protocol::BackingName> names = ForgottenBackings(ctx->keeper);
+  if (names.empty()) return;
   protocol::ForgetBackingsRequest req{};
   for (size_t at = 0; at < names.size();) {
     req.count = 0;
     while (at < names.size() && req.count < protocol::ForgetBackingsRequest::kMaxNames) {
       req.names[req.count++] = names[at++];
     }
-    ctx->channel.Notify(protocol::Op::kForgetBackings, &req, sizeof(req));
+    // A failure (the device is gone) leaves nothing kept there either.
+    ctx->channel.Call(protocol::Op::kForgetBackings, req);
   }
+  NoteBackingsForgotten(ctx->keeper, names);
 }
 
 ibv_mr* MakeMr(ibv_pd* pd, const protocol::RegMrReply& rep, uint64_t backing_id, unsigned access,

@@ -24,9 +24,9 @@ ibv_mr* MakeMr(ibv_pd* pd, const protocol::RegMrReply& rep, uint64_t backing_id,
 struct Context;
 
 // Tells ctx's device of the memfds it kept for ctx and the registry of
-// converted ranges has dropped since (TakeForgottenBackings, in batches;
-// forget_backings is one-way): called by ctx's registrations and
-// deregistrations, after the registry's work.
+// converted ranges has dropped since (ForgottenBackings, in batches):
+// called by ctx's registrations and deregistrations, after the registry's
+// work.
 void SendForgottenBackings(Context* ctx);
 
 }  // namespace softverbs::provider

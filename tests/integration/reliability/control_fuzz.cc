@@ -96,15 +96,6 @@ class Channel {
       return a;
     }
   }
-  // Sends a one-way request (protocol::IsOneWay): no reply comes.
-  void Send(uint16_t op, const void* body, size_t len, const int* fds = nullptr, size_t nfds = 0) {
-    protocol::RequestHeader h{protocol::kProtocolVersion, op, 0, static_cast<uint32_t>(len),
-                              ++seq_};
-    if (int e = SendMessage(fd_, &h, sizeof(h), body, len, fds, nfds)) {
-      Die(std::string("the daemon closed the connection at op ") +
-          protocol::OpName(static_cast<Op>(op)) + ": " + strerror(e));
-    }
-  }
   int fd() const { return fd_; }
 
  private:
@@ -158,12 +149,6 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> zeros(kMaxProbedBody, 0);
   for (uint16_t op = 2; op < static_cast<uint16_t>(Op::kCount); ++op) {
     if (op == static_cast<uint16_t>(Op::kShutdown)) continue;
-    if (protocol::IsOneWay(static_cast<Op>(op))) {
-      // No answer tells what it takes: its own size, and a few others
-      // (which the daemon must drop).
-      sizes[op] = {0, 8, sizeof(protocol::ForgetBackingsRequest)};
-      continue;
-    }
     for (size_t len = 0; len <= kMaxProbedBody; len += 4) {
       Answer a = ctx.Call(op, zeros.data(), len);
       if (a.err != EPROTO || a.reason != kMalformed) sizes[op].push_back(len);
@@ -213,11 +198,6 @@ int main(int argc, char** argv) {
         break;
       default:
         break;
-    }
-    if (protocol::IsOneWay(static_cast<Op>(op))) {
-      ctx.Send(op, body.data(), len, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0);
-      if (fd >= 0) close(fd);
-      continue;  // the next request's answer shows the daemon still serves
     }
     Answer a = ctx.Call(op, body.data(), len, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0);
     if (fd >= 0) close(fd);
