@@ -319,9 +319,6 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
   if (!context) return RejectMinusOne(EINVAL, "ibv_close_device: context is NULL");
   Context* ctx = Context::From(context);
   Unregister(ctx);
-  // The device forgets what it kept for the context when the connection
-  // closes; the library's descriptors of such memfds go after it (below).
-  const auto kept = ForgottenBackings(ctx->keeper, /*all=*/true);
   StopDevxQueues(ctx);  // first: it executes work through the peers and the progress thread
   StopProgressThread(ctx);
   StopDeviceWatch(ctx);
@@ -332,6 +329,8 @@ SV_EXPORT int ibv_close_device(ibv_context* context) {
   pthread_mutex_destroy(&context->mutex);
   const uint64_t keeper = ctx->keeper;
   delete ctx;
-  NoteBackingsForgotten(keeper, kept);
+  // The device forgot what it kept for the context when the connection
+  // closed (above); the library's descriptors of such memfds go after it.
+  ForgetKeeper(keeper);
   return 0;
 }

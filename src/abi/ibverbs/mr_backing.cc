@@ -614,7 +614,7 @@ void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept) {
   }
 }
 
-std::vector<protocol::BackingName> ForgottenBackings(uint64_t keeper, bool all) {
+std::vector<protocol::BackingName> ForgottenBackings(uint64_t keeper) {
   std::lock_guard lock(g_mutex);
   std::vector<protocol::BackingName> names;
   uint64_t bytes = 0;
@@ -623,7 +623,7 @@ std::vector<protocol::BackingName> ForgottenBackings(uint64_t keeper, bool all) 
     names.push_back(d.name);
     bytes += d.bytes;
   }
-  if (!all && names.size() < kForgetBatchNames && bytes < kForgetBatchBytes) names.clear();
+  if (names.size() < kForgetBatchNames && bytes < kForgetBatchBytes) names.clear();
   return names;
 }
 
@@ -634,6 +634,16 @@ void NoteBackingsForgotten(uint64_t keeper, const std::vector<protocol::BackingN
       return n.dev == d.name.dev && n.ino == d.name.ino;
     });
     if (!told || std::erase(d.keepers, keeper) == 0 || !d.keepers.empty()) return false;
+    if (d.fd >= 0) close(d.fd);
+    return true;
+  });
+}
+
+void ForgetKeeper(uint64_t keeper) {
+  std::lock_guard lock(g_mutex);
+  for (Backing& b : *g_backings) std::erase(b.kept_by, keeper);
+  std::erase_if(*g_dropped, [&](DroppedBacking& d) {
+    if (std::erase(d.keepers, keeper) == 0 || !d.keepers.empty()) return false;
     if (d.fd >= 0) close(d.fd);
     return true;
   });

@@ -73,13 +73,15 @@ void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept);
 // The memfds the device kept for context `keeper` and the registry has
 // dropped since (its cache of converted ranges let them go), for the
 // context to tell its device (forget_backings) so that the device lets go
-// of them too: once 16 of them, or 16 MiB, wait (all: whatever waits).
+// of them too: once 16 of them, or 16 MiB, wait (else none).
 // What waits is bounded so, and by the cache's own bounds (it held them).
-std::vector<protocol::BackingName> ForgottenBackings(uint64_t keeper, bool all = false);
-// The context told its device (or closed: its device forgot everything it
-// kept for it). A memfd no other context's device keeps is closed now - by
-// the application, whose close frees the pages.
+std::vector<protocol::BackingName> ForgottenBackings(uint64_t keeper);
+// The context told its device. A memfd no other context's device keeps is
+// closed now - by the application, whose close frees the pages.
 void NoteBackingsForgotten(uint64_t keeper, const std::vector<protocol::BackingName>& names);
+// Context `keeper` closed: its device forgot everything it kept for it.
+// No entry names it any more (a memfd none keeps is closed now).
+void ForgetKeeper(uint64_t keeper);
 
 // Whether every byte of [addr, addr+length) is mapped readable (and writable
 // if need_write), in maps.
