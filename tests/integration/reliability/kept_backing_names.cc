@@ -11,13 +11,13 @@
 // (raw_daemon_channel.h) then names that memfd.
 //
 //   kept_backing_names   (SOFTVERBS_RUNTIME_DIR names the daemon)
-#include <dirent.h>
 #include <infiniband/verbs.h>
 #include <sys/stat.h>
 
 #include <string>
 
 #include "common/runtime_dir.h"
+#include "mapped_file.h"
 #include "raw_daemon_channel.h"
 
 namespace {
@@ -29,33 +29,6 @@ using namespace softverbs::test;
   do {                                              \
     if (!(cond)) Die("FAIL: check failed: " #cond); \
   } while (0)
-
-// The descriptor this process holds of what the mapping at addr maps.
-int DescriptorOfMappingAt(const void* addr) {
-  FILE* f = fopen("/proc/self/maps", "r");
-  if (!f) return -1;
-  char line[512];
-  unsigned long ino = 0;
-  while (fgets(line, sizeof(line), f)) {
-    unsigned long start = 0, end = 0, i = 0;
-    if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &start, &end, &i) == 3 &&
-        reinterpret_cast<uintptr_t>(addr) >= start && reinterpret_cast<uintptr_t>(addr) < end) {
-      ino = i;
-      break;
-    }
-  }
-  fclose(f);
-  if (ino == 0) return -1;
-  int found = -1;
-  DIR* d = opendir("/proc/self/fd");
-  while (dirent* e = d ? readdir(d) : nullptr) {
-    struct stat st {};
-    const int fd = atoi(e->d_name);
-    if (e->d_name[0] != '.' && fstat(fd, &st) == 0 && st.st_ino == ino) found = fd;
-  }
-  if (d) closedir(d);
-  return found;
-}
 
 protocol::RegMrBackedRequest Registration(protocol::Handle pd, char* p, size_t len) {
   protocol::RegMrBackedRequest req{};
@@ -102,7 +75,7 @@ int main() {
   ibv_mr* mr = ibv_reg_mr(pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE);
   CHECK(mr);
   CHECK(ibv_dereg_mr(mr) == 0);  // kept for the context all the same
-  const int memfd = DescriptorOfMappingAt(p);
+  const int memfd = DescriptorOfInode(MappedInode(p));
   CHECK(memfd >= 0);
   struct stat st {};
   CHECK(fstat(memfd, &st) == 0);

@@ -1,7 +1,6 @@
 // Protection domains and memory regions: EBUSY while in use, the access-flag
 // rules, keys, unmapped memory, length limits, rereg. Every rejection is
 // checked for its errno and for leaving the daemon's objects as they were.
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,10 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "mapped_file.h"
 #include "test_env.h"
 
 namespace softverbs::it {
 namespace {
+
+using test::DescriptorOfInode;
+using test::MappedInode;
 
 class PdMrTest : public ContextTest {
  protected:
@@ -761,6 +764,21 @@ TEST_F(PdMrTest, ManyMrsOfOneRangeShareOneBackingInTheDevice) {
   munmap(p, 2 * page);
 }
 
+// A context of its own - another connection to the device - with a PD.
+struct OtherContext {
+  ibv_context* ctx = OpenDevice();
+  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
+  bool ok() const { return pd != nullptr; }
+  // Closes it (its connection with it); 0 or an errno.
+  int Close() {
+    if (pd && ibv_dealloc_pd(pd) != 0) return errno;
+    pd = nullptr;
+    const int err = ctx && ibv_close_device(ctx) != 0 ? errno : 0;
+    ctx = nullptr;
+    return err;
+  }
+};
+
 size_t KeptBackings() {
   return Status()["objects"]["mr_backings_kept"].get<size_t>();
 }
@@ -771,10 +789,9 @@ size_t KeptBackings() {
 // lets go of the range or the context closes.
 TEST_F(PdMrTest, TheDeviceKeepsABackingForTheContextThatPassedIt) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  ibv_context* ctx = OpenDevice();
-  ASSERT_NE(ctx, nullptr);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ASSERT_NE(pd, nullptr);
+  OtherContext other;
+  ASSERT_TRUE(other.ok());
+  ibv_pd* pd = other.pd;
   char* p = TouchedPages(2);
   ASSERT_NE(p, nullptr);
   const size_t used = DeviceBackings(), kept = KeptBackings();
@@ -801,8 +818,7 @@ TEST_F(PdMrTest, TheDeviceKeepsABackingForTheContextThatPassedIt) {
   EXPECT_EQ(KeptBackings(), kept);
   ASSERT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(KeptBackings(), kept + 1);
-  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
-  ASSERT_EQ(ibv_close_device(ctx), 0);
+  ASSERT_EQ(other.Close(), 0);
   EXPECT_EQ(KeptBackings(), kept + 1) << "the fixture's context still keeps it";
   munmap(p, 2 * page);
 }
@@ -813,10 +829,9 @@ TEST_F(PdMrTest, TheDeviceKeepsABackingForTheContextThatPassedIt) {
 // longer keeps, past those.
 TEST_F(PdMrTest, TheDeviceLetsGoOfWhatTheLibraryLetGoOf) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  ibv_context* ctx = OpenDevice();
-  ASSERT_NE(ctx, nullptr);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ASSERT_NE(pd, nullptr);
+  OtherContext other;
+  ASSERT_TRUE(other.ok());
+  ibv_pd* pd = other.pd;
   const size_t kept = KeptBackings();
   constexpr int kRanges = 300;
   std::vector<char*> ranges;
@@ -832,42 +847,9 @@ TEST_F(PdMrTest, TheDeviceLetsGoOfWhatTheLibraryLetGoOf) {
   EXPECT_GT(kept_after, kept) << "nothing kept";
   // The library tells the device in batches of 16.
   EXPECT_LE(kept_after, kept + 256 + 16) << "the device still keeps ranges the library dropped";
-  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
-  ASSERT_EQ(ibv_close_device(ctx), 0);
+  ASSERT_EQ(other.Close(), 0);
   EXPECT_EQ(KeptBackings(), kept) << "the context's end lets go of what was kept for it";
   for (char* p : ranges) munmap(p, page);
-}
-
-// The inode of what the mapping at addr maps (/proc/self/maps), 0 if none.
-uint64_t MappedInode(const void* addr) {
-  FILE* f = fopen("/proc/self/maps", "r");
-  if (!f) return 0;
-  char line[512];
-  uint64_t inode = 0;
-  while (fgets(line, sizeof(line), f)) {
-    unsigned long start = 0, end = 0, ino = 0;
-    if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &start, &end, &ino) == 3 &&
-        reinterpret_cast<uintptr_t>(addr) >= start && reinterpret_cast<uintptr_t>(addr) < end) {
-      inode = ino;
-      break;
-    }
-  }
-  fclose(f);
-  return inode;
-}
-
-// Whether this process holds a descriptor of the file with inode `ino`.
-bool HoldsDescriptorOf(uint64_t ino) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return false;
-  bool found = false;
-  while (dirent* e = readdir(d)) {
-    struct stat st {};
-    const std::string path = std::string("/proc/self/fd/") + e->d_name;
-    if (stat(path.c_str(), &st) == 0 && st.st_ino == ino) found = true;
-  }
-  closedir(d);
-  return found;
 }
 
 // A range kept for a context that has closed since: when the cache drops
@@ -876,20 +858,17 @@ bool HoldsDescriptorOf(uint64_t ino) {
 // such memfd - and its pages - stayed with the process for good.
 TEST_F(PdMrTest, AMemfdKeptForAClosedContextGoesWhenTheCacheDropsIt) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  ibv_context* ctx = OpenDevice();
-  ASSERT_NE(ctx, nullptr);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ASSERT_NE(pd, nullptr);
+  OtherContext other;
+  ASSERT_TRUE(other.ok());
   char* p = TouchedPages(2);
   ASSERT_NE(p, nullptr);
-  ibv_mr* mr = ibv_reg_mr(pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* mr = ibv_reg_mr(other.pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr) << strerror(errno);
   const uint64_t memfd = MappedInode(p);
   ASSERT_NE(memfd, 0u) << "the range maps no memfd";
   ASSERT_EQ(ibv_dereg_mr(mr), 0);
-  ASSERT_EQ(ibv_dealloc_pd(pd), 0);
-  ASSERT_EQ(ibv_close_device(ctx), 0);
-  EXPECT_TRUE(HoldsDescriptorOf(memfd)) << "the cache keeps the range converted";
+  ASSERT_EQ(other.Close(), 0);
+  EXPECT_TRUE((DescriptorOfInode(memfd) >= 0)) << "the cache keeps the range converted";
   // New memory at the same addresses: the cache drops the old range when
   // the new one is registered.
   ASSERT_EQ(
@@ -897,7 +876,7 @@ TEST_F(PdMrTest, AMemfdKeptForAClosedContextGoesWhenTheCacheDropsIt) {
   p[0] = 1;
   mr = ibv_reg_mr(pd_, p, 2 * page, IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(mr, nullptr) << strerror(errno);
-  EXPECT_FALSE(HoldsDescriptorOf(memfd)) << "the old range's memfd is still open";
+  EXPECT_FALSE((DescriptorOfInode(memfd) >= 0)) << "the old range's memfd is still open";
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   munmap(p, 2 * page);
 }
