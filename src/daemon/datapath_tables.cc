@@ -298,6 +298,9 @@ void Device::CloseBackingIfUnused(BackingId id) {
 }
 
 void Device::TrimKeptBackings() {
+  // The kept ones are among backings_: nothing to count (on every dereg
+  // of a range's last MR) while there are no more of them than the limit.
+  if (backings_.size() <= max_kept_backings_) return;
   for (;;) {
     size_t kept = 0;
     auto oldest = backings_.end();
