@@ -293,7 +293,7 @@ bool Device::HoldBacking(Mr& mr, BackingId id, int borrowed_fd, uint64_t size, C
 void Device::CloseBackingIfUnused(BackingId id) {
   auto it = backings_.find(id);
   if (it == backings_.end() || it->second.mrs != 0 || !it->second.keepers.empty()) return;
-  close(it->second.fd);
+  release_.Close(it->second.fd, it->second.size);
   backings_.erase(it);
 }
 
@@ -341,7 +341,7 @@ bool Device::HoldSegment(Mr& mr, int shmid, uint64_t ipc_ns, uint64_t bytes) {
     }
     void* base = shmat(shmid, nullptr, SHM_RDONLY);  // held, never touched
     if (base == reinterpret_cast<void*>(-1)) return false;
-    it = segments_.emplace(shmid, HeldSegment{base, 0}).first;
+    it = segments_.emplace(shmid, HeldSegment{base, 0, ds.shm_segsz}).first;
   } else {
     shmid_ds ds{};
     if (shmctl(shmid, IPC_STAT, &ds) != 0 || ds.shm_segsz < bytes) {
@@ -367,7 +367,7 @@ void Device::ReleaseBacking(Mr& mr) {
   if (mr.backing_shmid >= 0) {
     auto it = segments_.find(mr.backing_shmid);
     if (it != segments_.end() && --it->second.mrs == 0) {
-      shmdt(it->second.base);
+      release_.Detach(it->second.base, it->second.bytes);
       segments_.erase(it);
     }
     mr.backing_shmid = -1;

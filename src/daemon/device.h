@@ -16,6 +16,7 @@
 
 #include "common/device_limits.h"
 #include "common/gid_table.h"
+#include "daemon/background_release.h"
 #include "daemon/number_space.h"
 #include "daemon/objects.h"
 #include "daemon/verdict.h"
@@ -346,11 +347,15 @@ class Device {
     std::vector<ClientId> keepers;
     uint64_t released_at = 0;  // kept_clock_ when its last MR went
   };
+  // Closes and detaches what would free many pages (declared before what
+  // it releases: it outlives them, and finishes at the device's end).
+  BackgroundRelease release_;
   std::map<BackingId, HeldBacking> backings_;
   uint64_t kept_clock_ = 0;
   struct HeldSegment {
     void* base;
-    uint32_t mrs;  // MRs on it
+    uint32_t mrs;    // MRs on it
+    uint64_t bytes;  // its size (shm_segsz)
   };
   std::map<int, HeldSegment> segments_;  // by SysV id
   std::map<ClientId, int> mem_fds_;      // each client's /proc/self/mem

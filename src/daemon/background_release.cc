@@ -1,0 +1,84 @@
+#include "daemon/background_release.h"
+
+#include <stdlib.h>
+#include <sys/shm.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace softverbs::daemon {
+
+namespace {
+
+// Test hook: SOFTVERBS_TEST_RELEASE_DELAY_MS=<n> makes the release thread
+// wait n ms before each release, so that a test can see requests answered
+// while a release is still to come. Read once.
+std::chrono::milliseconds DelayForTests() {
+  static const long ms = [] {
+    const char* v = getenv("SOFTVERBS_TEST_RELEASE_DELAY_MS");
+    return v ? strtol(v, nullptr, 10) : 0L;
+  }();
+  return std::chrono::milliseconds(ms);
+}
+
+}  // namespace
+
+BackgroundRelease::~BackgroundRelease() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void BackgroundRelease::Close(int fd, uint64_t bytes) {
+  if (fd < 0) return;
+  if (bytes < kMinBytes) {
+    close(fd);
+    return;
+  }
+  Hand({fd, nullptr});
+}
+
+void BackgroundRelease::Detach(const void* base, uint64_t bytes) {
+  if (bytes < kMinBytes) {
+    shmdt(base);
+    return;
+  }
+  Hand({-1, base});
+}
+
+void BackgroundRelease::Hand(Item item) {
+  {
+    std::lock_guard lock(mutex_);
+    items_.push_back(item);
+    if (!thread_.joinable()) thread_ = std::thread(&BackgroundRelease::Run, this);
+  }
+  wake_.notify_one();
+}
+
+void BackgroundRelease::Run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stopping_ || !items_.empty(); });
+    if (items_.empty()) return;  // stopping, nothing left
+    const Item item = items_.front();
+    items_.pop_front();
+    const bool stopping = stopping_;
+    lock.unlock();
+    if (DelayForTests().count() > 0 && !stopping) std::this_thread::sleep_for(DelayForTests());
+    Release(item);
+    lock.lock();
+  }
+}
+
+void BackgroundRelease::Release(const Item& item) {
+  if (item.fd >= 0) {
+    close(item.fd);
+  } else {
+    shmdt(item.base);
+  }
+}
+
+}  // namespace softverbs::daemon
