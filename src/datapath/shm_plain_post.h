@@ -15,10 +15,12 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "datapath/engine.h"
 #include "datapath/keyed_access.h"
+#include "datapath/plain_route.h"
 #include "datapath/shm_responder.h"
 #include "datapath/tag_matching.h"
 
@@ -58,6 +60,48 @@ inline bool HasPlainPath(uint32_t opcode) {
 
 namespace plain {
 
+// Keeps a check of `key` that succeeded - `generation` read before it, e
+// its slot, m its mapping here - in kept, if no publish came in between
+// (else kept stays empty: key 0).
+inline void Keep(KeptKey* kept, uint32_t key, uint32_t generation, const MrEntry& e,
+                 const MrMapping& m, bool counted) {
+  kept->key = 0;
+  if (e.generation.load(std::memory_order_acquire) != generation) return;
+  const uint64_t iova = e.iova.load(std::memory_order_relaxed);
+  const uint64_t va = e.addr.load(std::memory_order_relaxed);
+  // The owner's addresses [first, last) reached directly: the whole MR in
+  // this process's own memory, the memfd-backed pages of a peer's.
+  uint64_t first = va;
+  uint64_t last = va + e.length.load(std::memory_order_relaxed);
+  uint64_t here = va;  // this process's address of owner address va
+  if (!m.local) {
+    first = std::max(first, m.backed_begin);
+    last = std::min(last, m.backed_end);
+    here = reinterpret_cast<uint64_t>(m.backed) + (va - m.backed_begin);
+  }
+  if (first >= last) return;
+  *kept = {key, generation, counted, iova + (first - va), iova + (last - va), here - iova};
+}
+
+// This process's address of the `bytes` at key address addr, if kept still
+// answers for `key` (a peer's memory: the caller counts itself in the
+// access record first). nullptr: check again.
+template <typename H>
+uint8_t* Reuse(H& host, const KeptKey& kept, uint32_t key, bool remote, uint64_t addr,
+               uint32_t bytes) {
+  const MrEntry& e = *host.table().MrSlot(key);
+  // The key (seq_cst, after the caller's count, as CheckMrAccess reads it),
+  // then the generation, which a publish bumps before it publishes keys.
+  const uint32_t published =
+      remote ? e.rkey.load(std::memory_order_seq_cst) : e.lkey.load(std::memory_order_seq_cst);
+  if (kept.key == 0 || published != kept.key || published != key ||
+      e.generation.load(std::memory_order_acquire) != kept.generation) {
+    return nullptr;
+  }
+  if (addr < kept.begin || addr > kept.end || bytes > kept.end - addr) return nullptr;
+  return reinterpret_cast<uint8_t*>(addr + kept.delta);
+}
+
 // A receive state in which a message needs nothing of the responder but
 // its work: RTR only once IBV_EVENT_COMM_EST was raised (the general
 // engine raises it, ReachTarget).
@@ -77,10 +121,13 @@ inline bool Established(const QpEntry& te) {
 // The requester's `bytes` (GatherSource, RequestRdma): inline, or in this
 // process's own MR, which the execution gate covers without a count; a
 // READ's or an atomic's need local write. nullptr: not plain.
+// keep (may be nullptr): where to keep the check for a route.
 template <typename H>
-uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t bytes, uint32_t need) {
+uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t bytes, uint32_t need,
+               KeptKey* keep) {
   if (p.inline_src) return reinterpret_cast<uint8_t*>(p.local_addr);
   const MrEntry& e = *host.table().MrSlot(p.lkey);
+  const uint32_t generation = e.generation.load(std::memory_order_acquire);
   if (!host.OwnAccessesFenced() || !host.OwnsMemory(e)) return nullptr;
   uint64_t va = 0;
   if (CheckMrAccess(e, p.lkey, false, qp.pdn, host.client_id(), need, p.local_addr, bytes, &va) !=
@@ -88,7 +135,9 @@ uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t bytes, u
     return nullptr;
   }
   const MrMapping* m = host.FindMrMapping(p.lkey, e);
-  return m && m->local ? reinterpret_cast<uint8_t*>(va) : nullptr;
+  if (!m || !m->local) return nullptr;
+  if (keep) Keep(keep, p.lkey, generation, e, *m, false);
+  return reinterpret_cast<uint8_t*>(va);
 }
 
 // This process's address of `bytes` at addr of the target's MR `key` (a
@@ -97,20 +146,25 @@ uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t bytes, u
 // under an in-flight count taken in guards (not for memory of this
 // process), and the first `bytes` of it are mapped here in whole.
 // nullptr: not plain.
+// keep (may be nullptr; not for an atomic, whose own-memory case is
+// narrower): where to keep the check for a route.
 template <typename H>
 uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint32_t pdn,
-                     uint32_t owner, uint32_t need, uint64_t addr, uint64_t checked,
-                     uint32_t bytes) {
+                     uint32_t owner, uint32_t need, uint64_t addr, uint64_t checked, uint32_t bytes,
+                     KeptKey* keep = nullptr) {
   MrEntry* e = host.table().MrSlot(key);
+  const uint32_t generation = e->generation.load(std::memory_order_acquire);
   if (remote && e->window_of.load(std::memory_order_acquire) != 0) return nullptr;
   const bool own = owner == host.client_id() && host.OwnAccessesFenced() && host.OwnsMemory(*e);
-  if (!own && !host.ChangesKeysBetweenAccesses()) guards.Enter(host.AccessRecord(key));
+  const bool counted = !own && !host.ChangesKeysBetweenAccesses();
+  if (counted) guards.Enter(host.AccessRecord(key));
   uint64_t va = 0;
   if (CheckMrAccess(*e, key, remote, pdn, owner, need, addr, checked, &va) != MrCheck::kOk) {
     return nullptr;
   }
   const MrMapping* m = host.FindMrMapping(key, *e);
   if (!m) return nullptr;
+  if (keep) Keep(keep, key, generation, *e, *m, counted);
   if (m->local) {
     // An atomic on a word of its own that peers reach through its
     // /proc/self/mem takes the owner's word lock: the engine's way.
@@ -144,8 +198,11 @@ uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint3
 // written), and the WR's completion is the plain success one. False:
 // nothing happened (no byte moved, no WQE taken, no count left, no state
 // changed); run the WR through Execute.
+// route (may be nullptr): where to keep the way a WRITE or READ that
+// succeeds went, for TryRoutedPost (emptied first).
 template <typename H>
-bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p) {
+bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p, PlainRoute* route = nullptr) {
+  if (route) route->valid = false;
   if (!HasPlainPath(p.opcode) || (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_UC)) return false;
   const WrOpcodeInfo& info = WrOpcode(p.opcode);
   const bool atomic = info.action == WrAction::kAtomic;
@@ -155,20 +212,33 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p) {
   const uint32_t bytes = atomic ? 8 : p.bytes;
   ExecutionScope scope(host);
   const bool into_local = atomic || info.action == WrAction::kRead;
-  uint8_t* local = plain::Local(host, qp, p, bytes, into_local ? IBV_ACCESS_LOCAL_WRITE : 0);
+  // A route is kept for a WRITE or READ (read before any lookup: a
+  // retirement after it makes the route unusable).
+  const bool routed = route && (info.action == WrAction::kWrite || info.action == WrAction::kRead);
+  const uint64_t epoch = routed ? host.PeerEpoch() : 0;
+  KeptKey kept_local;
+  KeptKey kept_remote;
+  uint8_t* local = plain::Local(host, qp, p, bytes, into_local ? IBV_ACCESS_LOCAL_WRITE : 0,
+                                routed ? &kept_local : nullptr);
   if (!local) return false;
   // The responder's side (ReachTarget, RespondToRdma, RespondToSend).
   const QpEntry* te = host.table().FindQp(qp.dest_qpn);
   if (!te || te->type.load() != qp.type || !plain::Established(*te)) return false;
   if (info.remote_access && !(te->access.load() & info.remote_access)) return false;
-  PeerQp* peer = ReachPeerQp(host, qp, qp.dest_qpn, te->generation.load());
+  const uint32_t generation = te->generation.load();
+  PeerQp* peer = ReachPeerQp(host, qp, qp.dest_qpn, generation);
   if (!peer) return false;
   const uint32_t pdn = te->pdn.load();
   MrGuards guards;
   if (info.action != WrAction::kSend) {
-    uint8_t* remote = plain::Destination(host, guards, p.rkey, true, pdn, peer->owner,
-                                         info.remote_access, p.remote_addr, bytes, bytes);
+    uint8_t* remote =
+        plain::Destination(host, guards, p.rkey, true, pdn, peer->owner, info.remote_access,
+                           p.remote_addr, bytes, bytes, routed ? &kept_remote : nullptr);
     if (!remote) return false;
+    if (routed && kept_remote.key != 0 && (p.inline_src || kept_local.key != 0)) {
+      *route = {true, p.opcode, p.inline_src, qp.dest_qpn, generation,
+                te,   epoch,    kept_local,   kept_remote};
+    }
     StallInsideAccessForTests();
     if (info.action == WrAction::kWrite) {
       memcpy(remote, local, bytes);
@@ -207,6 +277,46 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p) {
       MessageReceiveCompletion(r.wr_id, qp.dest_qpn, qp, qp.sl, p.send_flags, p.imm_data, info);
   recv.byte_len = p.bytes;
   Complete(peer->recv_cq, peer->cq_event_fd, recv, &r);
+  return true;
+}
+
+// Runs an RDMA WRITE or READ of `bytes` (> 0) the way the QP's last one
+// went (route, filled by TryPlainPost), if it still goes so: the caller
+// compared the opcode, the inline flag and the keys with the route's; here
+// the target must still be QP dest_qpn of the route's generation, in a
+// receive state past its first message, allowing the access; nothing
+// retired since (the host's epoch); both keys still published with their
+// kept generations; and the bytes within what they reach here - every
+// other input of TryPlainPost's verdict is fixed for as long as these are
+// (plain_route.h). True: the bytes moved, and the WR's completion is the
+// plain success one. False: nothing happened; ask TryPlainPost.
+template <typename H>
+bool TryRoutedPost(H& host, const PlainRoute& route, uint32_t dest_qpn, uint64_t local_addr,
+                   uint32_t lkey, uint64_t remote_addr, uint32_t rkey, uint32_t bytes) {
+  const bool write = route.opcode == IBV_WR_RDMA_WRITE;
+  ExecutionScope scope(host);
+  if (!route.valid || route.epoch != host.PeerEpoch()) return false;
+  const QpEntry& te = *route.target;
+  const uint32_t need = write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+  if (dest_qpn != route.dest_qpn || te.qpn.load(std::memory_order_acquire) != dest_qpn ||
+      te.generation.load() != route.dest_generation || !plain::Established(te) ||
+      !(te.access.load() & need)) {
+    return false;
+  }
+  uint8_t* local = route.inline_src
+                       ? reinterpret_cast<uint8_t*>(local_addr)
+                       : plain::Reuse(host, route.local, lkey, false, local_addr, bytes);
+  if (!local) return false;
+  MrGuards guards;
+  if (route.remote.counted) guards.Enter(host.AccessRecord(rkey));
+  uint8_t* remote = plain::Reuse(host, route.remote, rkey, true, remote_addr, bytes);
+  if (!remote) return false;
+  StallInsideAccessForTests();
+  if (write) {
+    memcpy(remote, local, bytes);
+  } else {
+    memcpy(local, remote, bytes);
+  }
   return true;
 }
 

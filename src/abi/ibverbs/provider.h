@@ -25,6 +25,7 @@
 #include "datapath/cq_ring.h"
 #include "datapath/device_table.h"
 #include "datapath/engine.h"
+#include "datapath/plain_route.h"
 #include "datapath/recv_queue.h"
 #include "datapath/shm.h"
 #include "datapath/shm_send_queue.h"
@@ -233,6 +234,9 @@ struct Qp {
   datapath::ShmSendQueue sq;  // under sq_lock
   // The target last reached (datapath::LocalQp::peer_cache; under sq_lock).
   datapath::PeerQpCache peer_cache;
+  // The way the last plain WRITE or READ went (datapath/plain_route.h;
+  // under sq_lock).
+  datapath::PlainRoute route;
   // Work requests posted over the network (wire_post.cc; under the
   // context's wire_mutex): with the device's QpEntry::wire_retired, what
   // occupies the send queue against cap.max_send_wr.

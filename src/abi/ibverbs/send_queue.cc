@@ -204,7 +204,55 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
   return 0;
 }
 
+namespace {
+
+// The QP's route (datapath/plain_route.h) for wr, if wr is a WRITE or READ
+// of the route's opcode, inline flag and keys, of one SGE of non-zero
+// length, and the QP still posts as when the route was kept: in RTS,
+// nothing waiting, its path on this host, the same destination. Under the
+// send queue's lock. What PostPlain checks of wr besides is fixed for the
+// QP (its type, max_inline_data, max_send_sge).
+bool PostRouted(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
+  const dp::PlainRoute& route = qp->route;
+  if (wr.num_sge != 1) return false;
+  const ibv_sge& sge = wr.sg_list[0];
+  const bool inline_src = wr.send_flags & IBV_SEND_INLINE;
+  if ((wr.send_flags & ~kKnownSendFlags) || sge.length == 0 ||
+      (inline_src && (sge.length > qp->cap.max_inline_data || sge.length > dp::kMaxInline)) ||
+      dp::EngineTraceOn()) {
+    return false;
+  }
+  std::lock_guard lock(qp->sq_lock);
+  if (!route.valid || RawEnum(wr.opcode) != route.opcode || inline_src != route.inline_src ||
+      (!inline_src && sge.lkey != route.local.key) || wr.wr.rdma.rkey != route.remote.key) {
+    return false;
+  }
+  const dp::QpEntry* e = qp->entry;
+  if (!e || e->state.load(std::memory_order_acquire) != IBV_QPS_RTS || !qp->sq.empty() ||
+      dp::UnpackRequester(e->requester.load(std::memory_order_acquire)).path_leaves_host) {
+    return false;
+  }
+  if (!dp::TryRoutedPost(*ctx->peers, route, e->dest_qpn.load(std::memory_order_relaxed), sge.addr,
+                         sge.lkey, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, sge.length)) {
+    return false;
+  }
+  if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
+    const ibv_qp& q = qp->ibv.qp_base;
+    dp::Completion c{};
+    c.wr_id = wr.wr_id;
+    c.status = IBV_WC_SUCCESS;
+    c.opcode = dp::WrOpcode(route.opcode).send_wc;
+    c.qp_num = q.qp_num;
+    c.byte_len = sge.length;
+    CompleteLocal(q.send_cq, c);
+  }
+  return true;
+}
+
+}  // namespace
+
 bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
+  if (qp->route.valid && PostRouted(ctx, qp, wr)) return true;
   const uint32_t opcode = RawEnum(wr.opcode);
   if (!dp::HasPlainPath(opcode) || wr.num_sge != 1 || (wr.send_flags & ~kKnownSendFlags)) {
     return false;
@@ -242,7 +290,9 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || requester.path_leaves_host) {
     return false;
   }
-  if (!dp::TryPlainPost(*ctx->peers, LocalView(ctx, qp, requester), p)) return false;
+  if (!dp::TryPlainPost(*ctx->peers, LocalView(ctx, qp, requester), p, &qp->route)) {
+    return false;
+  }
   // Under the lock, as the send queue writes every completion: another
   // thread's WR on this QP cannot complete in between.
   if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -60,6 +61,7 @@ class FakeHost : public Host {
   // memory" (a peer's MR, mapped in part).
   bool fenced = false;
   const MrMapping* remote_mapping = nullptr;
+  uint64_t epoch = 0;  // PeerEpoch: bumped when a peer's mapping is retired
 
   // Host
   uint64_t Now() override { return now_; }
@@ -73,6 +75,7 @@ class FakeHost : public Host {
     return remote_mapping ? remote_mapping : &local_;
   }
   bool OwnAccessesFenced() const override { return fenced; }
+  uint64_t PeerEpoch() const override { return epoch; }
   std::atomic<uint32_t>* AccessRecord(uint32_t key) override { return &record_[MrSlotOf(key)]; }
   PeerQp* FindXrcSrq(uint32_t) override { return nullptr; }
   void SetQpError(uint32_t qpn) override {
@@ -754,6 +757,137 @@ TEST_F(PlainPath, ReadNeedsLocalWriteOnItsBuffer) {
   EXPECT_FALSE(TryPlainPost(host_, port_.View(), read));
   EXPECT_EQ(own[0], 0);
   EXPECT_EQ(host_.Inside(kKey), 0u);
+}
+
+// A WRITE or READ that succeeds keeps its route (plain_route.h); the QP's
+// next WR with the same keys runs on it (TryRoutedPost) - while the words
+// the route was found under say the same.
+class PlainRoutePath : public PlainPath {
+ protected:
+  void SetUp() override {
+    PlainPath::SetUp();
+    host_.fenced = true;
+  }
+  PlainPost Keyed(uint32_t opcode) {
+    PlainPost w = Inline(opcode);
+    w.inline_src = false;
+    w.lkey = kKey;
+    return w;
+  }
+  // A route of a keyed WRITE of 8 bytes from src() to dst().
+  PlainRoute WriteRoute() {
+    PlainRoute route;
+    EXPECT_TRUE(TryPlainPost(host_, port_.View(), Keyed(IBV_WR_RDMA_WRITE), &route));
+    EXPECT_TRUE(route.valid);
+    memset(dst(), 0, 16);
+    return route;
+  }
+  bool Routed(const PlainRoute& route, uint64_t remote_offset = 0, uint32_t bytes = 8,
+              uint32_t dest = kQpB) {
+    return TryRoutedPost(host_, route, dest, reinterpret_cast<uint64_t>(src()), kKey,
+                         reinterpret_cast<uint64_t>(dst()) + remote_offset, kKey, bytes);
+  }
+};
+
+TEST_F(PlainRoutePath, TheNextWriteAndReadRunOnTheirRoutes) {
+  PlainRoute write = WriteRoute();
+  EXPECT_EQ(write.opcode, IBV_WR_RDMA_WRITE);
+  EXPECT_FALSE(write.remote.counted);  // this process's own memory
+  memset(src(), 0x11, 16);
+  ASSERT_TRUE(Routed(write));
+  EXPECT_EQ(dst()[7], 0x11);
+  EXPECT_EQ(dst()[8], 0);
+  ASSERT_TRUE(Routed(write, 64, 16));  // elsewhere in the same MR
+  EXPECT_EQ(dst()[64 + 15], 0x11);
+
+  PlainRoute read;
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), Keyed(IBV_WR_RDMA_READ), &read));
+  ASSERT_TRUE(read.valid);
+  memset(dst(), 0x22, 8);
+  ASSERT_TRUE(TryRoutedPost(host_, read, kQpB, reinterpret_cast<uint64_t>(src()), kKey,
+                            reinterpret_cast<uint64_t>(dst()), kKey, 8));
+  EXPECT_EQ(src()[7], 0x22);
+  EXPECT_EQ(host_.Inside(kKey), 0u);
+
+  // An atomic or a SEND keeps none (and a refused WRITE empties the route).
+  PlainRoute none = WriteRoute();
+  host_.PostRecv(kQpB, 1, dst() + 256, 64);
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), Keyed(IBV_WR_SEND), &none));
+  EXPECT_FALSE(none.valid);
+  none = WriteRoute();
+  PlainPost bad = Keyed(IBV_WR_RDMA_WRITE);
+  bad.rkey = kKey + 1;
+  EXPECT_FALSE(TryPlainPost(host_, port_.View(), bad, &none));
+  EXPECT_FALSE(none.valid);
+}
+
+TEST_F(PlainRoutePath, ARouteAnswersNoMoreOnceAWordItWasFoundUnderChanged) {
+  MrEntry* mr = host_.table().MrSlot(kKey);
+  struct Change {
+    const char* what;
+    std::function<void()> make;
+    std::function<void()> undo;
+  };
+  const Change changes[] = {
+      {"the rkey cleared (a dereg)", [&] { mr->rkey.store(0); }, [&] { mr->rkey.store(kKey); }},
+      {"the lkey cleared", [&] { mr->lkey.store(0); }, [&] { mr->lkey.store(kKey); }},
+      {"the slot published again (a rereg)", [&] { mr->generation.fetch_add(1); }, [] {}},
+      {"the target without remote write", [&] { target_->access.store(IBV_ACCESS_REMOTE_READ); },
+       [&] { target_->access.store(IBV_ACCESS_REMOTE_WRITE); }},
+      {"the target in ERR", [&] { target_->state.store(IBV_QPS_ERR); },
+       [&] { target_->state.store(IBV_QPS_RTS); }},
+      {"the target in RTR before its first message", [&] { target_->state.store(IBV_QPS_RTR); },
+       [&] { target_->state.store(IBV_QPS_RTS); }},
+      {"a new QP of the target's number", [&] { target_->generation.fetch_add(1); },
+       [&] { target_->generation.fetch_sub(1); }},
+      {"a peer's mapping retired", [&] { host_.epoch++; }, [] {}},
+  };
+  memset(src(), 0x33, 8);
+  for (const Change& c : changes) {
+    PlainRoute route = WriteRoute();
+    c.make();
+    EXPECT_FALSE(Routed(route)) << c.what;
+    EXPECT_EQ(dst()[0], 0) << c.what << ": a refused route wrote";
+    c.undo();
+  }
+  // Bytes the route's keys do not reach, or another destination QP.
+  PlainRoute route = WriteRoute();
+  EXPECT_FALSE(Routed(route, sizeof(buf_) - 4096 - 4));  // 4 of 8 past the MR's end
+  EXPECT_FALSE(Routed(route, 0, 8, kQpA));
+  EXPECT_EQ(dst()[0], 0);
+  EXPECT_EQ(host_.Inside(kKey), 0u);
+  EXPECT_TRUE(host_.qp_errors.empty());
+  EXPECT_TRUE(host_.events.empty());
+}
+
+TEST_F(PlainRoutePath, ARoutedAccessOfAPeersMemoryCountsAndReachesOnlyItsMappedPages) {
+  // A peer's MR whose mapped pages are the second page of buf_ only (not
+  // fenced: its accesses count, as a peer's do).
+  host_.fenced = false;
+  MrMapping peer{1,
+                 false,
+                 buf_ + 4096,
+                 reinterpret_cast<uint64_t>(buf_) + 4096,
+                 reinterpret_cast<uint64_t>(buf_) + 8192,
+                 -1};
+  host_.remote_mapping = &peer;
+  PlainPost w = Inline();
+  PlainRoute route;
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), w, &route));
+  ASSERT_TRUE(route.valid);
+  EXPECT_TRUE(route.remote.counted);
+  EXPECT_TRUE(route.inline_src);
+  memset(src(), 0x44, 8);
+  ASSERT_TRUE(Routed(route, 64));
+  EXPECT_EQ(buf_[4096 + 64 + 7], 0x44);
+  EXPECT_EQ(host_.Inside(kKey), 0u);  // taken, then given back
+  // The page before: reached through the owner's /proc/<pid>/mem, not here.
+  EXPECT_FALSE(TryRoutedPost(host_, route, kQpB, reinterpret_cast<uint64_t>(src()), 0,
+                             reinterpret_cast<uint64_t>(buf_) + 4092, kKey, 8));
+  host_.table().MrSlot(kKey)->rkey.store(0);
+  EXPECT_FALSE(Routed(route, 128));
+  EXPECT_EQ(buf_[4096 + 128], 0);
+  EXPECT_EQ(host_.Inside(kKey), 0u);  // a refused access leaves no count
 }
 
 TEST(ShmCompleter, JudgesOnlyRetriesAndReadsAttributesOnlyThen) {
