@@ -103,9 +103,11 @@ std::vector<std::pair<std::string, std::string>> RunEnvironment(const char* who,
                                                                 const std::string& personality) {
   // Bring the daemon up first so that the program's first verb does not pay
   // for the start, and so a failure is reported here, clearly.
-  int fd = Connect(true);
+  std::string why;
+  int fd = Connect(true, &why);
   if (fd < 0) {
-    fmt::print(stderr, "{}: cannot start the daemon: {}\n", who, strerror(-fd));
+    fmt::print(stderr, "{}: cannot start the daemon: {}{}\n", who, why.empty() ? "" : why + ": ",
+               strerror(-fd));
     return {};
   }
   close(fd);
@@ -292,9 +294,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*start) {
-      int fd = Connect(true);
+      std::string why;
+      int fd = Connect(true, &why);
       if (fd < 0) {
-        fmt::print(stderr, "softverbs daemon start: {}\n", strerror(-fd));
+        fmt::print(stderr, "softverbs daemon start: {}{}\n", why.empty() ? "" : why + ": ",
+                   strerror(-fd));
         return 1;
       }
       close(fd);

@@ -59,4 +59,17 @@ check_fallback "$squat belongs to uid 0, not to this user"
 chown $uid:$uid "$squat"
 chmod 0777 "$squat"
 check_fallback "$squat has mode 777"
+
+# A directory the user named (SOFTVERBS_RUNTIME_DIR) has no fallback: the
+# daemon is not started there, and the CLI says why.
+named=$home/named
+mkdir -m 0755 "$named" && chown $uid:$uid "$named"
+for cmd in "daemon start" "run -- true"; do
+  out=$(as_user env SOFTVERBS_RUNTIME_DIR="$named" "$cli" $cmd 2>&1) &&
+    fail "softverbs $cmd succeeded in a runtime directory of mode 755"
+  echo "$out"
+  echo "$out" | grep -q "$named is accessible by group or others (mode must be 0700)" ||
+    fail "softverbs $cmd did not say why: $out"
+done
+[ -S "$named/softverbsd.sock" ] && fail "a daemon started in $named"
 echo PASS
