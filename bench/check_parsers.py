@@ -233,6 +233,14 @@ class Report(unittest.TestCase):
         ucx_runs = [_result("ucp_put_lat", "ucx", "lat", 8, dict(p50_us=v)) for v in (0.15, 0.14)]
         self.assertEqual(report.median_round(ucx_runs)["row"]["p50_us"], 0.14)  # the lower middle
 
+    def test_median_round_of_rates_keeps_the_median_rate(self):
+        runs = [_result("ib_write_bw", "softverbs", "bw", 8, dict(msg_rate_mpps=v))
+                for v in (34.9, 5.8, 33.1)]
+        kept = report.median_round(runs)
+        self.assertEqual(kept["row"]["msg_rate_mpps"], 33.1)
+        self.assertEqual(kept["rounds"], [5.8, 33.1, 34.9])
+        self.assertEqual(report._status(kept), "ok (median of 3 runs: 5.80-34.90)")
+
     def test_median_round_of_failed_runs_is_the_first_failure(self):
         runs = [_result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: first"),
                 _result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: second")]

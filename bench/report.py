@@ -69,19 +69,27 @@ def typical_latency(result):
     return _value(result, "p50_us" if result["tool"].startswith("ucx") else "t_typical_us")
 
 
+def message_rate(result):
+    """A bandwidth result's message rate in M/s, or None."""
+    return _value(result, "msg_rate_mpps")
+
+
 def median_round(runs):
-    """Of one latency benchmark's runs (made in rounds that alternate with the
-    other latency benchmarks', so that a moment of the machine's - another
-    process, where the hypervisor put the two vCPUs - weighs on one run of
-    each, not on all runs of one), the run whose median latency is the
-    median of the runs (the lower of the middle two for an even count). It
-    carries "rounds": the medians of every run that measured. A run that
-    failed counts only when every run failed (the first is kept)."""
-    measured = sorted((r for r in runs if typical_latency(r) is not None), key=typical_latency)
+    """Of one benchmark's runs (made in rounds that alternate with the other
+    such benchmarks', so that a moment of the machine's - another process,
+    where the hypervisor put the two vCPUs, a slow mode of the VM - weighs
+    on one run of each, not on all runs of one), the run whose figure is
+    the median of the runs (the lower of the middle two for an even count):
+    the median latency of a latency benchmark, the message rate of a
+    bandwidth one. It carries "rounds": the figures of every run that
+    measured. A run that failed counts only when every run failed (the
+    first is kept)."""
+    figure = typical_latency if runs[0]["kind"] == "lat" else message_rate
+    measured = sorted((r for r in runs if figure(r) is not None), key=figure)
     if not measured:
         return runs[0]
     kept = dict(measured[(len(measured) - 1) // 2])
-    kept["rounds"] = [typical_latency(r) for r in measured]
+    kept["rounds"] = [figure(r) for r in measured]
     return kept
 
 

@@ -62,9 +62,14 @@ PLAN = [
     ("ib_write_bw_qps", "softverbs-qps", "bw", workloads.QP_COUNTS),
 ]
 
-# The tools whose latency rows run in --rounds rounds (the median run is
-# reported): the ones issue 4's and issue 16's latency ratios compare.
+# The tools whose latency rows and 8-byte message-rate rows run in --rounds
+# rounds (the median run is reported): the ones issue 4's and issue 16's
+# ratios and rate targets compare.
 ROUND_TOOLS = ("softverbs", "ucx")
+
+
+def in_rounds(tool, kind, size):
+    return tool in ROUND_TOOLS and (kind == "lat" or size == 8)
 
 # The tools that run once for all their sizes.
 GROUP_TOOLS = ("reg_mr", "mpi-softverbs", "mpi-shm")
@@ -476,7 +481,7 @@ def parse_args(argv):
     p.add_argument("--gid-index", type=int, help="GID index for -x (default: first RoCE v2 GID)")
     p.add_argument("--results-dir", default=os.path.join(HERE, "results"))
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    p.add_argument("--rounds", type=int, help="runs of each perftest and UCX latency benchmark, "
+    p.add_argument("--rounds", type=int, help="runs of each perftest and UCX latency and 8-byte rate benchmark, "
                    "alternating; the median run is reported (default 3, 1 with --quick)")
     args = p.parse_args(argv)
     args.mode = "quick" if args.quick else "full"
@@ -540,15 +545,16 @@ def main(argv):
                 results.append(measure_qps(args, name, size, gid, env, log_dir))
             else:
                 results.append(measure(args, name, tool, kind, size, gid, env, log_dir))
-                if kind == "lat" and tool in ROUND_TOOLS:
+                if in_rounds(tool, kind, size):
                     repeated[(name, tool, size)] = [results[-1]]
-    # The latencies the targets compare (perftest's and UCX's shared memory)
-    # are measured in rounds: each round runs every one of them once.
+    # The latencies and message rates the targets compare (perftest's and
+    # UCX's shared memory) are measured in rounds: each round runs every one
+    # of them once.
     for round_no in range(2, args.rounds + 1):
         round_dir = os.path.join(log_dir, "round{}".format(round_no))
         os.makedirs(round_dir, exist_ok=True)
         for (name, tool, size), runs in repeated.items():
-            runs.append(measure(args, name, tool, "lat", size, gid, env, round_dir))
+            runs.append(measure(args, name, tool, runs[0]["kind"], size, gid, env, round_dir))
     results = [report.median_round(repeated[(r["name"], r["tool"], r["size"])])
                if (r["name"], r["tool"], r["size"]) in repeated else r for r in results]
 
