@@ -206,25 +206,21 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
 
 namespace {
 
-// The QP's route (datapath/plain_route.h) for wr, if wr is a WRITE or READ
-// of the route's opcode, inline flag and keys, of one SGE of non-zero
-// length, and the QP still posts as when the route was kept: in RTS,
-// nothing waiting, its path on this host, the same destination. Under the
-// send queue's lock. What PostPlain checks of wr besides is fixed for the
-// QP (its type, max_inline_data, max_send_sge).
+// Runs wr on the QP's route (datapath/plain_route.h) if wr is a WRITE or
+// READ of the route's opcode, inline flag and keys, and the QP still posts
+// as when the route was kept: in RTS, nothing waiting, its path on this
+// host, the same destination. Called by PostPlain under the send queue's
+// lock, for a WR of one SGE of non-zero length with known flags; what
+// PostPlain checks of wr besides is fixed for the QP (its type,
+// max_send_sge) or checked here (max_inline_data).
 bool PostRouted(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   const dp::PlainRoute& route = qp->route;
-  if (wr.num_sge != 1) return false;
   const ibv_sge& sge = wr.sg_list[0];
   const bool inline_src = wr.send_flags & IBV_SEND_INLINE;
-  if ((wr.send_flags & ~kKnownSendFlags) || sge.length == 0 ||
-      (inline_src && (sge.length > qp->cap.max_inline_data || sge.length > dp::kMaxInline)) ||
-      dp::EngineTraceOn()) {
-    return false;
-  }
-  std::lock_guard lock(qp->sq_lock);
-  if (!route.valid || RawEnum(wr.opcode) != route.opcode || inline_src != route.inline_src ||
-      (!inline_src && sge.lkey != route.local.key) || wr.wr.rdma.rkey != route.remote.key) {
+  if (RawEnum(wr.opcode) != route.opcode || inline_src != route.inline_src ||
+      (inline_src ? sge.length > qp->cap.max_inline_data || sge.length > dp::kMaxInline
+                  : sge.lkey != route.local.key) ||
+      wr.wr.rdma.rkey != route.remote.key) {
     return false;
   }
   const dp::QpEntry* e = qp->entry;
@@ -252,11 +248,14 @@ bool PostRouted(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
 }  // namespace
 
 bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
-  if (qp->route.valid && PostRouted(ctx, qp, wr)) return true;
   const uint32_t opcode = RawEnum(wr.opcode);
-  if (!dp::HasPlainPath(opcode) || wr.num_sge != 1 || (wr.send_flags & ~kKnownSendFlags)) {
+  if (!dp::HasPlainPath(opcode) || wr.num_sge != 1 || (wr.send_flags & ~kKnownSendFlags) ||
+      wr.sg_list[0].length == 0 || dp::EngineTraceOn()) {
     return false;
   }
+  // One lock for both ways: the route is kept under it.
+  std::lock_guard lock(qp->sq_lock);
+  if (qp->route.valid && PostRouted(ctx, qp, wr)) return true;
   const ibv_qp& q = qp->ibv.qp_base;
   if (q.qp_type != IBV_QPT_RC && q.qp_type != IBV_QPT_UC) return false;
   const ibv_sge& sge = wr.sg_list[0];
@@ -266,13 +265,12 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   // an opcode the QP's type does not have (a READ or an atomic on UC),
   // inline bytes above max_inline_data or on a READ or an atomic, an SGE on
   // a QP made with max_send_sge 0.
-  if (!dp::WrOpcodeAllowed(info, q.qp_type) || sge.length == 0 ||
+  if (!dp::WrOpcodeAllowed(info, q.qp_type) ||
       (inline_src && (!info.inline_allowed || sge.length > qp->cap.max_inline_data ||
                       sge.length > dp::kMaxInline)) ||
       (!inline_src && qp->cap.max_send_sge < 1)) {
     return false;
   }
-  if (dp::EngineTraceOn()) return false;
   dp::PlainPost p{
       opcode, wr.send_flags, wr.imm_data, sge.addr, sge.lkey, inline_src, sge.length, 0, 0, 0, 0};
   // The remote side is in the union member the opcode's headers name.
@@ -285,7 +283,6 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
     p.compare_add = wr.wr.atomic.compare_add;
     p.swap = wr.wr.atomic.swap;
   }
-  std::lock_guard lock(qp->sq_lock);
   const dp::RequesterAttributes requester = RequesterOf(qp);
   if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || requester.path_leaves_host) {
     return false;
