@@ -1,4 +1,4 @@
-// The way a QP's last plain RDMA WRITE or READ went (shm_plain_post.h):
+// The way a QP's last plain RDMA WRITE, READ or SEND went (shm_plain_post.h):
 // the answers of its key checks and its target, kept by the QP so that its
 // next WR of the same opcode and keys runs with comparisons instead of the
 // checks (TryRoutedPost). Every input of TryPlainPost's verdict is, in the
@@ -36,16 +36,19 @@ struct KeptKey {
   uint64_t delta = 0;
 };
 
+struct PeerQp;  // engine.h
+
 struct PlainRoute {
   bool valid = false;
-  uint32_t opcode = 0;  // IBV_WR_RDMA_WRITE or IBV_WR_RDMA_READ
+  uint32_t opcode = 0;  // IBV_WR_RDMA_WRITE, _RDMA_READ, _SEND or _SEND_WITH_IMM
   bool inline_src = false;
   uint32_t dest_qpn = 0;  // the target and its generation
   uint32_t dest_generation = 0;
   const QpEntry* target = nullptr;
-  uint64_t epoch = 0;  // Host::PeerEpoch when found
-  KeptKey local;       // the SGE's lkey (not for inline bytes)
-  KeptKey remote;      // the rkey
+  uint64_t epoch = 0;      // Host::PeerEpoch when found
+  PeerQp* peer = nullptr;  // the target's receive side (a SEND's)
+  KeptKey local;           // the SGE's lkey (not for inline bytes)
+  KeptKey remote;          // the rkey; a SEND's: the lkey of the receive WQE it took
 };
 
 }  // namespace softverbs::datapath

@@ -181,6 +181,33 @@ uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint3
   return nullptr;  // a partial page: through the owner's /proc/<pid>/mem
 }
 
+// A SEND of `bytes` from src: peer's oldest receive WQE is checked -
+// reach(guards, sge) gives this process's address of its one SGE's
+// buffer, counted in guards where a peer's memory, or nullptr - then taken
+// (if another claimer took it meanwhile, nothing was taken), filled and
+// completed on the receive side. False: nothing happened.
+template <typename H, typename Reach>
+bool DeliverSend(H& host, PeerQp& peer, uint32_t dest_qpn, uint32_t src_qpn, uint8_t sl,
+                 const uint8_t* src, uint32_t bytes, uint32_t send_flags, uint32_t imm_data,
+                 const WrOpcodeInfo& info, Reach reach) {
+  if (!peer.rq.valid() || TagList(peer.rq.header()).valid()) return false;
+  ClaimedRecv r;
+  uint64_t ticket = 0;
+  if (!peer.rq.Peek(&r, &ticket) || r.num_sge != 1 || r.sge[0].length < bytes) return false;
+  MrGuards guards;
+  uint8_t* dst = reach(guards, r.sge[0]);
+  if (!dst || !peer.rq.ClaimPeeked(ticket)) return false;
+  NoteReceiveClaimed(host, peer);
+  StallInsideAccessForTests();
+  memcpy(dst, src, bytes);
+  guards.Leave();
+  Completion recv =
+      MessageReceiveCompletion(r.wr_id, dest_qpn, src_qpn, sl, send_flags, imm_data, info);
+  recv.byte_len = bytes;
+  Complete(peer.recv_cq, peer.cq_event_fd, recv, &r);
+  return true;
+}
+
 }  // namespace plain
 
 // Executes p for qp when its success path is certain: the local bytes are
@@ -198,8 +225,8 @@ uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint3
 // written), and the WR's completion is the plain success one. False:
 // nothing happened (no byte moved, no WQE taken, no count left, no state
 // changed); run the WR through Execute.
-// route (may be nullptr): where to keep the way a WRITE or READ that
-// succeeds went, for TryRoutedPost (emptied first).
+// route (may be nullptr): where to keep the way a WRITE, READ or SEND
+// that succeeds went, for TryRoutedPost (emptied first).
 template <typename H>
 bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p, PlainRoute* route = nullptr) {
   if (route) route->valid = false;
@@ -212,9 +239,9 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p, PlainRoute* ro
   const uint32_t bytes = atomic ? 8 : p.bytes;
   ExecutionScope scope(host);
   const bool into_local = atomic || info.action == WrAction::kRead;
-  // A route is kept for a WRITE or READ (read before any lookup: a
-  // retirement after it makes the route unusable).
-  const bool routed = route && (info.action == WrAction::kWrite || info.action == WrAction::kRead);
+  // A route is kept for a WRITE, READ or SEND (the epoch read before any
+  // lookup: a retirement after it makes the route unusable).
+  const bool routed = route && !atomic;
   const uint64_t epoch = routed ? host.PeerEpoch() : 0;
   KeptKey kept_local;
   KeptKey kept_remote;
@@ -237,7 +264,7 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p, PlainRoute* ro
     if (!remote) return false;
     if (routed && kept_remote.key != 0 && (p.inline_src || kept_local.key != 0)) {
       *route = {true, p.opcode, p.inline_src, qp.dest_qpn, generation,
-                te,   epoch,    kept_local,   kept_remote};
+                te,   epoch,    peer,         kept_local,  kept_remote};
     }
     StallInsideAccessForTests();
     if (info.action == WrAction::kWrite) {
@@ -258,64 +285,82 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p, PlainRoute* ro
     }
     return true;
   }
-  const uint8_t* src = local;
-  // A SEND: the oldest receive WQE is checked, then taken (if another
-  // claimer took it meanwhile, the general engine claims the next).
-  if (!peer->rq.valid() || TagList(peer->rq.header()).valid()) return false;
-  ClaimedRecv r;
-  uint64_t ticket = 0;
-  if (!peer->rq.Peek(&r, &ticket) || r.num_sge != 1 || r.sge[0].length < p.bytes) return false;
-  uint8_t* dst =
-      plain::Destination(host, guards, r.sge[0].lkey, false, pdn, peer->owner,
-                         IBV_ACCESS_LOCAL_WRITE, r.sge[0].addr, r.sge[0].length, p.bytes);
-  if (!dst || !peer->rq.ClaimPeeked(ticket)) return false;
-  NoteReceiveClaimed(host, *peer);
-  StallInsideAccessForTests();
-  memcpy(dst, src, p.bytes);
-  guards.Leave();
-  Completion recv =
-      MessageReceiveCompletion(r.wr_id, qp.dest_qpn, qp, qp.sl, p.send_flags, p.imm_data, info);
-  recv.byte_len = p.bytes;
-  Complete(peer->recv_cq, peer->cq_event_fd, recv, &r);
-  return true;
+  // A SEND: the oldest receive WQE (if another claimer took it meanwhile,
+  // the general engine claims the next).
+  KeptKey kept_receive;
+  const bool sent = plain::DeliverSend(
+      host, *peer, qp.dest_qpn, qp.qpn, qp.sl, local, p.bytes, p.send_flags, p.imm_data, info,
+      [&](MrGuards& receive_guards, const RecvSge& sge) {
+        return plain::Destination(host, receive_guards, sge.lkey, false, pdn, peer->owner,
+                                  IBV_ACCESS_LOCAL_WRITE, sge.addr, sge.length, p.bytes,
+                                  routed ? &kept_receive : nullptr);
+      });
+  if (sent && routed && kept_receive.key != 0 && (p.inline_src || kept_local.key != 0)) {
+    *route = {true, p.opcode, p.inline_src, qp.dest_qpn, generation,
+              te,   epoch,    peer,         kept_local,  kept_receive};
+  }
+  return sent;
 }
 
-// Runs an RDMA WRITE or READ of `bytes` (> 0) the way the QP's last one
-// went (route, filled by TryPlainPost), if it still goes so: the caller
-// compared the opcode, the inline flag and the keys with the route's; here
+// A work request as TryRoutedPost needs it.
+struct RoutedWr {
+  uint32_t dest_qpn;  // the QP's destination now (QpEntry::dest_qpn)
+  uint32_t src_qpn;   // the QP's own number
+  uint8_t sl;         // the QP's service level now (a SEND's receive completion)
+  uint32_t send_flags;
+  uint32_t imm_data;
+  uint64_t local_addr;  // the SGE's (or the inline bytes')
+  uint32_t lkey;
+  uint32_t bytes;        // > 0
+  uint64_t remote_addr;  // WRITE, READ
+  uint32_t rkey;
+};
+
+// Runs an RDMA WRITE, READ or SEND the way the QP's last one went (route,
+// filled by TryPlainPost), if it still goes so: the caller compared the
+// opcode, the inline flag, the lkey and the rkey with the route's; here
 // the target must still be QP dest_qpn of the route's generation, in a
 // receive state past its first message, allowing the access; nothing
-// retired since (the host's epoch); both keys still published with their
-// kept generations; and the bytes within what they reach here - every
-// other input of TryPlainPost's verdict is fixed for as long as these are
-// (plain_route.h). True: the bytes moved, and the WR's completion is the
-// plain success one. False: nothing happened; ask TryPlainPost.
+// retired since (the host's epoch); each key - for a SEND, that of the
+// receive WQE it takes - still published with its kept generation; and
+// the bytes within what the keys reach here. Every other input of
+// TryPlainPost's verdict is fixed for as long as these are
+// (plain_route.h). True: the bytes moved (a SEND's receive WQE taken and
+// its completion written), and the WR's completion is the plain success
+// one. False: nothing happened; ask TryPlainPost.
 template <typename H>
-bool TryRoutedPost(H& host, const PlainRoute& route, uint32_t dest_qpn, uint64_t local_addr,
-                   uint32_t lkey, uint64_t remote_addr, uint32_t rkey, uint32_t bytes) {
-  const bool write = route.opcode == IBV_WR_RDMA_WRITE;
+bool TryRoutedPost(H& host, const PlainRoute& route, const RoutedWr& w) {
+  const WrOpcodeInfo& info = WrOpcode(route.opcode);
   ExecutionScope scope(host);
   if (!route.valid || route.epoch != host.PeerEpoch()) return false;
   const QpEntry& te = *route.target;
-  const uint32_t need = write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
-  if (dest_qpn != route.dest_qpn || te.qpn.load(std::memory_order_acquire) != dest_qpn ||
+  if (w.dest_qpn != route.dest_qpn || te.qpn.load(std::memory_order_acquire) != w.dest_qpn ||
       te.generation.load() != route.dest_generation || !plain::Established(te) ||
-      !(te.access.load() & need)) {
+      (info.remote_access && !(te.access.load() & info.remote_access))) {
     return false;
   }
   uint8_t* local = route.inline_src
-                       ? reinterpret_cast<uint8_t*>(local_addr)
-                       : plain::Reuse(host, route.local, lkey, false, local_addr, bytes);
+                       ? reinterpret_cast<uint8_t*>(w.local_addr)
+                       : plain::Reuse(host, route.local, w.lkey, false, w.local_addr, w.bytes);
   if (!local) return false;
+  if (info.action == WrAction::kSend) {
+    return plain::DeliverSend(
+        host, *route.peer, w.dest_qpn, w.src_qpn, w.sl, local, w.bytes, w.send_flags, w.imm_data,
+        info, [&](MrGuards& guards, const RecvSge& sge) -> uint8_t* {
+          if (sge.lkey != route.remote.key) return nullptr;
+          if (route.remote.counted) guards.Enter(host.AccessRecord(sge.lkey));
+          return plain::Reuse(host, route.remote, sge.lkey, false, sge.addr, sge.length);
+        });
+  }
   MrGuards guards;
-  if (route.remote.counted) guards.Enter(host.AccessRecord(rkey));
-  uint8_t* remote = plain::Reuse(host, route.remote, rkey, true, remote_addr, bytes);
+  if (route.remote.counted) guards.Enter(host.AccessRecord(w.rkey));
+  uint8_t* remote = plain::Reuse(host, route.remote, w.rkey, true, w.remote_addr, w.bytes);
   if (!remote) return false;
   StallInsideAccessForTests();
-  if (write) {
-    memcpy(remote, local, bytes);
+  if (info.action == WrAction::kWrite) {
+    memcpy(remote, local, w.bytes);
   } else {
-    memcpy(local, remote, bytes);
+    memcpy(local, remote, w.bytes);
   }
   return true;
 }

@@ -54,7 +54,7 @@ Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQ
                              const SendWr& wr, const WrOpcodeInfo& info) {
   // UD: the packet's type, as mlx5 reports it (ud_receive.h).
   const uint8_t sl = qp.type == IBV_QPT_UD ? UdReceiveSl(UdMessageIsIpv6(wr.sgid, wr.dgid)) : qp.sl;
-  return MessageReceiveCompletion(r.wr_id, t.qpn, qp, sl, wr.send_flags, wr.imm_data, info);
+  return MessageReceiveCompletion(r.wr_id, t.qpn, qp.qpn, sl, wr.send_flags, wr.imm_data, info);
 }
 
 bool IsReliable(uint32_t type) {

@@ -48,14 +48,14 @@ void RespondToRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpco
 // address handle's), the send's IBV_SEND_SOLICITED, its immediate data or
 // the rkey it invalidated.
 inline Completion MessageReceiveCompletion(uint64_t recv_wr_id, uint32_t target_qpn,
-                                           const LocalQp& qp, uint8_t sl, uint32_t send_flags,
+                                           uint32_t src_qpn, uint8_t sl, uint32_t send_flags,
                                            uint32_t imm_data, const WrOpcodeInfo& info) {
   Completion rc{};
   rc.wr_id = recv_wr_id;
   rc.status = IBV_WC_SUCCESS;
   rc.opcode = info.recv_wc;
   rc.qp_num = target_qpn;
-  rc.src_qp = qp.qpn;
+  rc.src_qp = src_qpn;
   rc.sl = sl;
   rc.solicited = (send_flags & IBV_SEND_SOLICITED) ? 1 : 0;
   if (info.immediate) {

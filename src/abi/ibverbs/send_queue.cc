@@ -206,21 +206,23 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
 
 namespace {
 
-// Runs wr on the QP's route (datapath/plain_route.h) if wr is a WRITE or
-// READ of the route's opcode, inline flag and keys, and the QP still posts
-// as when the route was kept: in RTS, nothing waiting, its path on this
-// host, the same destination. Called by PostPlain under the send queue's
-// lock, for a WR of one SGE of non-zero length with known flags; what
-// PostPlain checks of wr besides is fixed for the QP (its type,
-// max_send_sge) or checked here (max_inline_data).
+// Runs wr on the QP's route (datapath/plain_route.h) if wr is a WRITE,
+// READ or SEND of the route's opcode, inline flag and keys, and the QP
+// still posts as when the route was kept: in RTS, nothing waiting, its path
+// on this host. Called by PostPlain under the send queue's lock, for a WR
+// of one SGE of non-zero length with known flags; what PostPlain checks of
+// wr besides is fixed for the QP (its type, max_send_sge) or checked here
+// (max_inline_data).
 bool PostRouted(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   const dp::PlainRoute& route = qp->route;
   const ibv_sge& sge = wr.sg_list[0];
   const bool inline_src = wr.send_flags & IBV_SEND_INLINE;
+  const dp::WrOpcodeInfo& info = dp::WrOpcode(route.opcode);
+  const bool keyed = info.headers & dp::kHeaderReth;  // a WRITE or READ: the rkey too
   if (RawEnum(wr.opcode) != route.opcode || inline_src != route.inline_src ||
       (inline_src ? sge.length > qp->cap.max_inline_data || sge.length > dp::kMaxInline
                   : sge.lkey != route.local.key) ||
-      wr.wr.rdma.rkey != route.remote.key) {
+      (keyed && wr.wr.rdma.rkey != route.remote.key)) {
     return false;
   }
   const dp::QpEntry* e = qp->entry;
@@ -228,16 +230,23 @@ bool PostRouted(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
       dp::UnpackRequester(e->requester.load(std::memory_order_acquire)).path_leaves_host) {
     return false;
   }
-  if (!dp::TryRoutedPost(*ctx->peers, route, e->dest_qpn.load(std::memory_order_relaxed), sge.addr,
-                         sge.lkey, wr.wr.rdma.remote_addr, wr.wr.rdma.rkey, sge.length)) {
-    return false;
-  }
+  const ibv_qp& q = qp->ibv.qp_base;
+  const dp::RoutedWr routed{e->dest_qpn.load(std::memory_order_relaxed),
+                            q.qp_num,
+                            static_cast<uint8_t>(e->sl.load(std::memory_order_relaxed)),
+                            wr.send_flags,
+                            wr.imm_data,
+                            sge.addr,
+                            sge.lkey,
+                            sge.length,
+                            keyed ? wr.wr.rdma.remote_addr : 0,
+                            keyed ? wr.wr.rdma.rkey : 0};
+  if (!dp::TryRoutedPost(*ctx->peers, route, routed)) return false;
   if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
-    const ibv_qp& q = qp->ibv.qp_base;
     dp::Completion c{};
     c.wr_id = wr.wr_id;
     c.status = IBV_WC_SUCCESS;
-    c.opcode = dp::WrOpcode(route.opcode).send_wc;
+    c.opcode = info.send_wc;
     c.qp_num = q.qp_num;
     c.byte_len = sge.length;
     CompleteLocal(q.send_cq, c);

@@ -782,10 +782,16 @@ class PlainRoutePath : public PlainPath {
     memset(dst(), 0, 16);
     return route;
   }
+  // The WR TryRoutedPost gets: 8 bytes (or `bytes`) from src() to
+  // dst() + remote_offset, keyed with kKey.
+  static RoutedWr Wr(uint64_t local, uint64_t remote, uint32_t bytes = 8, uint32_t dest = kQpB) {
+    return {dest, kQpA, 0, IBV_SEND_SIGNALED, 0, local, kKey, bytes, remote, kKey};
+  }
   bool Routed(const PlainRoute& route, uint64_t remote_offset = 0, uint32_t bytes = 8,
               uint32_t dest = kQpB) {
-    return TryRoutedPost(host_, route, dest, reinterpret_cast<uint64_t>(src()), kKey,
-                         reinterpret_cast<uint64_t>(dst()) + remote_offset, kKey, bytes);
+    return TryRoutedPost(host_, route,
+                         Wr(reinterpret_cast<uint64_t>(src()),
+                            reinterpret_cast<uint64_t>(dst()) + remote_offset, bytes, dest));
   }
 };
 
@@ -804,15 +810,14 @@ TEST_F(PlainRoutePath, TheNextWriteAndReadRunOnTheirRoutes) {
   ASSERT_TRUE(TryPlainPost(host_, port_.View(), Keyed(IBV_WR_RDMA_READ), &read));
   ASSERT_TRUE(read.valid);
   memset(dst(), 0x22, 8);
-  ASSERT_TRUE(TryRoutedPost(host_, read, kQpB, reinterpret_cast<uint64_t>(src()), kKey,
-                            reinterpret_cast<uint64_t>(dst()), kKey, 8));
+  ASSERT_TRUE(TryRoutedPost(
+      host_, read, Wr(reinterpret_cast<uint64_t>(src()), reinterpret_cast<uint64_t>(dst()))));
   EXPECT_EQ(src()[7], 0x22);
   EXPECT_EQ(host_.Inside(kKey), 0u);
 
-  // An atomic or a SEND keeps none (and a refused WRITE empties the route).
+  // An atomic keeps none (and a refused WRITE empties the route).
   PlainRoute none = WriteRoute();
-  host_.PostRecv(kQpB, 1, dst() + 256, 64);
-  ASSERT_TRUE(TryPlainPost(host_, port_.View(), Keyed(IBV_WR_SEND), &none));
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), Keyed(IBV_WR_ATOMIC_FETCH_AND_ADD), &none));
   EXPECT_FALSE(none.valid);
   none = WriteRoute();
   PlainPost bad = Keyed(IBV_WR_RDMA_WRITE);
@@ -882,12 +887,64 @@ TEST_F(PlainRoutePath, ARoutedAccessOfAPeersMemoryCountsAndReachesOnlyItsMappedP
   EXPECT_EQ(buf_[4096 + 64 + 7], 0x44);
   EXPECT_EQ(host_.Inside(kKey), 0u);  // taken, then given back
   // The page before: reached through the owner's /proc/<pid>/mem, not here.
-  EXPECT_FALSE(TryRoutedPost(host_, route, kQpB, reinterpret_cast<uint64_t>(src()), 0,
-                             reinterpret_cast<uint64_t>(buf_) + 4092, kKey, 8));
+  EXPECT_FALSE(TryRoutedPost(
+      host_, route,
+      Wr(reinterpret_cast<uint64_t>(src()), reinterpret_cast<uint64_t>(buf_) + 4092)));
   host_.table().MrSlot(kKey)->rkey.store(0);
   EXPECT_FALSE(Routed(route, 128));
   EXPECT_EQ(buf_[4096 + 128], 0);
   EXPECT_EQ(host_.Inside(kKey), 0u);  // a refused access leaves no count
+}
+
+TEST_F(PlainRoutePath, TheNextSendRunsOnItsRouteWhileTheReceiveWqesKeyIsTheKeptOne) {
+  uint8_t other[64] = {};
+  host_.AddMr(kKey + 0x100, other, sizeof(other));
+  host_.PostRecv(kQpB, 1, dst(), 64);
+  PlainRoute route;
+  PlainPost send = Keyed(IBV_WR_SEND_WITH_IMM);
+  send.imm_data = 0x0a0b0c0d;
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), send, &route));
+  ASSERT_TRUE(route.valid);
+  EXPECT_EQ(route.remote.key, kKey);  // the receive WQE's lkey
+  ASSERT_EQ(host_.RecvCompletions(kQpB).size(), 1u);
+
+  memset(src(), 0x55, 8);
+  host_.PostRecv(kQpB, 2, dst() + 64, 64);
+  RoutedWr w = Wr(reinterpret_cast<uint64_t>(src()), 0);
+  w.imm_data = 0x01020304;
+  w.send_flags |= IBV_SEND_SOLICITED;
+  ASSERT_TRUE(TryRoutedPost(host_, route, w));
+  EXPECT_EQ(dst()[64 + 7], 0x55);
+  auto recv = host_.RecvCompletions(kQpB);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].wr_id, 2u);
+  EXPECT_EQ(recv[0].opcode, IBV_WC_RECV);
+  EXPECT_EQ(recv[0].byte_len, 8u);
+  EXPECT_EQ(recv[0].src_qp, kQpA);
+  EXPECT_EQ(recv[0].imm_data, 0x01020304u);
+  EXPECT_TRUE(recv[0].wc_flags & IBV_WC_WITH_IMM);
+  EXPECT_EQ(recv[0].solicited, 1);
+
+  // Refused, nothing taken: no receive WQE (the general engine's RNR), a
+  // WQE of another key.
+  EXPECT_FALSE(TryRoutedPost(host_, route, w));
+  host_.PostRecv(kQpB, 3, other, 64, kKey + 0x100);
+  EXPECT_FALSE(TryRoutedPost(host_, route, w));
+  EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());
+  EXPECT_EQ(other[0], 0);
+}
+
+TEST_F(PlainRoutePath, ASendRouteRefusesAReceiveBufferItsKeyDoesNotReach) {
+  host_.PostRecv(kQpB, 1, dst(), 64);
+  PlainRoute route;
+  ASSERT_TRUE(TryPlainPost(host_, port_.View(), Keyed(IBV_WR_SEND), &route));
+  ASSERT_TRUE(route.valid);
+  host_.RecvCompletions(kQpB);
+  // A WQE whose buffer runs past the MR's end is not taken.
+  host_.PostRecv(kQpB, 2, buf_ + sizeof(buf_) - 32, 64);
+  EXPECT_FALSE(TryRoutedPost(host_, route, Wr(reinterpret_cast<uint64_t>(src()), 0)));
+  EXPECT_TRUE(host_.RecvCompletions(kQpB).empty());
+  EXPECT_EQ(host_.Inside(kKey), 0u);
 }
 
 TEST(ShmCompleter, JudgesOnlyRetriesAndReadsAttributesOnlyThen) {
