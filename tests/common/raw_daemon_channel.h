@@ -29,6 +29,12 @@ using protocol::Op;
   exit(1);
 }
 
+// Dies naming the condition that failed.
+#define RAW_CHECK(cond)                                                \
+  do {                                                                 \
+    if (!(cond)) ::softverbs::test::Die("FAIL: check failed: " #cond); \
+  } while (0)
+
 struct Answer {
   int err = 0;
   std::vector<uint8_t> body;

@@ -206,6 +206,21 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
 
 namespace {
 
+// The completion of a WR the plain path ran, if signaled. Under the send
+// queue's lock, as the send queue writes every completion: another
+// thread's WR on this QP cannot complete in between.
+void CompletePlain(Qp* qp, const ibv_send_wr& wr, const dp::WrOpcodeInfo& info) {
+  if (!qp->sq_sig_all && !(wr.send_flags & IBV_SEND_SIGNALED)) return;
+  const ibv_qp& q = qp->ibv.qp_base;
+  dp::Completion c{};
+  c.wr_id = wr.wr_id;
+  c.status = IBV_WC_SUCCESS;
+  c.opcode = info.send_wc;
+  c.qp_num = q.qp_num;
+  c.byte_len = info.action == dp::WrAction::kAtomic ? 8 : wr.sg_list[0].length;
+  CompleteLocal(q.send_cq, c);
+}
+
 // Runs wr on the QP's route (datapath/plain_route.h) if wr is a WRITE,
 // READ or SEND of the route's opcode, inline flag and keys, and the QP
 // still posts as when the route was kept: in RTS, nothing waiting, its path
@@ -242,15 +257,7 @@ bool PostRouted(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
                             keyed ? wr.wr.rdma.remote_addr : 0,
                             keyed ? wr.wr.rdma.rkey : 0};
   if (!dp::TryRoutedPost(*ctx->peers, route, routed)) return false;
-  if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
-    dp::Completion c{};
-    c.wr_id = wr.wr_id;
-    c.status = IBV_WC_SUCCESS;
-    c.opcode = info.send_wc;
-    c.qp_num = q.qp_num;
-    c.byte_len = sge.length;
-    CompleteLocal(q.send_cq, c);
-  }
+  CompletePlain(qp, wr, info);
   return true;
 }
 
@@ -299,17 +306,7 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   if (!dp::TryPlainPost(*ctx->peers, LocalView(ctx, qp, requester), p, &qp->route)) {
     return false;
   }
-  // Under the lock, as the send queue writes every completion: another
-  // thread's WR on this QP cannot complete in between.
-  if (qp->sq_sig_all || (wr.send_flags & IBV_SEND_SIGNALED)) {
-    dp::Completion c{};
-    c.wr_id = wr.wr_id;
-    c.status = IBV_WC_SUCCESS;
-    c.opcode = info.send_wc;
-    c.qp_num = q.qp_num;
-    c.byte_len = info.action == dp::WrAction::kAtomic ? 8 : sge.length;
-    CompleteLocal(q.send_cq, c);
-  }
+  CompletePlain(qp, wr, info);
   return true;
 }
 

@@ -33,11 +33,6 @@ namespace {
 using namespace softverbs;
 using namespace softverbs::test;
 
-#define CHECK(cond)                                 \
-  do {                                              \
-    if (!(cond)) Die("FAIL: check failed: " #cond); \
-  } while (0)
-
 // Whether process pid has a descriptor open on inode ino.
 bool HoldsInode(pid_t pid, uint64_t ino) {
   const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
@@ -56,7 +51,7 @@ bool HoldsInode(pid_t pid, uint64_t ino) {
 // Whether the device's status lists a client of process pid.
 bool ListsClient(Channel& cli, pid_t pid) {
   Answer a = cli.Call(static_cast<uint16_t>(Op::kStatus), nullptr, 0);
-  CHECK(a.err == 0);
+  RAW_CHECK(a.err == 0);
   const std::string json(a.body.begin(), a.body.end());
   return json.find("\"pid\":" + std::to_string(pid) + ",") != std::string::npos ||
          json.find("\"pid\":" + std::to_string(pid) + "}") != std::string::npos;
@@ -66,9 +61,9 @@ bool ListsClient(Channel& cli, pid_t pid) {
 // be killed; returns its pid and the inode of the memfd that backs them.
 pid_t RegisteringChild(size_t bytes, uint64_t* ino) {
   int fds[2];
-  CHECK(pipe(fds) == 0);
+  RAW_CHECK(pipe(fds) == 0);
   const pid_t pid = fork();
-  CHECK(pid >= 0);
+  RAW_CHECK(pid >= 0);
   if (pid == 0) {
     close(fds[0]);
     ibv_device** list = ibv_get_device_list(nullptr);
@@ -84,7 +79,7 @@ pid_t RegisteringChild(size_t bytes, uint64_t* ino) {
     for (;;) pause();
   }
   close(fds[1]);
-  CHECK(read(fds[0], ino, sizeof(*ino)) == sizeof(*ino));
+  RAW_CHECK(read(fds[0], ino, sizeof(*ino)) == sizeof(*ino));
   close(fds[0]);
   if (*ino == 0) Die("the child could not register " + std::to_string(bytes) + " bytes");
   return pid;
@@ -93,8 +88,8 @@ pid_t RegisteringChild(size_t bytes, uint64_t* ino) {
 // Kills the child, then asks the device until its status no longer lists
 // it (the device has released what the child held, or handed it over).
 void KillAndWaitUntilForgotten(Channel& cli, pid_t child) {
-  CHECK(kill(child, SIGKILL) == 0);
-  CHECK(waitpid(child, nullptr, 0) == child);
+  RAW_CHECK(kill(child, SIGKILL) == 0);
+  RAW_CHECK(waitpid(child, nullptr, 0) == child);
   for (int i = 0; ListsClient(cli, child); ++i) {
     if (i == 1000) Die("the device still lists the killed child after 10 s");
     usleep(10000);
@@ -116,10 +111,10 @@ int main() {
   GreetAsCli(cli);
   ucred cred{};
   socklen_t len = sizeof(cred);
-  CHECK(getsockopt(cli.fd(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0);
+  RAW_CHECK(getsockopt(cli.fd(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0);
   const pid_t daemon = cred.pid;
 
-  CHECK(HoldsInode(daemon, small_ino));
+  RAW_CHECK(HoldsInode(daemon, small_ino));
   KillAndWaitUntilForgotten(cli, small);
   if (HoldsInode(daemon, small_ino)) {
     Die("FAIL: the device still holds a killed process's 64 KiB memfd after answering");
@@ -127,7 +122,7 @@ int main() {
 
   uint64_t large_ino = 0;
   const pid_t large = RegisteringChild(4 << 20, &large_ino);
-  CHECK(HoldsInode(daemon, large_ino));
+  RAW_CHECK(HoldsInode(daemon, large_ino));
   KillAndWaitUntilForgotten(cli, large);
   if (!HoldsInode(daemon, large_ino)) {
     Die("FAIL: the device closed a killed process's 4 MiB memfd before answering (in the thread "

@@ -25,11 +25,6 @@ namespace {
 using namespace softverbs;
 using namespace softverbs::test;
 
-#define CHECK(cond)                                 \
-  do {                                              \
-    if (!(cond)) Die("FAIL: check failed: " #cond); \
-  } while (0)
-
 protocol::RegMrBackedRequest Registration(protocol::Handle pd, char* p, size_t len) {
   protocol::RegMrBackedRequest req{};
   const uint64_t addr = reinterpret_cast<uint64_t>(p);
@@ -41,16 +36,16 @@ protocol::RegMrBackedRequest Registration(protocol::Handle pd, char* p, size_t l
 
 size_t MrCount(Channel& cli) {
   Answer a = cli.Call(static_cast<uint16_t>(Op::kStatus), nullptr, 0);
-  CHECK(a.err == 0);
+  RAW_CHECK(a.err == 0);
   // The device-wide count, in "objects" (each client's own "mr" is a list).
   const std::string json(a.body.begin(), a.body.end());
   const size_t objects = json.find("\"objects\"");
-  CHECK(objects != std::string::npos);
+  RAW_CHECK(objects != std::string::npos);
   const size_t at = json.find("\"mr\":", objects);
-  CHECK(at != std::string::npos);
+  RAW_CHECK(at != std::string::npos);
   char* end = nullptr;
   const unsigned long count = strtoul(json.c_str() + at + 5, &end, 10);
-  CHECK(end != json.c_str() + at + 5);
+  RAW_CHECK(end != json.c_str() + at + 5);
   return count;
 }
 
@@ -63,22 +58,22 @@ int main() {
   // The library's context: a registered range, its memfd kept for it.
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
-  CHECK(list && n > 0);
+  RAW_CHECK(list && n > 0);
   ibv_context* ctx = ibv_open_device(list[0]);
-  CHECK(ctx);
+  RAW_CHECK(ctx);
   ibv_pd* pd = ibv_alloc_pd(ctx);
-  CHECK(pd);
+  RAW_CHECK(pd);
   auto* p = static_cast<char*>(
       mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  CHECK(p != MAP_FAILED);
+  RAW_CHECK(p != MAP_FAILED);
   memset(p, 'k', 2 * page);
   ibv_mr* mr = ibv_reg_mr(pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE);
-  CHECK(mr);
-  CHECK(ibv_dereg_mr(mr) == 0);  // kept for the context all the same
+  RAW_CHECK(mr);
+  RAW_CHECK(ibv_dereg_mr(mr) == 0);  // kept for the context all the same
   const int memfd = DescriptorOfInode(MappedInode(p));
-  CHECK(memfd >= 0);
+  RAW_CHECK(memfd >= 0);
   struct stat st {};
-  CHECK(fstat(memfd, &st) == 0);
+  RAW_CHECK(fstat(memfd, &st) == 0);
   const protocol::BackingName name{st.st_dev, st.st_ino};
 
   // A connection of its own names it.
@@ -88,7 +83,7 @@ int main() {
   Channel cli(path);
   GreetAsCli(cli);
   Answer a = raw.Call(static_cast<uint16_t>(Op::kAllocPd), nullptr, 0);
-  CHECK(a.err == 0 && a.body.size() >= sizeof(protocol::AllocPdReply));
+  RAW_CHECK(a.err == 0 && a.body.size() >= sizeof(protocol::AllocPdReply));
   protocol::AllocPdReply raw_pd;
   memcpy(&raw_pd, a.body.data(), sizeof(raw_pd));
   const size_t mrs = MrCount(cli);
@@ -100,25 +95,25 @@ int main() {
     Die("FAIL: naming another connection's memfd: " + std::string(strerror(a.err)) +
         ", expected ESTALE");
   }
-  CHECK(MrCount(cli) == mrs);  // no MR made
+  RAW_CHECK(MrCount(cli) == mrs);  // no MR made
   // A name nobody passed: the same.
   req.kept = {name.dev, name.ino + 1000003};
-  CHECK(raw.Call(static_cast<uint16_t>(Op::kRegMrBacked), &req, sizeof(req)).err == ESTALE);
-  CHECK(MrCount(cli) == mrs);
+  RAW_CHECK(raw.Call(static_cast<uint16_t>(Op::kRegMrBacked), &req, sizeof(req)).err == ESTALE);
+  RAW_CHECK(MrCount(cli) == mrs);
 
   // Passed over this connection, the memfd is kept for it too, and then
   // it may name it.
   req.backing_kind = protocol::kBackingNone;
   req.kept = {};
   a = raw.Call(static_cast<uint16_t>(Op::kRegMrBacked), &req, sizeof(req), &memfd, 1);
-  CHECK(a.err == 0 && a.body.size() >= sizeof(protocol::RegMrReply));
+  RAW_CHECK(a.err == 0 && a.body.size() >= sizeof(protocol::RegMrReply));
   protocol::RegMrReply rep;
   memcpy(&rep, a.body.data(), sizeof(rep));
-  CHECK(rep.flags & protocol::kRegMrBackingKept);
+  RAW_CHECK(rep.flags & protocol::kRegMrBackingKept);
   req.backing_kind = protocol::kBackingMemfdKept;
   req.kept = name;
-  CHECK(raw.Call(static_cast<uint16_t>(Op::kRegMrBacked), &req, sizeof(req)).err == 0);
-  CHECK(MrCount(cli) == mrs + 2);
+  RAW_CHECK(raw.Call(static_cast<uint16_t>(Op::kRegMrBacked), &req, sizeof(req)).err == 0);
+  RAW_CHECK(MrCount(cli) == mrs + 2);
   printf(
       "kept_backing_names: ESTALE for another connection's memfd and for an unknown name; "
       "named after passing it: ok\n");

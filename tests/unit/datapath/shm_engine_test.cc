@@ -542,6 +542,16 @@ class PlainPath : public ShmEngine {
     EXPECT_EQ(recv[0].wr_id, wr_id);
     EXPECT_EQ(recv[0].status, receive_status);
   }
+  // A peer's MR as this process maps it: only the second page of buf_,
+  // the rest reached through the owner's /proc/<pid>/mem.
+  MrMapping SecondPageMapped() {
+    return {1,
+            false,
+            buf_ + 4096,
+            reinterpret_cast<uint64_t>(buf_) + 4096,
+            reinterpret_cast<uint64_t>(buf_) + 8192,
+            -1};
+  }
   // Nothing of a refused post is left: no byte, no count, no error, no event.
   void ExpectUntouched() {
     EXPECT_EQ(dst()[0], 0);
@@ -605,12 +615,7 @@ TEST_F(PlainPath, WriteRefusesBytesOutsideThePeersMappedPages) {
   // A peer's MR whose mapped (memfd-backed) pages are the second page of
   // buf_ only: the first page is reached through /proc/<pid>/mem. Not
   // fenced: the access counts, as a peer's does.
-  MrMapping peer{1,
-                 false,
-                 buf_ + 4096,
-                 reinterpret_cast<uint64_t>(buf_) + 4096,
-                 reinterpret_cast<uint64_t>(buf_) + 8192,
-                 -1};
+  const MrMapping peer = SecondPageMapped();
   host_.remote_mapping = &peer;
   PlainPost w = Inline();
   w.remote_addr = reinterpret_cast<uint64_t>(buf_) + 4092;  // 4 bytes before, 4 inside
@@ -869,12 +874,7 @@ TEST_F(PlainRoutePath, ARoutedAccessOfAPeersMemoryCountsAndReachesOnlyItsMappedP
   // A peer's MR whose mapped pages are the second page of buf_ only (not
   // fenced: its accesses count, as a peer's do).
   host_.fenced = false;
-  MrMapping peer{1,
-                 false,
-                 buf_ + 4096,
-                 reinterpret_cast<uint64_t>(buf_) + 4096,
-                 reinterpret_cast<uint64_t>(buf_) + 8192,
-                 -1};
+  const MrMapping peer = SecondPageMapped();
   host_.remote_mapping = &peer;
   PlainPost w = Inline();
   PlainRoute route;
