@@ -17,6 +17,7 @@
 // Kept and used under the QP's send queue lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "datapath/layout.h"
@@ -28,7 +29,10 @@ namespace softverbs::datapath {
 struct KeptKey {
   uint32_t key = 0;
   uint32_t generation = 0;
-  bool counted = false;  // a peer's memory: an access counts in the access record
+  const MrEntry* entry = nullptr;  // its slot in the device table
+  // A peer's memory: the slot of the host's access record an access counts
+  // in (Host::AccessRecord); nullptr: this process's own memory.
+  std::atomic<uint32_t>* record = nullptr;
   // The part of the key's address range whose bytes are mapped here,
   // [begin, end), and where: key address a is at this process's a + delta.
   uint64_t begin = 0;

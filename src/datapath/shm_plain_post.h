@@ -61,10 +61,11 @@ inline bool HasPlainPath(uint32_t opcode) {
 namespace plain {
 
 // Keeps a check of `key` that succeeded - `generation` read before it, e
-// its slot, m its mapping here - in kept, if no publish came in between
-// (else kept stays empty: key 0).
+// its slot, m its mapping here, record the access record's slot its
+// accesses count in (nullptr: not counted) - in kept, if no publish came
+// in between (else kept stays empty: key 0).
 inline void Keep(KeptKey* kept, uint32_t key, uint32_t generation, const MrEntry& e,
-                 const MrMapping& m, bool counted) {
+                 const MrMapping& m, std::atomic<uint32_t>* record) {
   kept->key = 0;
   if (e.generation.load(std::memory_order_acquire) != generation) return;
   const uint64_t iova = e.iova.load(std::memory_order_relaxed);
@@ -80,22 +81,21 @@ inline void Keep(KeptKey* kept, uint32_t key, uint32_t generation, const MrEntry
     here = reinterpret_cast<uint64_t>(m.backed) + (va - m.backed_begin);
   }
   if (first >= last) return;
-  *kept = {key, generation, counted, iova + (first - va), iova + (last - va), here - iova};
+  *kept = {key, generation, &e, record, iova + (first - va), iova + (last - va), here - iova};
 }
 
 // This process's address of the `bytes` at key address addr, if kept still
-// answers for `key` (a peer's memory: the caller counts itself in the
-// access record first). nullptr: check again.
-template <typename H>
-uint8_t* Reuse(H& host, const KeptKey& kept, uint32_t key, bool remote, uint64_t addr,
-               uint32_t bytes) {
-  const MrEntry& e = *host.table().MrSlot(key);
+// answers for `key` (a peer's memory: the caller counts itself in
+// kept.record first). nullptr: check again.
+inline uint8_t* Reuse(const KeptKey& kept, uint32_t key, bool remote, uint64_t addr,
+                      uint32_t bytes) {
+  if (kept.key == 0 || key != kept.key) return nullptr;
+  const MrEntry& e = *kept.entry;
   // The key (seq_cst, after the caller's count, as CheckMrAccess reads it),
   // then the generation, which a publish bumps before it publishes keys.
   const uint32_t published =
       remote ? e.rkey.load(std::memory_order_seq_cst) : e.lkey.load(std::memory_order_seq_cst);
-  if (kept.key == 0 || published != kept.key || published != key ||
-      e.generation.load(std::memory_order_acquire) != kept.generation) {
+  if (published != key || e.generation.load(std::memory_order_acquire) != kept.generation) {
     return nullptr;
   }
   if (addr < kept.begin || addr > kept.end || bytes > kept.end - addr) return nullptr;
@@ -136,7 +136,7 @@ uint8_t* Local(H& host, const LocalQp& qp, const PlainPost& p, uint32_t bytes, u
   }
   const MrMapping* m = host.FindMrMapping(p.lkey, e);
   if (!m || !m->local) return nullptr;
-  if (keep) Keep(keep, p.lkey, generation, e, *m, false);
+  if (keep) Keep(keep, p.lkey, generation, e, *m, nullptr);
   return reinterpret_cast<uint8_t*>(va);
 }
 
@@ -164,7 +164,7 @@ uint8_t* Destination(H& host, MrGuards& guards, uint32_t key, bool remote, uint3
   }
   const MrMapping* m = host.FindMrMapping(key, *e);
   if (!m) return nullptr;
-  if (keep) Keep(keep, key, generation, *e, *m, counted);
+  if (keep) Keep(keep, key, generation, *e, *m, counted ? host.AccessRecord(key) : nullptr);
   if (m->local) {
     // An atomic on a word of its own that peers reach through its
     // /proc/self/mem takes the owner's word lock: the engine's way.
@@ -341,20 +341,21 @@ bool TryRoutedPost(H& host, const PlainRoute& route, const RoutedWr& w) {
   }
   uint8_t* local = route.inline_src
                        ? reinterpret_cast<uint8_t*>(w.local_addr)
-                       : plain::Reuse(host, route.local, w.lkey, false, w.local_addr, w.bytes);
+                       : plain::Reuse(route.local, w.lkey, false, w.local_addr, w.bytes);
   if (!local) return false;
   if (info.action == WrAction::kSend) {
     return plain::DeliverSend(
         host, *route.peer, w.dest_qpn, w.src_qpn, w.sl, local, w.bytes, w.send_flags, w.imm_data,
         info, [&](MrGuards& guards, const RecvSge& sge) -> uint8_t* {
           if (sge.lkey != route.remote.key) return nullptr;
-          if (route.remote.counted) guards.Enter(host.AccessRecord(sge.lkey));
-          return plain::Reuse(host, route.remote, sge.lkey, false, sge.addr, sge.length);
+          if (route.remote.record) guards.Enter(route.remote.record);
+          return plain::Reuse(route.remote, sge.lkey, false, sge.addr, sge.length);
         });
   }
   MrGuards guards;
-  if (route.remote.counted) guards.Enter(host.AccessRecord(w.rkey));
-  uint8_t* remote = plain::Reuse(host, route.remote, w.rkey, true, w.remote_addr, w.bytes);
+  if (w.rkey != route.remote.key) return false;
+  if (route.remote.record) guards.Enter(route.remote.record);
+  uint8_t* remote = plain::Reuse(route.remote, w.rkey, true, w.remote_addr, w.bytes);
   if (!remote) return false;
   StallInsideAccessForTests();
   if (info.action == WrAction::kWrite) {

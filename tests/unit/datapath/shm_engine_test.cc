@@ -803,7 +803,7 @@ class PlainRoutePath : public PlainPath {
 TEST_F(PlainRoutePath, TheNextWriteAndReadRunOnTheirRoutes) {
   PlainRoute write = WriteRoute();
   EXPECT_EQ(write.opcode, IBV_WR_RDMA_WRITE);
-  EXPECT_FALSE(write.remote.counted);  // this process's own memory
+  EXPECT_EQ(write.remote.record, nullptr);  // this process's own memory
   memset(src(), 0x11, 16);
   ASSERT_TRUE(Routed(write));
   EXPECT_EQ(dst()[7], 0x11);
@@ -880,7 +880,7 @@ TEST_F(PlainRoutePath, ARoutedAccessOfAPeersMemoryCountsAndReachesOnlyItsMappedP
   PlainRoute route;
   ASSERT_TRUE(TryPlainPost(host_, port_.View(), w, &route));
   ASSERT_TRUE(route.valid);
-  EXPECT_TRUE(route.remote.counted);
+  EXPECT_NE(route.remote.record, nullptr);
   EXPECT_TRUE(route.inline_src);
   memset(src(), 0x44, 8);
   ASSERT_TRUE(Routed(route, 64));
