@@ -256,8 +256,8 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p, PlainRoute* ro
   PeerQp* peer = ReachPeerQp(host, qp, qp.dest_qpn, generation);
   if (!peer) return false;
   const uint32_t pdn = te->pdn.load();
-  MrGuards guards;
   if (info.action != WrAction::kSend) {
+    MrGuards guards;
     uint8_t* remote =
         plain::Destination(host, guards, p.rkey, true, pdn, peer->owner, info.remote_access,
                            p.remote_addr, bytes, bytes, routed ? &kept_remote : nullptr);

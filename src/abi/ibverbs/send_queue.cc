@@ -222,12 +222,11 @@ void CompletePlain(Qp* qp, const ibv_send_wr& wr, const dp::WrOpcodeInfo& info) 
 }
 
 // Runs wr on the QP's route (datapath/plain_route.h) if wr is a WRITE,
-// READ or SEND of the route's opcode, inline flag and keys, and the QP
-// still posts as when the route was kept: in RTS, nothing waiting, its path
-// on this host. Called by PostPlain under the send queue's lock, for a WR
-// of one SGE of non-zero length with known flags; what PostPlain checks of
-// wr besides is fixed for the QP (its type, max_send_sge) or checked here
-// (max_inline_data).
+// READ or SEND of the route's opcode, inline flag and keys. Called by
+// PostPlain under the send queue's lock, for a WR of one SGE of non-zero
+// length with known flags on a QP in RTS with nothing waiting and its path
+// on this host; what PostPlain checks of wr besides is fixed for the QP
+// (its type, max_send_sge) or checked here (max_inline_data).
 bool PostRouted(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   const dp::PlainRoute& route = qp->route;
   const ibv_sge& sge = wr.sg_list[0];
@@ -241,10 +240,7 @@ bool PostRouted(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
     return false;
   }
   const dp::QpEntry* e = qp->entry;
-  if (!e || e->state.load(std::memory_order_acquire) != IBV_QPS_RTS || !qp->sq.empty() ||
-      dp::UnpackRequester(e->requester.load(std::memory_order_acquire)).path_leaves_host) {
-    return false;
-  }
+  if (!e) return false;
   const ibv_qp& q = qp->ibv.qp_base;
   const dp::RoutedWr routed{e->dest_qpn.load(std::memory_order_relaxed),
                             q.qp_num,
@@ -271,6 +267,10 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   }
   // One lock for both ways: the route is kept under it.
   std::lock_guard lock(qp->sq_lock);
+  const dp::RequesterAttributes requester = RequesterOf(qp);
+  if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || requester.path_leaves_host) {
+    return false;
+  }
   if (qp->route.valid && PostRouted(ctx, qp, wr)) return true;
   const ibv_qp& q = qp->ibv.qp_base;
   if (q.qp_type != IBV_QPT_RC && q.qp_type != IBV_QPT_UC) return false;
@@ -298,10 +298,6 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
     p.rkey = wr.wr.atomic.rkey;
     p.compare_add = wr.wr.atomic.compare_add;
     p.swap = wr.wr.atomic.swap;
-  }
-  const dp::RequesterAttributes requester = RequesterOf(qp);
-  if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || requester.path_leaves_host) {
-    return false;
   }
   if (!dp::TryPlainPost(*ctx->peers, LocalView(ctx, qp, requester), p, &qp->route)) {
     return false;
