@@ -103,12 +103,18 @@ int Server::Listen() {
 int Server::WaitForEvents(epoll_event* events, int max, int64_t timeout_us) {
   constexpr auto kBusySpin = std::chrono::microseconds(50);
   if (busy_) {
+    // The watched call pages are looked at between the socket checks.
     const auto until = std::chrono::steady_clock::now() + kBusySpin;
     do {
       int n = epoll_wait(epoll_fd_, events, max, 0);
       if (n != 0) return n;
+      if (ServeWatchedPages()) return 0;
     } while (std::chrono::steady_clock::now() < until);
+  } else if (ServeWatchedPages()) {
+    return 0;  // a page request that came without a doorbell while the daemon ran
   }
+  // Asleep, the daemon sees a page request only by its doorbell.
+  if (timeout_us > 0 && UnwatchCallPages()) return 0;
   static bool no_pwait2 = false;
   if (!no_pwait2) {
     const timespec timeout{static_cast<time_t>(timeout_us / 1000000),
@@ -141,9 +147,10 @@ int Server::Run() {
       wire_.FlushSends();
       held_rounds_ = 0;
     }
+    const uint64_t page_calls = calls_.by_page;
     int n = WaitForEvents(events, 32, timeout_us);
     if (n < 0 && errno != EINTR) return 1;
-    busy_ = false;
+    busy_ = calls_.by_page != page_calls;  // it served a call page
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd == listen_fd_) {
         Accept();
@@ -274,6 +281,10 @@ void Server::HandleEvent(int fd, uint32_t events) {
   }
   // A request may have changed QPs the network transport serves.
   wire_.ApplyChanges();
+  // A doorbell (or an outbox that drained) leaves a page request to serve.
+  if (auto conn = connections_.find(fd); conn != connections_.end() && conn->second.page) {
+    ServeCallPage(conn->second);
+  }
 }
 
 void Server::HandleWritable(int fd) {
@@ -310,6 +321,7 @@ void Server::Close(int fd) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
   connections_.erase(it);
+  std::erase(watched_pages_, fd);
   if (role == protocol::Role::kContext && greeted) {
     wire_.RemoveClient(client);
     device_.ClientLeft(client);
@@ -364,6 +376,7 @@ void Server::HandleReadable(int fd) {
     for (int f : fds) close(f);
     return;
   }
+  if (hdr.op != static_cast<uint16_t>(Op::kCallDoorbell)) ++calls_.by_socket;
   Dispatch(it->second, hdr, buf.data() + sizeof(hdr), hdr.body_size, fds);
   for (int f : fds) close(f);
 }
@@ -383,6 +396,10 @@ void Server::Reply(Connection& conn, uint32_t seq, const Verdict& v, const void*
     for (int fd : fds) {
       if (fd >= 0) valid_fds.push_back(fd);
     }
+  }
+  if (conn.page && seq != 0 && seq == conn.page_replying) {
+    conn.page_replying = 0;  // one reply per request
+    return ReplyThroughPage(conn, seq, msg, valid_fds);
   }
   Outbox::Result r =
       conn.out.Send(conn.fd, msg.data(), msg.size(), nullptr, 0,
@@ -551,11 +568,19 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     out.group_id = device_.GroupOf(conn.client);
     out.multicast_gids = wire_.MulticastGids();
     std::vector<int> out_fds;
+    int page_fd = -1;
     if (conn.role == protocol::Role::kContext) {
-      // The data path: the device table out (the client's files came in above).
-      if (device_.table_fd() >= 0) out_fds.push_back(device_.table_fd());
+      // The data path: the device table out (the client's files came in
+      // above), then the call page, when one could be made.
+      if (device_.table_fd() >= 0) {
+        out_fds.push_back(device_.table_fd());
+        page_fd = OpenCallPage(conn);
+        if (page_fd >= 0) out_fds.push_back(page_fd);
+      }
     }
-    return Reply(conn, hdr.seq, Verdict::Ok(), &out, sizeof(out), out_fds);
+    Reply(conn, hdr.seq, Verdict::Ok(), &out, sizeof(out), out_fds);
+    if (page_fd >= 0) close(page_fd);  // sent (or duplicated into the outbox)
+    return;
   }
 
   if (conn.role == protocol::Role::kCli) {
@@ -565,7 +590,10 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       if (json.size() > 1 && json.back() == '}') {
         json.pop_back();
         json += ",\"cm_ids\":" + cm_.StatusJson() + ",\"cm\":" + cm_.CountersJson() +
-                ",\"roce\":" + wire_.StatusJson() + "}";
+                ",\"roce\":" + wire_.StatusJson() +
+                ",\"control\":{\"requests_by_socket\":" + std::to_string(calls_.by_socket) +
+                ",\"requests_by_call_page\":" + std::to_string(calls_.by_page) +
+                ",\"call_page_doorbells\":" + std::to_string(calls_.doorbells) + "}}";
       }
       return Reply(conn, hdr.seq, Verdict::Ok(), json.data(), json.size());
     }
@@ -579,6 +607,12 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     return reply_empty(Verdict::Fail(EPROTO, "event connections carry no requests"));
   }
   const ClientId c = conn.client;
+  if (op == Op::kCallDoorbell) {
+    // No reply: the request is in the page, served once this event is
+    // handled (HandleEvent), or already, while the daemon looked.
+    ++calls_.doorbells;
+    return WatchCallPage(conn);
+  }
   if (DispatchDatapath(conn, hdr, body, len, fds)) return;
   if (op == Op::kCmMigrateDone) {
     protocol::CmMigrateDone done;

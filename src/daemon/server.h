@@ -17,6 +17,8 @@
 #include "daemon/device.h"
 #include "daemon/outbox.h"
 #include "daemon/wire_service.h"
+#include "datapath/shm.h"
+#include "protocol/call_page.h"
 #include "protocol/messages.h"
 
 struct epoll_event;  // <sys/epoll.h>
@@ -68,6 +70,12 @@ class Server {
     bool reading = true;          // EPOLLIN armed (off while a reply waits in out)
     bool writing = false;         // EPOLLOUT armed (on while out is not empty)
     uint32_t events_dropped = 0;  // async events dropped since the last one queued
+    // kContext: the call page (protocol/call_page.h, server_call_page.cc).
+    datapath::SharedMapping page_mapping;
+    protocol::CallPage* page = nullptr;
+    uint32_t page_taken = 0;     // seq of the last request taken from the page
+    uint32_t page_replying = 0;  // seq of the page request being served (its reply goes there)
+    bool page_watched = false;   // in watched_pages_, daemon_watching set
   };
 
   void Accept();
@@ -82,6 +90,25 @@ class Server {
   void Close(int fd);
   void Dispatch(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
                 size_t len, std::vector<int>& fds);
+  // The call page (server_call_page.cc). OpenCallPage makes a context
+  // connection's page and returns its memfd (-1 when none could be made:
+  // the library then calls over the socket only).
+  int OpenCallPage(Connection& conn);
+  // Serves the request published in conn's page since the last one taken,
+  // if any (not while a reply waits in its outbox). conn may be gone after
+  // it. True if it served one.
+  bool ServeCallPage(Connection& conn);
+  // Looks at every watched page (while the daemon spins). True if it served.
+  bool ServeWatchedPages();
+  // Before the daemon sleeps: clears daemon_watching on every watched page,
+  // then looks at each once more. True if that served a request (the daemon
+  // must not sleep then).
+  bool UnwatchCallPages();
+  void WatchCallPage(Connection& conn);
+  // Puts a page reply in conn's page (or, with fds or too long for it, on
+  // the socket, and says so in the page); wakes a sleeping library.
+  void ReplyThroughPage(Connection& conn, uint32_t seq, const std::vector<uint8_t>& msg,
+                        const std::vector<int>& fds);
   void Reply(Connection& conn, uint32_t seq, const Verdict& v, const void* body, size_t body_len,
              const std::vector<int>& fds = {});
   // The data-path ops (server_datapath.cc): true if op was one of them.
@@ -113,6 +140,13 @@ class Server {
   std::map<int, Connection> connections_;
   std::vector<int> doomed_;  // broken connections, closed once the current event is handled
   std::map<ClientId, int> event_fds_;  // client -> its event connection
+  std::vector<int> watched_pages_;     // connections whose call page the daemon looks at
+  // Requests served, by how they came (`softverbs status` "control").
+  struct CallCounts {
+    uint64_t by_socket = 0;
+    uint64_t by_page = 0;
+    uint64_t doorbells = 0;
+  } calls_;
 };
 
 }  // namespace softverbs::daemon

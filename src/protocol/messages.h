@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 16;
+inline constexpr uint32_t kProtocolVersion = 17;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -92,6 +92,7 @@ enum class Op : uint16_t {
   kQueryDm,
   kCmMigrateDone,   // rdma_migrate_id's second step: body CmMigrateDone (protocol/cm_messages.h)
   kForgetBackings,  // the library dropped memfds the device kept for it: ForgetBackingsRequest
+  kCallDoorbell,    // look at the call page (protocol/call_page.h): no body, no reply
   kCount
 };
 

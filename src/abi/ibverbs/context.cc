@@ -222,6 +222,14 @@ Context* OpenContext(const char* verb, const char* device_name, int join_fd) {
     ctx->channel.Disconnect();
   }
   if (!err) err = MapDeviceTable(ctx, fds.empty() ? -1 : fds[0]);
+  // The call page, after the table (protocol/call_page.h); without it every
+  // call goes over the socket.
+  if (!err && fds.size() > 1 && getenv("SOFTVERBS_TEST_NO_CALL_PAGE") == nullptr) {
+    if (int page_err = ctx->channel.AttachCallPage(fds[1])) {
+      Log("%s: calls go over the socket only: the call page cannot be mapped: %s", verb,
+          strerror(page_err));
+    }
+  }
   for (int fd : fds) close(fd);
   if (!err) {
     ctx->client_id = reply.client_id;

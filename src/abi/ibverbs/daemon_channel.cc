@@ -4,17 +4,20 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "common/daemon_launcher.h"
@@ -38,6 +41,19 @@ int64_t MonotonicNs() {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec * 1'000'000'000LL + t.tv_nsec;
 }
+
+// A pause between looks at a word another core writes.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long a sleeping call naps in its futex before it looks whether the
+// daemon hung up (a daemon that dies never writes the reply).
+constexpr int64_t kPageNapNs = 5'000'000;
 
 void AwaitReadable(int fd) {
   const int64_t until = MonotonicNs() + kReplySpinNs;
@@ -116,6 +132,7 @@ DaemonChannel::~DaemonChannel() {
 
 void DaemonChannel::Adopt(const DaemonChannel& from, int fd) {
   shared_ = from.shared_;
+  page_ = from.page_;
   fd_ = fd;
   gone_.store(from.gone(), std::memory_order_release);
 }
@@ -124,6 +141,19 @@ void DaemonChannel::Disconnect() {
   CallLock lock(shared_.get());
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
+  page_.reset();
+}
+
+int DaemonChannel::AttachCallPage(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return errno;
+  if (static_cast<size_t>(st.st_size) != protocol::kCallPageSize) return EPROTO;
+  void* p = mmap(nullptr, protocol::kCallPageSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return errno;
+  page_ = std::shared_ptr<protocol::CallPage>(
+      static_cast<protocol::CallPage*>(p),
+      [](protocol::CallPage* page) { munmap(page, protocol::kCallPageSize); });
+  return 0;
 }
 
 int DaemonChannel::Release() {
@@ -181,8 +211,9 @@ int DaemonChannel::Exchange(protocol::Op op, const void* req, size_t req_len, vo
     return ReleasesAResource(op) ? 0 : ENODEV;
   };
   if (gone()) return device_gone();
+  if (++shared_->seq == 0) ++shared_->seq;  // 0 stands for "no request" in the call page
   protocol::RequestHeader hdr{protocol::kProtocolVersion, static_cast<uint16_t>(op), 0,
-                              static_cast<uint32_t>(req_len), ++shared_->seq};
+                              static_cast<uint32_t>(req_len), shared_->seq};
   // Status replies can be large; everything else fits the default buffer,
   // which each thread keeps (zeroing 64 KiB at every call cost more than a
   // small call's own work).
@@ -191,7 +222,10 @@ int DaemonChannel::Exchange(protocol::Op op, const void* req, size_t req_len, vo
   if (op == protocol::Op::kStatus) status_buf.resize(4 << 20);
   std::vector<uint8_t>& buf = op == protocol::Op::kStatus ? status_buf : call_buf;
   ssize_t n;
-  if (int err = SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds)) {
+  if (page_ && nfds == 0 && op != protocol::Op::kStatus &&
+      protocol::FitsCallPage(sizeof(hdr) + req_len)) {
+    n = CallThroughPage(hdr, req, req_len, buf, fds_out);
+  } else if (int err = SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds)) {
     if (err != EPIPE && err != ECONNRESET && err != ENOTCONN) {
       Log("%s: the daemon connection failed: %s", protocol::OpName(op), strerror(err));
       return err;
@@ -217,6 +251,54 @@ int DaemonChannel::Exchange(protocol::Op op, const void* req, size_t req_len, vo
   if (rep && rep_len) memcpy(rep, body, std::min<size_t>(rep_len, rh.body_size));
   if (rep_body_len) *rep_body_len = rh.body_size;
   return 0;
+}
+
+ssize_t DaemonChannel::CallThroughPage(const protocol::RequestHeader& hdr, const void* req,
+                                       size_t req_len, std::vector<uint8_t>& buf,
+                                       std::vector<int>* fds_out) {
+  protocol::CallPage* page = page_.get();
+  protocol::PublishRequest(page, hdr.seq, hdr, req, req_len);
+  if (page->daemon_watching.load(std::memory_order_seq_cst) == 0) {
+    const protocol::RequestHeader bell{protocol::kProtocolVersion,
+                                       static_cast<uint16_t>(protocol::Op::kCallDoorbell), 0, 0,
+                                       hdr.seq};
+    if (SendMessage(fd_, &bell, sizeof(bell), nullptr, 0, nullptr, 0) != 0) {
+      // The daemon closed the connection; it may have said why first.
+      return recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+    }
+  }
+  if (!AwaitPageReply(hdr.seq)) return -1;
+  if (page->reply_on_socket.load(std::memory_order_relaxed) != 0) {
+    return ReceiveReply(hdr.seq, buf, fds_out);
+  }
+  const size_t size = std::min<size_t>({page->reply_size.load(std::memory_order_relaxed),
+                                        protocol::kCallPageReplyBytes, buf.size()});
+  memcpy(buf.data(), page->reply, size);
+  return static_cast<ssize_t>(size);
+}
+
+bool DaemonChannel::AwaitPageReply(uint32_t seq) {
+  protocol::CallPage* page = page_.get();
+  auto arrived = [&] { return page->reply_seq.load(std::memory_order_acquire) == seq; };
+  const int64_t until = MonotonicNs() + kReplySpinNs;
+  for (uint32_t i = 1; !arrived(); ++i) {
+    CpuRelax();
+    if (i % 64 == 0 && MonotonicNs() >= until) break;
+  }
+  while (!arrived()) {
+    page->client_sleeping.store(1, std::memory_order_seq_cst);
+    const uint32_t seen = page->reply_seq.load(std::memory_order_seq_cst);
+    if (seen != seq) {
+      const timespec nap{0, kPageNapNs};
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&page->reply_seq), FUTEX_WAIT, seen, &nap,
+              nullptr, 0);
+    }
+    page->client_sleeping.store(0, std::memory_order_relaxed);
+    if (arrived()) break;
+    pollfd p{fd_, 0, 0};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) return false;
+  }
+  return true;
 }
 
 ssize_t DaemonChannel::ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf,

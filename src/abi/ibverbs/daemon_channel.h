@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/call_page.h"
 #include "protocol/messages.h"
 
 namespace softverbs::provider {
@@ -39,6 +40,10 @@ class DaemonChannel {
   void Adopt(const DaemonChannel& from, int fd);
   // Closes the connection (a later Connect opens a new one).
   void Disconnect();
+  // Maps the call page the daemon's hello reply carried (fd stays the
+  // caller's): from then on, calls without descriptors go through it
+  // (protocol/call_page.h). Returns 0 or an errno (the socket still works).
+  int AttachCallPage(int fd);
   // Whether the daemon's end has closed (seen by a call).
   bool gone() const { return gone_.load(std::memory_order_acquire); }
 
@@ -74,6 +79,15 @@ class DaemonChannel {
                const int* fds, size_t nfds, size_t* rep_body_len, std::vector<int>* fds_out);
   // Receives the reply to request `seq`, skipping stale ones.
   ssize_t ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf, std::vector<int>* fds_out);
+  // The request through the call page; its reply (from the page, or from
+  // the socket when the page says so) into buf. Returns its size, or < 0
+  // when the daemon has gone.
+  ssize_t CallThroughPage(const protocol::RequestHeader& hdr, const void* req, size_t req_len,
+                          std::vector<uint8_t>& buf, std::vector<int>* fds_out);
+  // Waits until the page holds the reply to seq. False: the daemon hung up.
+  bool AwaitPageReply(uint32_t seq);
+  // The call page, shared like the call lock (forked children, adopters).
+  std::shared_ptr<protocol::CallPage> page_;
   // Mapped at Connect, shared with forked children and adopting channels.
   std::shared_ptr<SharedCallState> shared_;
   int fd_ = -1;

@@ -10,8 +10,17 @@
 // along (a memfd of a page or of none, /dev/null, an eventfd, its own
 // socket). Every request
 // must be answered within 5 s on the same connection, and every few hundred
-// a second client must get `status` answered. Every op but kShutdown and
-// kHello is sent.
+// a second client must get `status` answered. Every op but kShutdown,
+// kHello and kCallDoorbell (which has no reply) is sent.
+//
+// Then the same through the connection's call page (protocol/call_page.h),
+// mixed with pages written as no library would: a size past the request
+// area or shorter than a header, a header whose seq, version or size is not
+// the published one (each answered EPROTO through the page), a request torn
+// (its begin word not its seq: never served; the next one is), doorbells
+// with nothing new, the library's sleeping word set at random. Each
+// well-formed one must be answered within 5 s, and `status` must count the
+// page's requests.
 //
 //   control_fuzz REQUESTS SEED   (SOFTVERBS_RUNTIME_DIR names the daemon)
 #include <errno.h>
@@ -23,6 +32,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <map>
@@ -31,6 +41,7 @@
 #include <vector>
 
 #include "common/runtime_dir.h"
+#include "protocol/call_page.h"
 #include "protocol/messages.h"
 #include "raw_daemon_channel.h"
 
@@ -42,6 +53,56 @@ using protocol::Op;
 
 constexpr size_t kMaxProbedBody = 1024;
 const char kMalformed[] = "malformed request body";
+
+double NowS() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+void RingDoorbell(Channel& c, uint32_t seq) {
+  const protocol::RequestHeader bell{protocol::kProtocolVersion,
+                                     static_cast<uint16_t>(Op::kCallDoorbell), 0, 0, seq};
+  if (int e = SendMessage(c.fd(), &bell, sizeof(bell), nullptr, 0)) {
+    Die(std::string("the daemon closed the connection at a doorbell: ") + strerror(e));
+  }
+}
+
+// Waits (5 s at most) for the page's reply to seq and reads it, from the
+// page or, when the page says so, from the socket.
+Answer PageReply(Channel& c, protocol::CallPage* page, uint16_t op, uint32_t seq) {
+  const double until = NowS() + 5;
+  while (page->reply_seq.load(std::memory_order_acquire) != seq) {
+    if (NowS() > until) {
+      Die(std::string("no reply in 5 s through the call page to op ") +
+          protocol::OpName(static_cast<Op>(op)));
+    }
+    usleep(20);
+  }
+  if (page->reply_on_socket.load()) return c.Receive(op, seq);
+  const size_t n = std::min<size_t>(page->reply_size.load(), protocol::kCallPageReplyBytes);
+  RAW_CHECK(n >= sizeof(protocol::ReplyHeader));
+  protocol::ReplyHeader r;
+  memcpy(&r, page->reply, sizeof(r));
+  RAW_CHECK(r.seq == seq);
+  Answer a;
+  a.err = r.err;
+  const size_t body_end = std::min<size_t>(n, sizeof(r) + r.body_size);
+  a.body.assign(page->reply + sizeof(r), page->reply + body_end);
+  a.reason.assign(reinterpret_cast<char*>(page->reply) + body_end,
+                  std::min<size_t>(r.reason_len, n - body_end));
+  return a;
+}
+
+// One request through the page, rung as the library rings it.
+Answer PageCall(Channel& c, protocol::CallPage* page, uint16_t op, const void* body, size_t len) {
+  const uint32_t seq = c.NextSeq();
+  const protocol::RequestHeader h{protocol::kProtocolVersion, op, 0, static_cast<uint32_t>(len),
+                                  seq};
+  protocol::PublishRequest(page, seq, h, body, len);
+  if (!page->daemon_watching.load()) RingDoorbell(c, seq);
+  return PageReply(c, page, op, seq);
+}
 
 }  // namespace
 
@@ -56,13 +117,21 @@ int main(int argc, char** argv) {
   if (!dir) Die("SOFTVERBS_RUNTIME_DIR is not set");
   const std::string path = DaemonSocketPath(dir);
   Channel ctx(path);
-  GreetAsContext(ctx);
+  std::vector<int> hello_fds;
+  GreetAsContext(ctx, &hello_fds);
+  RAW_CHECK(hello_fds.size() == 2);  // the device table and the call page
+  void* page_map =
+      mmap(nullptr, protocol::kCallPageSize, PROT_READ | PROT_WRITE, MAP_SHARED, hello_fds[1], 0);
+  RAW_CHECK(page_map != MAP_FAILED);
+  auto* page = static_cast<protocol::CallPage*>(page_map);
+  for (int f : hello_fds) close(f);
 
   // The body size each op takes.
   std::map<uint16_t, std::vector<size_t>> sizes;
   std::vector<uint8_t> zeros(kMaxProbedBody, 0);
   for (uint16_t op = 2; op < static_cast<uint16_t>(Op::kCount); ++op) {
     if (op == static_cast<uint16_t>(Op::kShutdown)) continue;
+    if (op == static_cast<uint16_t>(Op::kCallDoorbell)) continue;
     for (size_t len = 0; len <= kMaxProbedBody; len += 4) {
       Answer a = ctx.Call(op, zeros.data(), len);
       if (a.err != EPROTO || a.reason != kMalformed) sizes[op].push_back(len);
@@ -79,7 +148,58 @@ int main(int argc, char** argv) {
   std::map<uint16_t, long> ok_by_op;
   long ok = 0;
   std::vector<uint8_t> body(kMaxProbedBody);
-  for (long i = 0; i < requests; ++i) {
+  long page_calls = 0, page_refusals = 0, torn = 0;
+  for (long i = 0; i < 2 * requests; ++i) {
+    // The first half over the socket, the second through the call page.
+    const bool by_page = i >= requests;
+    if (by_page) {
+      const uint32_t odd = rng() % 16;
+      if (odd == 0) {  // torn: never served, so never answered
+        const uint32_t seq = ctx.NextSeq();
+        page->request_seq.store(seq);
+        page->request_begin.store(seq + 1 + rng() % 1000);
+        RingDoorbell(ctx, seq);
+        ++torn;
+        continue;
+      }
+      if (odd == 1) {  // a doorbell with nothing new, and the sleeping word at random
+        RingDoorbell(ctx, ctx.NextSeq());
+        page->client_sleeping.store(rng() % 3);
+        continue;
+      }
+      if (odd == 2) {  // malformed: each answered EPROTO through the page
+        const uint32_t seq = ctx.NextSeq();
+        protocol::RequestHeader h{protocol::kProtocolVersion, static_cast<uint16_t>(Op::kAllocPd),
+                                  0, 0, seq};
+        uint32_t size = sizeof(h);
+        switch (rng() % 5) {
+          case 0:
+            h.seq = seq + 1;
+            break;
+          case 1:
+            h.version = protocol::kProtocolVersion + 1;
+            break;
+          case 2:
+            h.body_size = 8;
+            break;
+          case 3:
+            size = rng() % sizeof(h);
+            break;
+          default:
+            size = protocol::kCallPageRequestBytes + 1 + rng() % 100000;
+            break;
+        }
+        page->request_begin.store(seq);
+        memcpy(page->request, &h, sizeof(h));
+        page->request_size.store(size);
+        page->request_seq.store(seq);
+        if (!page->daemon_watching.load()) RingDoorbell(ctx, seq);
+        Answer a = PageReply(ctx, page, h.op, seq);
+        if (a.err != EPROTO) Die("a malformed page request got " + std::to_string(a.err));
+        ++page_refusals;
+        continue;
+      }
+    }
     const uint16_t op = ops[rng() % ops.size()];
     const std::vector<size_t>& s = sizes[op];
     const size_t len = s[rng() % s.size()];
@@ -113,8 +233,10 @@ int main(int argc, char** argv) {
       default:
         break;
     }
-    Answer a = ctx.Call(op, body.data(), len, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0);
+    Answer a = by_page ? PageCall(ctx, page, op, body.data(), len)
+                       : ctx.Call(op, body.data(), len, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0);
     if (fd >= 0) close(fd);
+    if (by_page) ++page_calls;
     if (a.err == 0) {
       ok++;
       ok_by_op[op]++;
@@ -132,7 +254,24 @@ int main(int argc, char** argv) {
       if (cli.Call(static_cast<uint16_t>(Op::kStatus), nullptr, 0).err) Die("status failed");
     }
   }
-  printf("%zu ops take a body; %ld requests: %ld succeeded, errors", ops.size(), requests, ok);
+  // The page's requests were served as such (not, say, all over the socket).
+  {
+    Channel cli(path);
+    GreetAsCli(cli);
+    Answer st = cli.Call(static_cast<uint16_t>(Op::kStatus), nullptr, 0);
+    const std::string json(st.body.begin(), st.body.end());
+    const char key[] = "\"requests_by_call_page\":";
+    const size_t at = json.find(key);
+    RAW_CHECK(at != std::string::npos);
+    const long counted = atol(json.c_str() + at + strlen(key));
+    if (counted < page_calls + page_refusals) {
+      Die("status counts " + std::to_string(counted) + " page requests, " +
+          std::to_string(page_calls + page_refusals) + " were made");
+    }
+  }
+  printf("call page: %ld requests, %ld malformed ones refused, %ld torn ones\n", page_calls,
+         page_refusals, torn);
+  printf("%zu ops take a body; %ld requests: %ld succeeded, errors", ops.size(), 2 * requests, ok);
   for (const auto& [e, n] : errors)
     printf(" %s %ld", strerrorname_np(e) ? strerrorname_np(e) : "?", n);
   printf("\nsucceeded at least once (%zu ops):", ok_by_op.size());
