@@ -377,6 +377,9 @@ void Server::HandleReadable(int fd) {
     return;
   }
   if (hdr.op != static_cast<uint16_t>(Op::kCallDoorbell)) ++calls_.by_socket;
+  // A context that calls (here: a request with descriptors) often calls
+  // again at once, through its page.
+  WatchCallPage(it->second);
   Dispatch(it->second, hdr, buf.data() + sizeof(hdr), hdr.body_size, fds);
   for (int f : fds) close(f);
 }
