@@ -159,6 +159,11 @@ int Server::Run() {
         HandleEvent(events[i].data.fd, events[i].events);
       }
     }
+    // Every round looks at the watched call pages: with events ready at
+    // every wait (a network transfer's packets) WaitForEvents returns
+    // before it looks, and a request that came without a doorbell waited
+    // for the traffic to stop.
+    if (ServeWatchedPages()) busy_ = true;
     if (accept_paused_ && Clock::now() >= accept_resume_) {
       accept_paused_ = false;
       epoll_event ev{};
