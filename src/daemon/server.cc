@@ -385,7 +385,14 @@ void Server::HandleReadable(int fd) {
   // A context that calls (here: a request with descriptors) often calls
   // again at once, through its page.
   WatchCallPage(it->second);
+  // Its reply through the page, if it asks (the library then waits there).
+  if ((hdr.flags & protocol::kReplyThroughPage) && it->second.page && hdr.seq != 0) {
+    it->second.page_replying = hdr.seq;
+  }
   Dispatch(it->second, hdr, buf.data() + sizeof(hdr), hdr.body_size, fds);
+  if (auto again = connections_.find(fd); again != connections_.end()) {
+    again->second.page_replying = 0;
+  }
   for (int f : fds) close(f);
 }
 

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 17;
+inline constexpr uint32_t kProtocolVersion = 18;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -101,11 +101,20 @@ const char* OpName(Op op);
 struct RequestHeader {
   uint32_t version;    // kProtocolVersion
   uint16_t op;         // Op
-  uint16_t reserved;   // 0
+  uint16_t flags;      // RequestFlag bits (0: none)
   uint32_t body_size;  // bytes of request body that follow
   uint32_t seq;        // echoed in the reply
 };
 static_assert(sizeof(RequestHeader) == 16);
+
+// RequestHeader::flags.
+enum RequestFlag : uint16_t {
+  // A request that came over the socket (it carries descriptors) wants its
+  // reply through the connection's call page (protocol/call_page.h), or,
+  // if the reply carries descriptors, the page's word that it went over
+  // the socket.
+  kReplyThroughPage = 1u << 0,
+};
 
 struct ReplyHeader {
   uint32_t seq;         // the request's seq

@@ -84,6 +84,9 @@ class DaemonChannel {
   // when the daemon has gone.
   ssize_t CallThroughPage(const protocol::RequestHeader& hdr, const void* req, size_t req_len,
                           std::vector<uint8_t>& buf, std::vector<int>* fds_out);
+  // The reply to seq as the page gives it: from the page, or from the
+  // socket when the page says so. Its size, or < 0 when the daemon has gone.
+  ssize_t ReceivePageReply(uint32_t seq, std::vector<uint8_t>& buf, std::vector<int>* fds_out);
   // Waits until the page holds the reply to seq. False: the daemon hung up.
   bool AwaitPageReply(uint32_t seq);
   // The call page, shared like the call lock (forked children, adopters).

@@ -18,7 +18,9 @@
 // area or shorter than a header, a header whose seq, version or size is not
 // the published one (each answered EPROTO through the page), a request torn
 // (its begin word not its seq: never served; the next one is), doorbells
-// with nothing new, the library's sleeping word set at random. Each
+// with nothing new, the library's sleeping word set at random; a request
+// with a descriptor goes over the socket asking for its reply through the
+// page. Each
 // well-formed one must be answered within 5 s, and `status` must count the
 // page's requests.
 //
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
   std::map<uint16_t, long> ok_by_op;
   long ok = 0;
   std::vector<uint8_t> body(kMaxProbedBody);
-  long page_calls = 0, page_refusals = 0, torn = 0;
+  long page_calls = 0, page_refusals = 0, torn = 0, socket_to_page = 0;
   for (long i = 0; i < 2 * requests; ++i) {
     // The first half over the socket, the second through the call page.
     const bool by_page = i >= requests;
@@ -233,10 +235,24 @@ int main(int argc, char** argv) {
       default:
         break;
     }
-    Answer a = by_page ? PageCall(ctx, page, op, body.data(), len)
-                       : ctx.Call(op, body.data(), len, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0);
+    Answer a;
+    if (by_page && fd >= 0) {
+      // A descriptor goes over the socket, its reply comes through the page.
+      const uint32_t seq = ctx.NextSeq();
+      protocol::RequestHeader h{protocol::kProtocolVersion, op, protocol::kReplyThroughPage,
+                                static_cast<uint32_t>(len), seq};
+      if (int e = SendMessage(ctx.fd(), &h, sizeof(h), body.data(), len, &fd, 1)) {
+        Die(std::string("the daemon closed the connection: ") + strerror(e));
+      }
+      a = PageReply(ctx, page, op, seq);
+      ++socket_to_page;
+    } else if (by_page) {
+      a = PageCall(ctx, page, op, body.data(), len);
+      ++page_calls;
+    } else {
+      a = ctx.Call(op, body.data(), len, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0);
+    }
     if (fd >= 0) close(fd);
-    if (by_page) ++page_calls;
     if (a.err == 0) {
       ok++;
       ok_by_op[op]++;
@@ -269,8 +285,10 @@ int main(int argc, char** argv) {
           std::to_string(page_calls + page_refusals) + " were made");
     }
   }
-  printf("call page: %ld requests, %ld malformed ones refused, %ld torn ones\n", page_calls,
-         page_refusals, torn);
+  printf(
+      "call page: %ld requests, %ld malformed ones refused, %ld torn ones, %ld with a descriptor "
+      "over the socket answered through it\n",
+      page_calls, page_refusals, torn, socket_to_page);
   printf("%zu ops take a body; %ld requests: %ld succeeded, errors", ops.size(), 2 * requests, ok);
   for (const auto& [e, n] : errors)
     printf(" %s %ld", strerrorname_np(e) ? strerrorname_np(e) : "?", n);
