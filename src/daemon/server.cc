@@ -388,6 +388,7 @@ void Server::HandleReadable(int fd) {
   // Its reply through the page, if it asks (the library then waits there).
   if ((hdr.flags & protocol::kReplyThroughPage) && it->second.page && hdr.seq != 0) {
     it->second.page_replying = hdr.seq;
+    ++calls_.socket_answered_by_page;
   }
   Dispatch(it->second, hdr, buf.data() + sizeof(hdr), hdr.body_size, fds);
   if (auto again = connections_.find(fd); again != connections_.end()) {
@@ -608,7 +609,9 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
                 ",\"roce\":" + wire_.StatusJson() +
                 ",\"control\":{\"requests_by_socket\":" + std::to_string(calls_.by_socket) +
                 ",\"requests_by_call_page\":" + std::to_string(calls_.by_page) +
-                ",\"call_page_doorbells\":" + std::to_string(calls_.doorbells) + "}}";
+                ",\"call_page_doorbells\":" + std::to_string(calls_.doorbells) +
+                ",\"socket_requests_answered_through_call_page\":" +
+                std::to_string(calls_.socket_answered_by_page) + "}}";
       }
       return Reply(conn, hdr.seq, Verdict::Ok(), json.data(), json.size());
     }

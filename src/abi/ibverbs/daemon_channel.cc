@@ -225,6 +225,14 @@ int DaemonChannel::Exchange(protocol::Op op, const void* req, size_t req_len, vo
   if (page_ && nfds == 0 && op != protocol::Op::kStatus &&
       protocol::FitsCallPage(sizeof(hdr) + req_len)) {
     n = CallThroughPage(hdr, req, req_len, buf, fds_out);
+  } else if (page_ && op != protocol::Op::kStatus) {
+    // Descriptors go over the socket; the reply still comes through the page.
+    hdr.flags = protocol::kReplyThroughPage;
+    if (SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds) != 0) {
+      n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);  // it may have said why
+    } else {
+      n = ReceivePageReply(hdr.seq, buf, fds_out);
+    }
   } else if (int err = SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds)) {
     if (err != EPIPE && err != ECONNRESET && err != ENOTCONN) {
       Log("%s: the daemon connection failed: %s", protocol::OpName(op), strerror(err));
@@ -267,9 +275,15 @@ ssize_t DaemonChannel::CallThroughPage(const protocol::RequestHeader& hdr, const
       return recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
     }
   }
-  if (!AwaitPageReply(hdr.seq)) return -1;
+  return ReceivePageReply(hdr.seq, buf, fds_out);
+}
+
+ssize_t DaemonChannel::ReceivePageReply(uint32_t seq, std::vector<uint8_t>& buf,
+                                        std::vector<int>* fds_out) {
+  protocol::CallPage* page = page_.get();
+  if (!AwaitPageReply(seq)) return -1;
   if (page->reply_on_socket.load(std::memory_order_relaxed) != 0) {
-    return ReceiveReply(hdr.seq, buf, fds_out);
+    return ReceiveReply(seq, buf, fds_out);
   }
   const size_t size = std::min<size_t>({page->reply_size.load(std::memory_order_relaxed),
                                         protocol::kCallPageReplyBytes, buf.size()});

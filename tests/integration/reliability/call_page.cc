@@ -2,7 +2,8 @@
 // locks exist for (reliability.call_page):
 // 1. it carries the calls: 1,000 ibv_reg_mr/ibv_dereg_mr pairs of a
 //    registered range are served through the page, not the socket (the
-//    daemon's `status` counts both);
+//    daemon's `status` counts both); 50 first registrations, whose memfd
+//    goes over the socket, are answered through the page;
 // 2. a daemon that answers late (SIGSTOPped for 200 ms): the call sleeps,
 //    and returns the daemon's answer once it runs again;
 // 3. processes that share the context (forked children) killed inside
@@ -44,6 +45,7 @@ double NowMs() {
 struct Counts {
   long by_socket = -1;
   long by_page = -1;
+  long socket_answered_by_page = -1;
 };
 
 long Field(const std::string& json, const char* name) {
@@ -60,7 +62,8 @@ Counts DaemonCounts() {
   softverbs::test::Answer a =
       cli.Call(static_cast<uint16_t>(softverbs::protocol::Op::kStatus), nullptr, 0);
   const std::string json(a.body.begin(), a.body.end());
-  return {Field(json, "requests_by_socket"), Field(json, "requests_by_call_page")};
+  return {Field(json, "requests_by_socket"), Field(json, "requests_by_call_page"),
+          Field(json, "socket_requests_answered_through_call_page")};
 }
 
 pid_t DaemonPid(ibv_context* ctx) {
@@ -127,6 +130,26 @@ int main() {
   // The CLI's own hello and status only (the library's doorbells are not
   // requests).
   EXPECT_TRUE(after.by_socket - before.by_socket <= 4);
+
+  // 1b. A first registration's memfd goes over the socket, its reply comes
+  // through the page.
+  const Counts before_first = DaemonCounts();
+  constexpr int kFirsts = 50;
+  int firsts_ok = 0;
+  for (int i = 0; i < kFirsts; ++i) {
+    auto* fresh = static_cast<char*>(
+        mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    memset(fresh, 2, 4096);
+    ibv_mr* mr = ibv_reg_mr(pd, fresh, 4096, access);
+    if (mr && ibv_dereg_mr(mr) == 0) ++firsts_ok;
+    munmap(fresh, 4096);
+  }
+  const Counts after_first = DaemonCounts();
+  const long answered = after_first.socket_answered_by_page - before_first.socket_answered_by_page;
+  printf("%d first registrations: %ld socket requests answered through the call page\n", firsts_ok,
+         answered);
+  EXPECT_EQ(firsts_ok, kFirsts);
+  EXPECT_TRUE(answered >= kFirsts);
 
   // 2. A daemon that answers late.
   const pid_t daemon = DaemonPid(ctx);
