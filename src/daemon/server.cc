@@ -110,8 +110,6 @@ int Server::WaitForEvents(epoll_event* events, int max, int64_t timeout_us) {
       if (n != 0) return n;
       if (ServeWatchedPages()) return 0;
     } while (std::chrono::steady_clock::now() < until);
-  } else if (ServeWatchedPages()) {
-    return 0;  // a page request that came without a doorbell while the daemon ran
   }
   // Asleep, the daemon sees a page request only by its doorbell.
   if (timeout_us > 0 && UnwatchCallPages()) return 0;
@@ -278,6 +276,14 @@ void Server::HandleEvent(int fd, uint32_t events) {
   if (events & EPOLLOUT) HandleWritable(fd);
   if (events & EPOLLIN) wire_.TakeEveryRingPost();  // posted before the request
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) HandleReadable(fd);
+  FinishRequest();
+  // A doorbell (or an outbox that drained) leaves a page request to serve.
+  if (auto conn = connections_.find(fd); conn != connections_.end() && conn->second.page) {
+    ServeCallPage(conn->second);
+  }
+}
+
+void Server::FinishRequest() {
   // Closing releases objects, which may raise events and doom others.
   while (!doomed_.empty()) {
     int doomed = doomed_.back();
@@ -286,10 +292,6 @@ void Server::HandleEvent(int fd, uint32_t events) {
   }
   // A request may have changed QPs the network transport serves.
   wire_.ApplyChanges();
-  // A doorbell (or an outbox that drained) leaves a page request to serve.
-  if (auto conn = connections_.find(fd); conn != connections_.end() && conn->second.page) {
-    ServeCallPage(conn->second);
-  }
 }
 
 void Server::HandleWritable(int fd) {

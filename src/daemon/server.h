@@ -85,6 +85,10 @@ class Server {
   void HandleEvent(int fd, uint32_t events);
   void HandleReadable(int fd);
   void HandleWritable(int fd);
+  // After a request (from the socket or the call page): closes the
+  // connections it doomed and applies what it changed for the network
+  // transport.
+  void FinishRequest();
   // Arms EPOLLIN/EPOLLOUT as the connection's outbox requires.
   void UpdateInterest(Connection& conn);
   void Close(int fd);

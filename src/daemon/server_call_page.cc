@@ -69,12 +69,7 @@ bool Server::ServeCallPage(Connection& conn) {
   if (auto it = connections_.find(fd); it != connections_.end()) {
     it->second.page_replying = 0;
   }
-  while (!doomed_.empty()) {
-    int doomed = doomed_.back();
-    doomed_.pop_back();
-    Close(doomed);
-  }
-  wire_.ApplyChanges();
+  FinishRequest();
   return true;
 }
 

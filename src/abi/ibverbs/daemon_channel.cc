@@ -222,27 +222,25 @@ int DaemonChannel::Exchange(protocol::Op op, const void* req, size_t req_len, vo
   if (op == protocol::Op::kStatus) status_buf.resize(4 << 20);
   std::vector<uint8_t>& buf = op == protocol::Op::kStatus ? status_buf : call_buf;
   ssize_t n;
-  if (page_ && nfds == 0 && op != protocol::Op::kStatus &&
-      protocol::FitsCallPage(sizeof(hdr) + req_len)) {
+  // Through the call page when there is one, but descriptors (and a
+  // status reply, too large for it) travel over the socket; the reply of a
+  // request sent there still comes through the page.
+  const bool by_page = page_ && op != protocol::Op::kStatus;
+  if (by_page && nfds == 0 && protocol::FitsCallPage(sizeof(hdr) + req_len)) {
     n = CallThroughPage(hdr, req, req_len, buf, fds_out);
-  } else if (page_ && op != protocol::Op::kStatus) {
-    // Descriptors go over the socket; the reply still comes through the page.
-    hdr.flags = protocol::kReplyThroughPage;
-    if (SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds) != 0) {
-      n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);  // it may have said why
-    } else {
-      n = ReceivePageReply(hdr.seq, buf, fds_out);
-    }
-  } else if (int err = SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds)) {
-    if (err != EPIPE && err != ECONNRESET && err != ENOTCONN) {
-      Log("%s: the daemon connection failed: %s", protocol::OpName(op), strerror(err));
-      return err;
-    }
-    // The daemon closed the connection; it may have said why first (a
-    // daemon out of descriptors refuses new clients that way).
-    n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
   } else {
-    n = ReceiveReply(hdr.seq, buf, fds_out);
+    if (by_page) hdr.flags = protocol::kReplyThroughPage;
+    if (int err = SendMessage(fd_, &hdr, sizeof(hdr), req, req_len, fds, nfds)) {
+      if (err != EPIPE && err != ECONNRESET && err != ENOTCONN) {
+        Log("%s: the daemon connection failed: %s", protocol::OpName(op), strerror(err));
+        return err;
+      }
+      // The daemon closed the connection; it may have said why first (a
+      // daemon out of descriptors refuses new clients that way).
+      n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+    } else {
+      n = by_page ? ReceivePageReply(hdr.seq, buf, fds_out) : ReceiveReply(hdr.seq, buf, fds_out);
+    }
   }
   if (n < static_cast<ssize_t>(sizeof(protocol::ReplyHeader))) {
     Log("%s: the daemon went away", protocol::OpName(op));
