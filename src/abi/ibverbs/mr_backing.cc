@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "abi/ibverbs/descriptor_floor.h"
+#include "abi/ibverbs/raw_memory_calls.h"
 #include "abi/ibverbs/self_maps.h"
 #include "abi/ibverbs/write_hold.h"
 #include "common/log.h"
@@ -92,24 +93,6 @@ uint64_t PageSize() {
   return page;
 }
 
-// The backing's own calls to mmap, munmap and madvise go straight to the
-// kernel: an application that hooks those libc functions to track its
-// memory (UCX's ucm, for its registration cache) must not take the remap of
-// a range onto its backing, which keeps every byte where it was, for an
-// unmap of the application's memory.
-void* RawMmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  const long r = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-  if (r < 0 && r > -4096) {
-    errno = static_cast<int>(-r);
-    return MAP_FAILED;
-  }
-  return reinterpret_cast<void*>(r);
-}
-
-int RawMadvise(void* addr, size_t len, int advice) {
-  return static_cast<int>(syscall(SYS_madvise, addr, len, advice));
-}
-
 // /proc/self/pagemap, opened once (reopened in a forked child, whose pages
 // it must describe).
 std::atomic<int> g_pagemap_fd{-1};
@@ -159,7 +142,7 @@ class PageRuns {
     runs_ = reinterpret_cast<PageRun*>(entries_ + entry_capacity_);
   }
   ~PageRuns() {
-    if (mapped_bytes_ != 0) syscall(SYS_munmap, entries_, mapped_bytes_);
+    if (mapped_bytes_ != 0) RawMunmap(entries_, mapped_bytes_);
   }
   PageRuns(const PageRuns&) = delete;
   PageRuns& operator=(const PageRuns&) = delete;
@@ -444,15 +427,16 @@ void BeforeFork() {
 }
 
 void AfterForkInParent() {
-  for (const Snapshot& s : *g_snapshots) syscall(SYS_munmap, s.copy, s.len);
+  for (const Snapshot& s : *g_snapshots) RawMunmap(s.copy, s.len);
   g_snapshots->clear();
   g_mutex.unlock();
 }
 
 void AfterForkInChild() {
   for (const Snapshot& s : *g_snapshots) {
-    if (syscall(SYS_mremap, s.copy, s.len, s.len, MREMAP_MAYMOVE | MREMAP_FIXED, s.begin) == -1) {
-      syscall(SYS_munmap, s.copy, s.len);
+    if (RawMremap(s.copy, s.len, s.len, MREMAP_MAYMOVE | MREMAP_FIXED,
+                  reinterpret_cast<void*>(s.begin)) == MAP_FAILED) {
+      RawMunmap(s.copy, s.len);
     }
   }
   g_snapshots->clear();
