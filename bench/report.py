@@ -225,6 +225,10 @@ def targets16(results):
                  for key in ("dereg", "dereg_last", "dereg_again")])
     rows.append(("ibv_dereg_mr <= 1 MiB (worst median)", us(v),
                  "<= {:g} us".format(TARGET16_DEREG_US), verdict(v, lambda x: x <= TARGET16_DEREG_US)))
+    rows.append(("(info) ibv_dereg_mr 4 KiB, the first call after 1 ms idle",
+                 us(_reg(results, 4096, "idle_dereg")), "-", "-"))
+    rows.append(("(info) ibv_reg_mr 4 KiB again, right after that dereg",
+                 us(_reg(results, 4096, "idle_reg_again")), "-", "-"))
     for size in (1 << 20, 4 << 20):
         r = _ratio(_value(find(results, "mpi_pingpong", size, "mpi-softverbs"), "bw_mib_s"),
                    _value(find(results, "mpi_pingpong_vader", size, "mpi-shm"), "bw_mib_s"))

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -109,6 +110,10 @@ int Server::WaitForEvents(epoll_event* events, int max, int64_t timeout_us) {
       int n = epoll_wait(epoll_fd_, events, max, 0);
       if (n != 0) return n;
       if (ServeWatchedPages()) return 0;
+      // A client the scheduler put on this CPU (it woke the daemon here)
+      // gets it back at once, instead of after the whole spin: a call right
+      // after one that woke the daemon took 62-70 us instead of 2.
+      sched_yield();
     } while (std::chrono::steady_clock::now() < until);
   }
   // Asleep, the daemon sees a page request only by its doorbell.

@@ -7,6 +7,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -33,8 +34,14 @@ namespace {
 // Sleeping in recvmsg and being woken by the reply costs about 8 us more on
 // these VMs than looking for it a few times first (a bare Unix-socket round
 // trip: 26 -> 18 us), which is a third of a registration or a dereg. So a
-// call looks for its reply for up to kReplySpinNs before it sleeps.
+// call looks for its reply for up to kReplySpinNs before it sleeps - and
+// for up to kWokenReplySpinNs when the daemon was asleep (its call page
+// said it was not watching): waking it takes the wake-up of another CPU,
+// 50-100 us on these VMs after a few milliseconds idle, and a caller that
+// slept meanwhile needed a second one for the reply (a dereg after 1 ms
+// idle: 125-131 -> 25-26 us with the daemon's yield below).
 constexpr int64_t kReplySpinNs = 50'000;
+constexpr int64_t kWokenReplySpinNs = 250'000;
 
 int64_t MonotonicNs() {
   timespec t;
@@ -55,11 +62,20 @@ inline void CpuRelax() {
 // daemon hung up (a daemon that dies never writes the reply).
 constexpr int64_t kPageNapNs = 5'000'000;
 
-void AwaitReadable(int fd) {
-  const int64_t until = MonotonicNs() + kReplySpinNs;
+// One look of a caller spinning for its reply: a pause, and every 64th
+// time the CPU to whoever else wants it - the daemon itself, when the
+// scheduler woke it on this CPU (then a caller that only paused kept it
+// from running for the whole spin: a call right after a dereg that woke the
+// daemon took 62-70 us instead of 2).
+inline void SpinLook(uint32_t i) {
+  CpuRelax();
+  if (i % 64 == 0) sched_yield();
+}
+
+void AwaitReadable(int fd, int64_t spin_ns) {
+  const int64_t until = MonotonicNs() + spin_ns;
   pollfd p{fd, POLLIN, 0};
-  while (poll(&p, 1, 0) == 0 && MonotonicNs() < until) {
-  }
+  while (poll(&p, 1, 0) == 0 && MonotonicNs() < until) sched_yield();
 }
 
 // softverbsd is found next to the libraries: $SOFTVERBSD, else
@@ -226,6 +242,9 @@ int DaemonChannel::Exchange(protocol::Op op, const void* req, size_t req_len, vo
   // status reply, too large for it) travel over the socket; the reply of a
   // request sent there still comes through the page.
   const bool by_page = page_ && op != protocol::Op::kStatus;
+  reply_spin_ns_ = page_ && page_->daemon_watching.load(std::memory_order_relaxed) == 0
+                       ? kWokenReplySpinNs
+                       : kReplySpinNs;
   if (by_page && nfds == 0 && protocol::FitsCallPage(sizeof(hdr) + req_len)) {
     n = CallThroughPage(hdr, req, req_len, buf, fds_out);
   } else {
@@ -292,9 +311,9 @@ ssize_t DaemonChannel::ReceivePageReply(uint32_t seq, std::vector<uint8_t>& buf,
 bool DaemonChannel::AwaitPageReply(uint32_t seq) {
   protocol::CallPage* page = page_.get();
   auto arrived = [&] { return page->reply_seq.load(std::memory_order_acquire) == seq; };
-  const int64_t until = MonotonicNs() + kReplySpinNs;
+  const int64_t until = MonotonicNs() + reply_spin_ns_;
   for (uint32_t i = 1; !arrived(); ++i) {
-    CpuRelax();
+    SpinLook(i);
     if (i % 64 == 0 && MonotonicNs() >= until) break;
   }
   while (!arrived()) {
@@ -317,7 +336,7 @@ ssize_t DaemonChannel::ReceiveReply(uint32_t seq, std::vector<uint8_t>& buf,
                                     std::vector<int>* fds_out) {
   for (int stale = 0; stale <= kMaxStaleReplies; ++stale) {
     std::vector<int> fds;
-    AwaitReadable(fd_);
+    AwaitReadable(fd_, reply_spin_ns_);
     ssize_t n = ReceiveMessage(fd_, buf.data(), buf.size(), &fds);
     // A daemon that closes the connection with our request unread (one out
     // of descriptors refuses a new client so, having answered before the

@@ -95,6 +95,9 @@ class DaemonChannel {
   std::shared_ptr<SharedCallState> shared_;
   int fd_ = -1;
   std::atomic<bool> gone_{false};
+  // How long the call in progress looks for its reply before it sleeps
+  // (set by Exchange, under the call lock).
+  int64_t reply_spin_ns_ = 0;
 };
 
 }  // namespace softverbs::provider
