@@ -106,6 +106,7 @@ int Server::WaitForEvents(epoll_event* events, int max, int64_t timeout_us) {
   if (busy_) {
     // The watched call pages are looked at between the socket checks.
     const auto until = std::chrono::steady_clock::now() + kBusySpin;
+    uint32_t round = 0;
     do {
       int n = epoll_wait(epoll_fd_, events, max, 0);
       if (n != 0) return n;
@@ -113,11 +114,12 @@ int Server::WaitForEvents(epoll_event* events, int max, int64_t timeout_us) {
       // A client the scheduler put on this CPU (it woke the daemon here)
       // gets it back at once, instead of after the whole spin: a call right
       // after one that woke the daemon took 62-70 us instead of 2.
-      sched_yield();
+      if (++round % 4 == 0) sched_yield();
     } while (std::chrono::steady_clock::now() < until);
   }
   // Asleep, the daemon sees a page request only by its doorbell.
   if (timeout_us > 0 && UnwatchCallPages()) return 0;
+  if (timeout_us > 0) cpu_sharing_.NoteSleep();
   static bool no_pwait2 = false;
   if (!no_pwait2) {
     const timespec timeout{static_cast<time_t>(timeout_us / 1000000),
@@ -167,6 +169,7 @@ int Server::Run() {
     // before it looks, and a request that came without a doorbell waited
     // for the traffic to stop.
     if (ServeWatchedPages()) busy_ = true;
+    cpu_sharing_.MoveOffIfShared();
     if (accept_paused_ && Clock::now() >= accept_resume_) {
       accept_paused_ = false;
       epoll_event ev{};
@@ -618,7 +621,8 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
                 ",\"requests_by_call_page\":" + std::to_string(calls_.by_page) +
                 ",\"call_page_doorbells\":" + std::to_string(calls_.doorbells) +
                 ",\"socket_requests_answered_through_call_page\":" +
-                std::to_string(calls_.socket_answered_by_page) + "}}";
+                std::to_string(calls_.socket_answered_by_page) +
+                ",\"moves_off_a_callers_cpu\":" + std::to_string(cpu_sharing_.moves()) + "}}";
       }
       return Reply(conn, hdr.seq, Verdict::Ok(), json.data(), json.size());
     }

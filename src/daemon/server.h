@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "daemon/cm_service.h"
+#include "daemon/cpu_sharing.h"
 #include "daemon/device.h"
 #include "daemon/outbox.h"
 #include "daemon/wire_service.h"
@@ -130,6 +131,7 @@ class Server {
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   bool busy_ = false;
+  CpuSharing cpu_sharing_;  // off the CPU of a caller it shares
   // Rounds in a row whose packets were held back for the next one (Run).
   static constexpr uint32_t kMaxHeldRounds = 8;
   uint32_t held_rounds_ = 0;  // the last wake-up served a control request (WaitForEvents spins)

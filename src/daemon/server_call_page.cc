@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@ int Server::OpenCallPage(Connection& conn) {
     return -1;
   }
   conn.page = static_cast<CallPage*>(conn.page_mapping.base());
+  conn.page->daemon_cpu.store(UINT32_MAX, std::memory_order_relaxed);
   return fd;
 }
 
@@ -41,6 +43,10 @@ bool Server::ServeCallPage(Connection& conn) {
   if (!protocol::TakeRequest(conn.page, conn.page_taken, request, &seq, &size)) return false;
   conn.page_taken = seq;
   ++calls_.by_page;
+  cpu_sharing_.NoteCaller(conn.page->client_cpu.load(std::memory_order_relaxed));
+  const int own_cpu = sched_getcpu();
+  conn.page->daemon_cpu.store(own_cpu >= 0 ? static_cast<uint32_t>(own_cpu) : UINT32_MAX,
+                              std::memory_order_relaxed);
   WatchCallPage(conn);
   const int fd = conn.fd;
   protocol::RequestHeader hdr{};

@@ -14,9 +14,9 @@
 //
 // Who writes what (each side only reads the other's words):
 //   the library: request_begin, request_seq, request_size, client_sleeping,
-//                request[]
+//                client_cpu, request[]
 //   the daemon:  reply_seq, reply_size, reply_on_socket, daemon_watching,
-//                reply[]
+//                daemon_cpu, reply[]
 //
 // A request is published seqlock-style: request_begin = seq, the bytes,
 // request_seq = seq. The daemon copies the bytes out, then reads
@@ -61,13 +61,22 @@ struct CallPage {
   std::atomic<uint32_t> request_seq;      // seq of the last request written whole
   std::atomic<uint32_t> request_size;     // bytes in request[]: RequestHeader + body
   std::atomic<uint32_t> client_sleeping;  // 1: the library sleeps in a futex on reply_seq
-  uint8_t library_pad[48];
+  // The CPU the caller ran on when it published the request (sched_getcpu;
+  // UINT32_MAX: unknown). A hint: the daemon moves off a caller's CPU
+  // (daemon/cpu_sharing.h).
+  std::atomic<uint32_t> client_cpu;
+  uint8_t library_pad[44];
   // Cache line 1: the daemon's words.
   std::atomic<uint32_t> reply_seq;        // seq of the last reply (the futex word)
   std::atomic<uint32_t> reply_size;       // bytes in reply[]: ReplyHeader + body + reason
   std::atomic<uint32_t> reply_on_socket;  // 1: reply_seq's reply went over the socket
   std::atomic<uint32_t> daemon_watching;  // 1: the daemon looks at request_seq unbidden
-  uint8_t daemon_pad[48];
+  // The CPU the daemon ran on when it last took a request from this page
+  // (sched_getcpu; UINT32_MAX: unknown). A hint: a caller on the same CPU
+  // sleeps at once instead of spinning (it would only keep the daemon from
+  // running).
+  std::atomic<uint32_t> daemon_cpu;
+  uint8_t daemon_pad[44];
   uint8_t request[kCallPageRequestBytes];  // written by the library
   uint8_t reply[kCallPageReplyBytes];      // written by the daemon
 };

@@ -3,7 +3,9 @@
 // 1. it carries the calls: 1,000 ibv_reg_mr/ibv_dereg_mr pairs of a
 //    registered range are served through the page, not the socket (the
 //    daemon's `status` counts both); 50 first registrations, whose memfd
-//    goes over the socket, are answered through the page;
+//    goes over the socket, are answered through the page; a caller pinned
+//    to the daemon's CPU: the daemon moves to another of its CPUs (the two
+//    only took turns there; daemon/cpu_sharing.h);
 // 2. a daemon that answers late (SIGSTOPped for 200 ms): the call sleeps,
 //    and returns the daemon's answer once it runs again;
 // 3. processes that share the context (forked children) killed inside
@@ -16,6 +18,7 @@
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +49,7 @@ struct Counts {
   long by_socket = -1;
   long by_page = -1;
   long socket_answered_by_page = -1;
+  long moves = -1;  // off a caller's CPU
 };
 
 long Field(const std::string& json, const char* name) {
@@ -63,7 +67,26 @@ Counts DaemonCounts() {
       cli.Call(static_cast<uint16_t>(softverbs::protocol::Op::kStatus), nullptr, 0);
   const std::string json(a.body.begin(), a.body.end());
   return {Field(json, "requests_by_socket"), Field(json, "requests_by_call_page"),
-          Field(json, "socket_requests_answered_through_call_page")};
+          Field(json, "socket_requests_answered_through_call_page"),
+          Field(json, "moves_off_a_callers_cpu")};
+}
+
+// The CPU process `pid` last ran on (/proc/<pid>/stat, field 39), or -1.
+int LastCpu(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = fopen(path, "r");
+  if (!f) return -1;
+  char line[2048];
+  const bool read = fgets(line, sizeof(line), f) != nullptr;
+  fclose(f);
+  const char* p = read ? strrchr(line, ')') : nullptr;  // past the command's name
+  if (!p) return -1;
+  int field = 3;  // the state, after ") "
+  for (p += 2; *p && field < 39; ++p) {
+    if (*p == ' ') ++field;
+  }
+  return field == 39 ? atoi(p) : -1;
 }
 
 pid_t DaemonPid(ibv_context* ctx) {
@@ -151,8 +174,68 @@ int main() {
   EXPECT_EQ(firsts_ok, kFirsts);
   EXPECT_TRUE(answered >= kFirsts);
 
-  // 2. A daemon that answers late.
   const pid_t daemon = DaemonPid(ctx);
+
+  // 1c. A caller that shares the daemon's CPU: the daemon ends on another
+  // of its CPUs - and does not move while its affinity allows it only the
+  // one.
+  cpu_set_t ours, theirs;
+  if (sched_getaffinity(0, sizeof(ours), &ours) != 0 ||
+      sched_getaffinity(daemon, sizeof(theirs), &theirs) != 0) {
+    Die("sched_getaffinity");
+  }
+  cpu_set_t both;
+  CPU_AND(&both, &ours, &theirs);
+  int shared_cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE && shared_cpu < 0; ++c) {
+    if (CPU_ISSET(c, &both)) shared_cpu = c;
+  }
+  if (CPU_COUNT(&theirs) < 2 || shared_cpu < 0) {
+    printf("SKIP (1c): the daemon may run on %d CPU(s), %d of them ours: nowhere to move to\n",
+           CPU_COUNT(&theirs), CPU_COUNT(&both));
+  } else {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(shared_cpu, &one);
+    auto pairs = [&](int n) {
+      int ok = 0;
+      for (int i = 0; i < n; ++i) {
+        ibv_mr* mr = ibv_reg_mr(pd, buf, 4096, access);
+        if (mr && ibv_dereg_mr(mr) == 0) ++ok;
+      }
+      return ok;
+    };
+    // Both on one CPU, the daemon allowed no other.
+    if (sched_setaffinity(daemon, sizeof(one), &one) != 0 ||
+        sched_setaffinity(0, sizeof(one), &one) != 0) {
+      Die("pin the daemon and this thread to one CPU");
+    }
+    const Counts pinned_before = DaemonCounts();
+    const int pinned_ok = pairs(100);
+    const Counts pinned_after = DaemonCounts();
+    const int pinned_cpu = LastCpu(daemon);
+    // The daemon allowed its CPUs again: it leaves this one.
+    if (sched_setaffinity(daemon, sizeof(theirs), &theirs) != 0) Die("unpin the daemon");
+    const int shared_ok = pairs(200);
+    const int moved_to = LastCpu(daemon);  // before the status call wakes it here again
+    const Counts shared_after = DaemonCounts();
+    if (sched_setaffinity(0, sizeof(ours), &ours) != 0) Die("unpin");
+    printf(
+        "reg/dereg pairs on the daemon's CPU %d: pinned there %ld move(s) (on CPU %d), "
+        "allowed its CPUs %ld move(s) (last on CPU %d)\n",
+        shared_cpu, pinned_after.moves - pinned_before.moves, pinned_cpu,
+        shared_after.moves - pinned_after.moves, moved_to);
+    EXPECT_EQ(pinned_ok + shared_ok, 300);
+    EXPECT_TRUE(pinned_before.moves >= 0);
+    EXPECT_EQ(pinned_after.moves - pinned_before.moves, 0);
+    EXPECT_EQ(pinned_cpu, shared_cpu);
+    // Off the shared CPU - moved by the daemon, or by the scheduler first
+    // (tests/unit/daemon/cpu_sharing_test.cc tests the move itself).
+    EXPECT_TRUE(shared_after.moves >= pinned_after.moves);
+    EXPECT_TRUE(moved_to >= 0 && moved_to != shared_cpu);
+  }
+
+  // 2. A daemon that answers late.
   double ms = 0;
   int err = 0;
   ibv_pd* late = AllocPdWhileStopped(ctx, daemon, 200, SIGCONT, &ms, &err);
