@@ -39,7 +39,8 @@ namespace {
 // said it was not watching): waking it takes the wake-up of another CPU,
 // 50-100 us on these VMs after a few milliseconds idle, and a caller that
 // slept meanwhile needed a second one for the reply (a dereg after 1 ms
-// idle: 125-131 -> 25-26 us with the daemon's yield below).
+// idle: 118-136 -> 15-25 us with this, the yields and the daemon's moves
+// off a shared CPU; docs/architecture.md, "The call page").
 constexpr int64_t kReplySpinNs = 50'000;
 constexpr int64_t kWokenReplySpinNs = 250'000;
 
