@@ -14,12 +14,14 @@
 //
 // So each page request says which CPU its caller ran on (CallPage::
 // client_cpu), and when kSharedCallsBeforeMove of them in a row, without a
-// sleep of the daemon in between, came from the daemon's own CPU, it moves to another of the CPUs
-// it may use - its affinity without this CPU, then its affinity as it was started (a taskset of the
-// daemon is kept) - at most once every kMinInterval, and only if it may use more than one. Not at
-// the first such call: a call after the program was idle is served sooner on its own CPU (no other
-// CPU to wake), and the move itself held up the call right after it (9-10 -> 17-26 us, the call
-// after 1 ms idle 14-26 -> 27-32 us, when every one moved).
+// sleep of the daemon in between, came from the daemon's own CPU, the
+// daemon moves to another of the CPUs it may use - its affinity without
+// this CPU, then its affinity as it was (a taskset of the daemon is kept) -
+// at most once every kMinInterval, and only if it may use more than one.
+// Not at the first such call: a call after the program was idle is served
+// sooner on its own CPU (no other CPU to wake), and the move itself held
+// up the call right after it (9-10 -> 17-26 us, the call after 1 ms idle
+// 14-26 -> 27-32 us, when every one moved).
 #pragma once
 
 #include <sched.h>
