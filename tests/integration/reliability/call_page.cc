@@ -176,7 +176,7 @@ int main() {
 
   const pid_t daemon = DaemonPid(ctx);
 
-  // 1c. A caller that shares the daemon's CPU: the daemon ends on another
+  // 1c. A caller that shares the daemon's CPU: the daemon moves to another
   // of its CPUs - and does not move while its affinity allows it only the
   // one.
   cpu_set_t ours, theirs;
@@ -229,10 +229,13 @@ int main() {
     EXPECT_TRUE(pinned_before.moves >= 0);
     EXPECT_EQ(pinned_after.moves - pinned_before.moves, 0);
     EXPECT_EQ(pinned_cpu, shared_cpu);
-    // Off the shared CPU - moved by the daemon, or by the scheduler first
-    // (tests/unit/daemon/cpu_sharing_test.cc tests the move itself).
-    EXPECT_TRUE(shared_after.moves >= pinned_after.moves);
-    EXPECT_TRUE(moved_to >= 0 && moved_to != shared_cpu);
+    // The daemon moved off the shared CPU, or the scheduler had put it
+    // elsewhere first (tests/unit/daemon/cpu_sharing_test.cc tests the move
+    // itself). Where it is at the end is the scheduler's: with the other
+    // CPU busy (ctest -j2 in CI) it may bring the daemon back - which then
+    // moves again, so only a daemon that never moved and stayed fails.
+    EXPECT_TRUE(moved_to >= 0);
+    EXPECT_TRUE(shared_after.moves > pinned_after.moves || moved_to != shared_cpu);
   }
 
   // 2. A daemon that answers late.
