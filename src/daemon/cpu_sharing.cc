@@ -13,7 +13,7 @@ void CpuSharing::NoteCaller(uint32_t cpu) {
 
 void CpuSharing::MoveOffIfShared() {
   if (shared_calls_ < kSharedCallsBeforeMove) return;
-  const auto now = std::chrono::steady_clock::now();
+  const Clock::time_point now = now_();
   if (now - last_try_ < kMinInterval) return;
   last_try_ = now;
   // The affinity as it is now: someone may have changed it since the start.

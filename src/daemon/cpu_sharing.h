@@ -33,6 +33,9 @@ namespace softverbs::daemon {
 
 class CpuSharing {
  public:
+  using Clock = std::chrono::steady_clock;
+  // now: the clock kMinInterval is measured on (a test's own).
+  explicit CpuSharing(Clock::time_point (*now)() = Clock::now) : now_(now) {}
   // A page request whose caller ran on `cpu` (UINT32_MAX: unknown).
   void NoteCaller(uint32_t cpu);
   // Moves the calling thread (the daemon's loop) to another of its CPUs if
@@ -46,8 +49,9 @@ class CpuSharing {
  private:
   static constexpr std::chrono::milliseconds kMinInterval{2};
   static constexpr uint32_t kSharedCallsBeforeMove = 8;
-  uint32_t shared_calls_ = 0;  // page requests in a row from the daemon's CPU
-  std::chrono::steady_clock::time_point last_try_{};  // of a move
+  Clock::time_point (*now_)();
+  uint32_t shared_calls_ = 0;     // page requests in a row from the daemon's CPU
+  Clock::time_point last_try_{};  // of a move
   uint64_t moves_ = 0;
 };
 
