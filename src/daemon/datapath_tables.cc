@@ -317,6 +317,38 @@ void Device::TrimKeptBackings() {
   }
 }
 
+Verdict Device::KeepOfferedBacking(ClientId c, int offered_fd) {
+  struct stat st {};
+  if (fstat(offered_fd, &st) != 0) {
+    return Verdict::Fail(EBADF,
+                         std::string("offer_backing: cannot stat the memfd: ") + strerror(errno));
+  }
+  const BackingId id{st.st_dev, st.st_ino};
+  auto it = backings_.find(id);
+  if (it == backings_.end()) {
+    // As for a memfd passed with a registration (RegMrBacked): peers map it.
+    const int seals = fcntl(offered_fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+      return Verdict::Fail(EINVAL,
+                           "offer_backing: the memfd is not sealed against shrinking "
+                           "(F_SEAL_SHRINK): the peers that map it could fault");
+    }
+    const int fd = fcntl(offered_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      return Verdict::Fail(
+          errno, std::string("offer_backing: no descriptor to keep it: ") + strerror(errno));
+    }
+    it = backings_.emplace(id, HeldBacking{fd, 0, static_cast<uint64_t>(st.st_size), {}}).first;
+  }
+  HeldBacking& held = it->second;
+  if (std::find(held.keepers.begin(), held.keepers.end(), c) == held.keepers.end()) {
+    held.keepers.push_back(c);
+  }
+  if (held.mrs == 0) held.released_at = ++kept_clock_;  // the newest kept: trimmed last
+  TrimKeptBackings();
+  return Verdict::Ok();
+}
+
 void Device::ForgetBackings(ClientId c, std::span<const protocol::BackingName> names) {
   for (const protocol::BackingName& name : names) {
     auto it = backings_.find({name.dev, name.ino});

@@ -184,6 +184,11 @@ class Device {
   // again; ForgetBackings and the connection's end let it go.
   Verdict RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req, int backing_fd,
                       protocol::RegMrReply* out, bool device_memory = false);
+  // A memfd offered ahead of the registration that will name it
+  // (Op::kOfferBacking): kept for c as one it passed with a registration
+  // is after its MRs are gone - sealed against shrinking, within
+  // max_kept_backings_. offered_fd is borrowed.
+  Verdict KeepOfferedBacking(ClientId c, int offered_fd);
   // The library dropped these memfds from its cache: those kept for c alone
   // (and used by no MR) are closed.
   void ForgetBackings(ClientId c, std::span<const protocol::BackingName> names);

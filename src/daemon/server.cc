@@ -392,7 +392,10 @@ void Server::HandleReadable(int fd) {
     for (int f : fds) close(f);
     return;
   }
-  if (hdr.op != static_cast<uint16_t>(Op::kCallDoorbell)) ++calls_.by_socket;
+  if (hdr.op != static_cast<uint16_t>(Op::kCallDoorbell) &&
+      hdr.op != static_cast<uint16_t>(Op::kOfferBacking)) {
+    ++calls_.by_socket;
+  }
   // A context that calls (here: a request with descriptors) often calls
   // again at once, through its page.
   WatchCallPage(it->second);
@@ -621,6 +624,7 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
                 ",\"control\":{\"requests_by_socket\":" + std::to_string(calls_.by_socket) +
                 ",\"requests_by_call_page\":" + std::to_string(calls_.by_page) +
                 ",\"call_page_doorbells\":" + std::to_string(calls_.doorbells) +
+                ",\"backings_offered\":" + std::to_string(calls_.backings_offered) +
                 ",\"socket_requests_answered_through_call_page\":" +
                 std::to_string(calls_.socket_answered_by_page) +
                 ",\"moves_off_a_callers_cpu\":" + std::to_string(cpu_sharing_.moves()) + "}}";
@@ -642,6 +646,19 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     // handled (HandleEvent), or already, while the daemon looked.
     ++calls_.doorbells;
     return WatchCallPage(conn);
+  }
+  if (op == Op::kOfferBacking) {
+    // No reply either: the registration naming the memfd follows through
+    // the page (watched since this message came, HandleEvent).
+    ++calls_.backings_offered;
+    const Verdict v = len != 0 || fds.size() != 1
+                          ? Verdict::Fail(EPROTO, "offer_backing: no body and one memfd expected")
+                          : device_.KeepOfferedBacking(c, fds[0]);
+    if (!v.ok()) {
+      fprintf(stderr, "softverbsd: client %u: %s (its registration naming it is told ESTALE)\n",
+              static_cast<unsigned>(c), v.why.c_str());
+    }
+    return;
   }
   if (DispatchDatapath(conn, hdr, body, len, fds)) return;
   if (op == Op::kCmMigrateDone) {

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 19;
+inline constexpr uint32_t kProtocolVersion = 20;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -93,6 +93,11 @@ enum class Op : uint16_t {
   kCmMigrateDone,   // rdma_migrate_id's second step: body CmMigrateDone (protocol/cm_messages.h)
   kForgetBackings,  // the library dropped memfds the device kept for it: ForgetBackingsRequest
   kCallDoorbell,    // look at the call page (protocol/call_page.h): no body, no reply
+  // A registration's new memfd, sent ahead of the registration that names
+  // it (kBackingMemfdKept): keep it for this connection. No body (the memfd
+  // is the one fd), no reply: a memfd the device does not take is named in
+  // vain, told ESTALE, and passed with the registration again.
+  kOfferBacking,
   kCount
 };
 

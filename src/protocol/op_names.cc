@@ -74,7 +74,8 @@ const char* OpName(Op op) {
                                            "query_dm",
                                            "cm_migrate_done",
                                            "forget_backings",
-                                           "call_doorbell"};
+                                           "call_doorbell",
+                                           "offer_backing"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

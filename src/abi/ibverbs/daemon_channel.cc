@@ -211,6 +211,13 @@ int DaemonChannel::Connect(protocol::Role role) {
   return 0;
 }
 
+int DaemonChannel::OfferBacking(int memfd) {
+  if (fd_ < 0 || gone()) return ENODEV;
+  const protocol::RequestHeader hdr{protocol::kProtocolVersion,
+                                    static_cast<uint16_t>(protocol::Op::kOfferBacking), 0, 0, 0};
+  return SendMessage(fd_, &hdr, sizeof(hdr), nullptr, 0, &memfd, 1);
+}
+
 int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
                         const int* fds, size_t nfds, size_t* rep_body_len,
                         std::vector<int>* fds_out) {

@@ -60,6 +60,11 @@ class DaemonChannel {
            const int* fds = nullptr, size_t nfds = 0, size_t* rep_body_len = nullptr,
            std::vector<int>* fds_out = nullptr);
 
+  // Sends the daemon a registration's new memfd ahead of the registration
+  // that names it (Op::kOfferBacking; no reply, no call lock: a message of
+  // the SOCK_SEQPACKET socket is whole). Returns 0 or an errno.
+  int OfferBacking(int memfd);
+
   // A fixed-size request and reply.
   template <typename Req, typename Rep>
   int Call(protocol::Op op, const Req& req, Rep* rep) {

@@ -79,6 +79,15 @@ NoDestructor<std::vector<DroppedBacking>> g_dropped;
 constexpr size_t kForgetBatchNames = protocol::ForgetBackingsRequest::kMaxNames;
 constexpr uint64_t kForgetBatchBytes = 16ull << 20;
 
+// A memfd offered to the device (context keeper's) whose conversion failed:
+// the device is told to forget it with the next batch (under g_mutex).
+void ForgetOfferedOnFailure(int fd, uint64_t bytes, uint64_t keeper) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return;
+  g_dropped->push_back(
+      {-1, {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)}, bytes, {keeper}});
+}
+
 // What idle backings may hold. An idle backing's memfd keeps its pages even
 // if the application unmapped the range (its mapping is what the application
 // sees; the descriptor is what keeps them), so the cache is bounded, and a
@@ -222,7 +231,14 @@ bool CopyIntoFile(int fd, const char* from, size_t bytes, off_t at) {
 // protection is writable from the first fault - and lets the kernel map the
 // pages around each one in the same fault (fault-around, 16 by default),
 // where populating for writing faults page by page (1 MiB: 123 -> 69 us).
-int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
+//
+// With an offer the memfd goes to the device once sealed (BackingOffer),
+// and *offered says whether it went: the device takes it while the range is
+// copied and remapped. If the conversion then fails, the device is told to
+// forget it with the next batch of dropped backings (under g_mutex).
+int CreateBacking(uint64_t begin, uint64_t end, bool anonymous, const BackingOffer* offer,
+                  uint64_t keeper, bool* offered) {
+  *offered = false;
   const size_t size = end - begin;
   const uint64_t page = PageSize();
   int fd = memfd_create(kBackingMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -240,6 +256,14 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
     close(fd);
     return -1;
   }
+  if (offer) *offered = offer->send(offer->context, fd);
+  // A failure once the hold is taken releases it first: the forgetting
+  // allocates, and the range may hold the heap (write_hold.h).
+  auto fail = [&] {
+    if (*offered) ForgetOfferedOnFailure(fd, size, keeper);
+    close(fd);
+    return -1;
+  };
   PageRuns pages(size / page);
   const int pagemap = anonymous ? PagemapFd() : -1;  // opened (once) before the hold
   // From the look at which pages hold data until the range maps the memfd,
@@ -251,15 +275,15 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous) {
   for (auto [first, last] : pages) {
     if (!CopyIntoFile(fd, reinterpret_cast<const char*>(begin + first * page),
                       (last - first) * page, static_cast<off_t>(first * page))) {
-      close(fd);
-      return -1;
+      hold.Release();
+      return fail();
     }
   }
   void* placed = RawMmap(reinterpret_cast<void*>(begin), size, PROT_READ | PROT_WRITE,
                          MAP_SHARED | MAP_FIXED, fd, 0);
   if (placed == MAP_FAILED) {
-    close(fd);
-    return -1;
+    hold.Release();
+    return fail();
   }
   hold.Replaced();
   hold.Release();
@@ -456,7 +480,8 @@ void InstallForkHandlers() {
 
 }  // namespace
 
-MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t keeper) {
+MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t keeper,
+                           const BackingOffer* offer) {
   InstallForkHandlers();
   const uint64_t page = PageSize();
   const uint64_t start = reinterpret_cast<uint64_t>(addr);
@@ -524,16 +549,18 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t k
     return {};
   }
   const bool anonymous = maps.Covered(begin, end, [](const Vma& v) { return v.anonymous(); });
-  int fd = CreateBacking(begin, end, anonymous);
+  if (keeper == 0) offer = nullptr;  // nobody to keep it for
+  bool offered = false;
+  int fd = CreateBacking(begin, end, anonymous, offer, keeper, &offered);
   if (fd < 0 && (errno == EMFILE || errno == ENFILE) && DropAllIdle(maps) > 0) {
     // Out of descriptors at memfd_create, before any change: the ranges
     // kept converted give theirs back and the registration tries again.
-    fd = CreateBacking(begin, end, anonymous);
+    fd = CreateBacking(begin, end, anonymous, offer, keeper, &offered);
   }
   maps.Forget();  // [begin, end) maps the memfd now
   struct stat st {};
   if (fd >= 0 && fstat(fd, &st) != 0) {
-    close(fd);
+    close(fd);  // (an offered one stays with the device until the context closes)
     fd = -1;
   }
   if (fd < 0) {
@@ -553,11 +580,13 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t k
             minor(st.st_dev),
             ++g_clock,
             static_cast<uint64_t>(st.st_dev)};
+  if (offered) b.kept_by.push_back(keeper);  // named by the registration (ESTALE: passed)
   CheckSomeIdle(maps);
   g_backings->push_back(b);
   TrimIdle(maps);
   MrBacking made{b.id, fd, begin, end, 0};
   made.name = {b.memfd_dev, b.inode};
+  made.device_keeps = offered;
   return made;
 }
 

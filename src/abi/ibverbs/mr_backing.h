@@ -57,12 +57,24 @@ inline void DescribeBacking(const MrBacking& b, protocol::RegMrBackedRequest* re
   req->kept = b.device_keeps ? b.name : protocol::BackingName{};
 }
 
+// Sends a new memfd to the registering context's device ahead of the
+// registration (DaemonChannel::OfferBacking): true if it went.
+struct BackingOffer {
+  bool (*send)(void* context, int memfd);
+  void* context;
+};
+
 // Backs the whole pages of [addr, addr+length). Failure to back is not an
 // error: the MR is then reached through /proc/self/mem only. maps: the
 // registration's view of the mappings (self_maps.h). keeper: the
 // registering context's Context::keeper (0: a registration the device does
-// not keep memfds for, a DM MR).
-MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t keeper = 0);
+// not keep memfds for, a DM MR). offer (with a keeper): a new memfd goes to
+// the device as soon as it is sealed, while the range is copied and
+// remapped, and the registration names it (device_keeps) instead of
+// carrying it - a request through the call page instead of one with a
+// descriptor over the socket.
+MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t keeper = 0,
+                           const BackingOffer* offer = nullptr);
 void ReleaseMrBacking(uint64_t id);
 
 // Whether the device keeps backing `id`'s memfd for context `keeper` from

@@ -98,9 +98,14 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   req.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
   // The data path: whole pages become shared memory peers can map (not for
   // on-demand MRs, reached through the owner's /proc/self/mem at access).
+  const BackingOffer offer{[](void* context, int memfd) {
+                             return static_cast<Context*>(context)->channel.OfferBacking(memfd) ==
+                                    0;
+                           },
+                           ctx};
   MrBacking backing = (access & IBV_ACCESS_ON_DEMAND)
                           ? MrBacking{}
-                          : AcquireMrBacking(maps, addr, length, ctx->keeper);
+                          : AcquireMrBacking(maps, addr, length, ctx->keeper, &offer);
   // Ranges the cache let go of meanwhile: before the registration, as the
   // library's close of their memfds frees their pages (the daemon, asleep
   // after a long close, took 80-200 us to wake for a registration after it).

@@ -11,7 +11,9 @@
 // socket). Every request
 // must be answered within 5 s on the same connection, and every few hundred
 // a second client must get `status` answered. Every op but kShutdown,
-// kHello and kCallDoorbell (which has no reply) is sent.
+// kHello, kCallDoorbell and kOfferBacking (which have no reply) is sent;
+// offers go along at random (a sealed or unsealed memfd, /dev/null, an
+// eventfd, none or two, a body or none), answered by nothing.
 //
 // Then the same through the connection's call page (protocol/call_page.h),
 // mixed with pages written as no library would: a size past the request
@@ -60,6 +62,50 @@ double NowS() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+// A memfd offered ahead of a registration (no reply), or something else
+// dressed as one.
+void SendOffer(Channel& c, std::mt19937_64& rng) {
+  const uint32_t body_len = rng() % 3 == 0 ? 8 : 0;
+  const protocol::RequestHeader h{protocol::kProtocolVersion,
+                                  static_cast<uint16_t>(Op::kOfferBacking), 0, body_len,
+                                  static_cast<uint32_t>(rng())};
+  const uint64_t body = rng();
+  int fds[2] = {-1, -1};
+  size_t nfds = 1;
+  switch (rng() % 6) {
+    case 0:  // as the library makes them
+      fds[0] = memfd_create("control-fuzz-offer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+      if (fds[0] >= 0 && (ftruncate(fds[0], 4096) != 0 ||
+                          fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)) {
+        Die("a sealed memfd for an offer");
+      }
+      break;
+    case 1:  // not sealed
+      fds[0] = memfd_create("control-fuzz-offer", MFD_CLOEXEC);
+      break;
+    case 2:
+      fds[0] = open("/dev/null", O_RDWR | O_CLOEXEC);
+      break;
+    case 3:
+      fds[0] = eventfd(0, EFD_CLOEXEC);
+      break;
+    case 4:  // two
+      fds[0] = memfd_create("control-fuzz-offer", MFD_CLOEXEC);
+      fds[1] = dup(fds[0]);
+      nfds = 2;
+      break;
+    default:  // none
+      nfds = 0;
+      break;
+  }
+  if (int e = SendMessage(c.fd(), &h, sizeof(h), &body, body_len, fds, nfds)) {
+    Die(std::string("the daemon closed the connection at an offer: ") + strerror(e));
+  }
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 void RingDoorbell(Channel& c, uint32_t seq) {
@@ -134,6 +180,7 @@ int main(int argc, char** argv) {
   for (uint16_t op = 2; op < static_cast<uint16_t>(Op::kCount); ++op) {
     if (op == static_cast<uint16_t>(Op::kShutdown)) continue;
     if (op == static_cast<uint16_t>(Op::kCallDoorbell)) continue;
+    if (op == static_cast<uint16_t>(Op::kOfferBacking)) continue;
     for (size_t len = 0; len <= kMaxProbedBody; len += 4) {
       Answer a = ctx.Call(op, zeros.data(), len);
       if (a.err != EPROTO || a.reason != kMalformed) sizes[op].push_back(len);
@@ -150,10 +197,15 @@ int main(int argc, char** argv) {
   std::map<uint16_t, long> ok_by_op;
   long ok = 0;
   std::vector<uint8_t> body(kMaxProbedBody);
-  long page_calls = 0, page_refusals = 0, torn = 0, socket_to_page = 0;
+  long page_calls = 0, page_refusals = 0, torn = 0, socket_to_page = 0, offers = 0;
   for (long i = 0; i < 2 * requests; ++i) {
     // The first half over the socket, the second through the call page.
     const bool by_page = i >= requests;
+    if (rng() % 32 == 0) {
+      SendOffer(ctx, rng);
+      ++offers;
+      continue;
+    }
     if (by_page) {
       const uint32_t odd = rng() % 16;
       if (odd == 0) {  // torn: never served, so never answered
@@ -284,11 +336,17 @@ int main(int argc, char** argv) {
       Die("status counts " + std::to_string(counted) + " page requests, " +
           std::to_string(page_calls + page_refusals) + " were made");
     }
+    const char offered_key[] = "\"backings_offered\":";
+    const size_t offered_at = json.find(offered_key);
+    RAW_CHECK(offered_at != std::string::npos);
+    if (atol(json.c_str() + offered_at + strlen(offered_key)) < offers) {
+      Die("status counts fewer offers than the " + std::to_string(offers) + " sent");
+    }
   }
   printf(
       "call page: %ld requests, %ld malformed ones refused, %ld torn ones, %ld with a descriptor "
-      "over the socket answered through it\n",
-      page_calls, page_refusals, torn, socket_to_page);
+      "over the socket answered through it; %ld memfds (or other things) offered\n",
+      page_calls, page_refusals, torn, socket_to_page, offers);
   printf("%zu ops take a body; %ld requests: %ld succeeded, errors", ops.size(), 2 * requests, ok);
   for (const auto& [e, n] : errors)
     printf(" %s %ld", strerrorname_np(e) ? strerrorname_np(e) : "?", n);
