@@ -625,6 +625,7 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
                 ",\"requests_by_call_page\":" + std::to_string(calls_.by_page) +
                 ",\"call_page_doorbells\":" + std::to_string(calls_.doorbells) +
                 ",\"backings_offered\":" + std::to_string(calls_.backings_offered) +
+                ",\"backing_offers_refused\":" + std::to_string(calls_.offers_refused) +
                 ",\"socket_requests_answered_through_call_page\":" +
                 std::to_string(calls_.socket_answered_by_page) +
                 ",\"moves_off_a_callers_cpu\":" + std::to_string(cpu_sharing_.moves()) + "}}";
@@ -654,9 +655,15 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     const Verdict v = len != 0 || fds.size() != 1
                           ? Verdict::Fail(EPROTO, "offer_backing: no body and one memfd expected")
                           : device_.KeepOfferedBacking(c, fds[0]);
-    if (!v.ok()) {
-      fprintf(stderr, "softverbsd: client %u: %s (its registration naming it is told ESTALE)\n",
-              static_cast<unsigned>(c), v.why.c_str());
+    // No reply to carry the reason: the log has the first few (a client
+    // sending nothing else could fill it), the status the count.
+    constexpr uint64_t kRefusalsLogged = 8;
+    if (!v.ok() && ++calls_.offers_refused <= kRefusalsLogged) {
+      fprintf(stderr, "softverbsd: client %u: %s (its registration naming it is told ESTALE)%s\n",
+              static_cast<unsigned>(c), v.why.c_str(),
+              calls_.offers_refused == kRefusalsLogged ? "; further refused offers are counted "
+                                                         "in the status, not logged"
+                                                       : "");
     }
     return;
   }

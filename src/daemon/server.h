@@ -153,6 +153,7 @@ class Server {
     uint64_t by_page = 0;
     uint64_t doorbells = 0;
     uint64_t backings_offered = 0;         // kOfferBacking messages (not requests: no reply)
+    uint64_t offers_refused = 0;           // of them, not taken (the first few logged)
     uint64_t socket_answered_by_page = 0;  // by_socket ones with kReplyThroughPage
   } calls_;
 };

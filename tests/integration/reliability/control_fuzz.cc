@@ -342,6 +342,13 @@ int main(int argc, char** argv) {
     if (atol(json.c_str() + offered_at + strlen(offered_key)) < offers) {
       Die("status counts fewer offers than the " + std::to_string(offers) + " sent");
     }
+    // Most of them are no memfd, or not sealed: refused, and counted.
+    const char refused_key[] = "\"backing_offers_refused\":";
+    const size_t refused_at = json.find(refused_key);
+    RAW_CHECK(refused_at != std::string::npos);
+    if (offers >= 12 && atol(json.c_str() + refused_at + strlen(refused_key)) == 0) {
+      Die("no offer was refused, of " + std::to_string(offers) + " mostly malformed ones");
+    }
   }
   printf(
       "call page: %ld requests, %ld malformed ones refused, %ld torn ones, %ld with a descriptor "
