@@ -178,11 +178,13 @@ int main() {
       firsts_ok, offered, by_page, by_socket);
   EXPECT_EQ(firsts_ok, kFirsts);
   EXPECT_EQ(offered, kFirsts);
-  // Each registration and dereg through the page; over the socket only the
-  // status calls and what the daemon had not taken yet when its
-  // registration came (told ESTALE, passed with it again) - not most.
+  // Each registration and dereg through the page; over the socket besides
+  // the status calls at most one request a registration: the one whose
+  // offer the daemon had not read yet when it came (told ESTALE, passed
+  // with it again) - a few in a loop here, 31 of 50 under the sanitized
+  // build's slower daemon.
   EXPECT_TRUE(by_page >= 2 * kFirsts);
-  EXPECT_TRUE(by_socket <= 4 + kFirsts / 4);
+  EXPECT_TRUE(by_socket <= 4 + kFirsts);
 
   const pid_t daemon = DaemonPid(ctx);
 
