@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <vector>
 
 namespace softverbs::daemon {
 
@@ -38,7 +39,19 @@ void BackgroundRelease::Close(int fd, uint64_t bytes) {
     close(fd);
     return;
   }
-  Hand({fd, nullptr});
+  const Item item{fd, nullptr};
+  Hand({&item, 1});
+}
+
+void BackgroundRelease::CloseAll(std::span<const int> fds, uint64_t bytes) {
+  if (fds.size() == 1) return Close(fds[0], bytes);
+  if (fds.empty()) return;
+  std::vector<Item> items;
+  items.reserve(fds.size());
+  for (int fd : fds) {
+    if (fd >= 0) items.push_back({fd, nullptr});
+  }
+  Hand(items);
 }
 
 void BackgroundRelease::Detach(const void* base, uint64_t bytes) {
@@ -46,13 +59,14 @@ void BackgroundRelease::Detach(const void* base, uint64_t bytes) {
     shmdt(base);
     return;
   }
-  Hand({-1, base});
+  const Item item{-1, base};
+  Hand({&item, 1});
 }
 
-void BackgroundRelease::Hand(Item item) {
+void BackgroundRelease::Hand(std::span<const Item> items) {
   {
     std::lock_guard lock(mutex_);
-    items_.push_back(item);
+    items_.insert(items_.end(), items.begin(), items.end());
     if (!thread_.joinable()) thread_ = std::thread(&BackgroundRelease::Run, this);
   }
   wake_.notify_one();

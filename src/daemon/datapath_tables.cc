@@ -271,30 +271,52 @@ void Device::UnpublishMr(Mr& mr) {
   }
 }
 
-bool Device::HoldBacking(Mr& mr, BackingId id, int borrowed_fd, uint64_t size, ClientId keeper) {
+Device::HeldBacking* Device::HeldOrAdopted(BackingId id, int borrowed_fd, uint64_t size) {
   auto it = backings_.find(id);
-  if (it == backings_.end()) {
-    if (borrowed_fd < 0) return false;
-    const int fd = fcntl(borrowed_fd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) return false;
-    it = backings_.emplace(id, HeldBacking{fd, 0, size, {}}).first;
-  }
-  HeldBacking& held = it->second;
-  held.mrs++;
+  if (it != backings_.end()) return &it->second;
+  if (borrowed_fd < 0) return nullptr;
+  const int fd = fcntl(borrowed_fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  return &backings_.emplace(id, HeldBacking{fd, 0, size, {}}).first->second;
+}
+
+Verdict Device::CheckSealed(int memfd, const char* op) {
+  // Peers (and the network transport, here) map a backing: one that its
+  // owner could shrink would fault them (SIGBUS) - as any memfd not sealed
+  // against it. The library seals every backing it makes; seals are never
+  // removed, so one held already was checked when it came.
+  const int seals = fcntl(memfd, F_GET_SEALS);
+  if (seals >= 0 && (seals & F_SEAL_SHRINK)) return Verdict::Ok();
+  return Verdict::Fail(EINVAL, std::string(op) +
+                                   ": the memfd is not sealed against shrinking "
+                                   "(F_SEAL_SHRINK): the peers that map it could fault");
+}
+
+bool Device::HoldBacking(Mr& mr, BackingId id, int borrowed_fd, uint64_t size, ClientId keeper) {
+  HeldBacking* held = HeldOrAdopted(id, borrowed_fd, size);
+  if (!held) return false;
+  held->mrs++;
   if (keeper != 0 &&
-      std::find(held.keepers.begin(), held.keepers.end(), keeper) == held.keepers.end()) {
-    held.keepers.push_back(keeper);
+      std::find(held->keepers.begin(), held->keepers.end(), keeper) == held->keepers.end()) {
+    held->keepers.push_back(keeper);
   }
-  mr.backing_fd = held.fd;
+  mr.backing_fd = held->fd;
   mr.backing_id = id;
   return true;
 }
 
-void Device::CloseBackingIfUnused(BackingId id) {
+std::optional<Device::HeldBacking> Device::TakeIfUnused(BackingId id) {
   auto it = backings_.find(id);
-  if (it == backings_.end() || it->second.mrs != 0 || !it->second.keepers.empty()) return;
-  release_.Close(it->second.fd, it->second.size);
+  if (it == backings_.end() || it->second.mrs != 0 || !it->second.keepers.empty()) {
+    return std::nullopt;
+  }
+  HeldBacking held = std::move(it->second);
   backings_.erase(it);
+  return held;
+}
+
+void Device::CloseBackingIfUnused(BackingId id) {
+  if (auto held = TakeIfUnused(id)) release_.Close(held->fd, held->size);
 }
 
 void Device::TrimKeptBackings() {
@@ -324,38 +346,45 @@ Verdict Device::KeepOfferedBacking(ClientId c, int offered_fd) {
                          std::string("offer_backing: cannot stat the memfd: ") + strerror(errno));
   }
   const BackingId id{st.st_dev, st.st_ino};
-  auto it = backings_.find(id);
-  if (it == backings_.end()) {
-    // As for a memfd passed with a registration (RegMrBacked): peers map it.
-    const int seals = fcntl(offered_fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-      return Verdict::Fail(EINVAL,
-                           "offer_backing: the memfd is not sealed against shrinking "
-                           "(F_SEAL_SHRINK): the peers that map it could fault");
-    }
-    const int fd = fcntl(offered_fd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) {
-      return Verdict::Fail(
-          errno, std::string("offer_backing: no descriptor to keep it: ") + strerror(errno));
-    }
-    it = backings_.emplace(id, HeldBacking{fd, 0, static_cast<uint64_t>(st.st_size), {}}).first;
+  if (!backings_.contains(id)) {
+    if (Verdict v = CheckSealed(offered_fd, "offer_backing"); !v.ok()) return v;
   }
-  HeldBacking& held = it->second;
-  if (std::find(held.keepers.begin(), held.keepers.end(), c) == held.keepers.end()) {
-    held.keepers.push_back(c);
+  HeldBacking* held = HeldOrAdopted(id, offered_fd, static_cast<uint64_t>(st.st_size));
+  if (!held) {
+    return Verdict::Fail(
+        errno, std::string("offer_backing: no descriptor to keep it: ") + strerror(errno));
   }
-  if (held.mrs == 0) held.released_at = ++kept_clock_;  // the newest kept: trimmed last
+  if (std::find(held->keepers.begin(), held->keepers.end(), c) == held->keepers.end()) {
+    held->keepers.push_back(c);
+  }
+  if (held->mrs == 0) held->released_at = ++kept_clock_;  // the newest kept: trimmed last
   TrimKeptBackings();
   return Verdict::Ok();
 }
 
+bool Device::KeepsBackingFor(ClientId c, const protocol::BackingName& name) const {
+  auto it = backings_.find({name.dev, name.ino});
+  return it != backings_.end() && std::find(it->second.keepers.begin(), it->second.keepers.end(),
+                                            c) != it->second.keepers.end();
+}
+
 void Device::ForgetBackings(ClientId c, std::span<const protocol::BackingName> names) {
+  // The library closed its own descriptors of these when it dropped them:
+  // the device's is the last, and closing it frees the memfd's pages - a
+  // few microseconds per memfd even for one page. One batch to the release
+  // thread, so that this answer (and the next client's) does not wait.
+  std::vector<int> closing;
+  uint64_t bytes = 0;
   for (const protocol::BackingName& name : names) {
     auto it = backings_.find({name.dev, name.ino});
     if (it == backings_.end()) continue;
     std::erase(it->second.keepers, c);
-    CloseBackingIfUnused(it->first);
+    if (auto held = TakeIfUnused(it->first)) {
+      closing.push_back(held->fd);
+      bytes += held->size;
+    }
   }
+  release_.CloseAll(closing, bytes);
 }
 
 bool Device::HoldSegment(Mr& mr, int shmid, uint64_t ipc_ns, uint64_t bytes) {
@@ -388,11 +417,19 @@ bool Device::HoldSegment(Mr& mr, int shmid, uint64_t ipc_ns, uint64_t bytes) {
 }
 
 void Device::ForgetKeptBackings(ClientId c) {
-  std::vector<BackingId> kept;
-  for (auto& [id, held] : backings_) {
-    if (std::erase(held.keepers, c) > 0) kept.push_back(id);
+  std::vector<int> closing;
+  uint64_t bytes = 0;
+  for (auto it = backings_.begin(); it != backings_.end();) {
+    HeldBacking& held = it->second;
+    if (std::erase(held.keepers, c) > 0 && held.mrs == 0 && held.keepers.empty()) {
+      closing.push_back(held.fd);
+      bytes += held.size;
+      it = backings_.erase(it);
+    } else {
+      ++it;
+    }
   }
-  for (const BackingId& id : kept) CloseBackingIfUnused(id);
+  release_.CloseAll(closing, bytes);
 }
 
 void Device::ReleaseBacking(Mr& mr) {
@@ -455,28 +492,17 @@ Verdict Device::RegMrBacked(ClientId c, const protocol::RegMrBackedRequest& req,
     }
     id = {st.st_dev, st.st_ino};
     memfd_size = static_cast<uint64_t>(st.st_size);
-    // Peers (and the network transport, here) map the backing: one that its
-    // owner could shrink would fault them (SIGBUS) - as any memfd not sealed
-    // against it. The library seals every backing it makes. (One held
-    // already was checked when it came: seals are never removed.)
     if (!backings_.contains(id)) {
-      const int seals = fcntl(backing_fd, F_GET_SEALS);
-      if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-        return Verdict::Fail(EINVAL,
-                             "reg_mr: the backing memfd is not sealed against shrinking "
-                             "(F_SEAL_SHRINK): the peers that map it could fault");
-      }
+      if (Verdict v = CheckSealed(backing_fd, "reg_mr"); !v.ok()) return v;
     }
   } else if (kept) {
     id = {req.kept.dev, req.kept.ino};
-    auto it = backings_.find(id);
-    if (it == backings_.end() || std::find(it->second.keepers.begin(), it->second.keepers.end(),
-                                           c) == it->second.keepers.end()) {
+    if (!KeepsBackingFor(c, req.kept)) {
       return Verdict::Fail(ESTALE,
                            "reg_mr: the device keeps no such memfd for this context (let go of "
-                           "as the least recently used): pass it again");
+                           "as the least recently used, or its offer refused): pass it again");
     }
-    memfd_size = it->second.size;
+    memfd_size = backings_.at(id).size;
   }
   if (memfd && (req.backed_offset > memfd_size ||
                 req.backed_end - req.backed_begin > memfd_size - req.backed_offset)) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -192,6 +193,9 @@ class Device {
   // The library dropped these memfds from its cache: those kept for c alone
   // (and used by no MR) are closed.
   void ForgetBackings(ClientId c, std::span<const protocol::BackingName> names);
+  // Whether the device keeps the memfd `name` for c (offered, or passed
+  // with a registration, and not forgotten or let go of since).
+  bool KeepsBackingFor(ClientId c, const protocol::BackingName& name) const;
   // ... and every one kept for c (its connection went).
   void ForgetKeptBackings(ClientId c);
   Verdict MapQp(ClientId c, uint32_t qpn, protocol::MapQpReply* out, std::vector<int>* fds);
@@ -270,6 +274,15 @@ class Device {
   // mr uses backing `id`: the one held already, else borrowed_fd's (dup'ed),
   // st_size `size`. A connection that passed it (keeper != 0) keeps it.
   bool HoldBacking(Mr& mr, BackingId id, int borrowed_fd, uint64_t size, ClientId keeper);
+  // The backing held as id, else one adopted from borrowed_fd (dup'ed;
+  // st_size `size`); nullptr if there is none or no descriptor for it.
+  HeldBacking* HeldOrAdopted(BackingId id, int borrowed_fd, uint64_t size);
+  // Ok if memfd is sealed against shrinking (what peers that map it need);
+  // else EINVAL, the reason prefixed with op.
+  static Verdict CheckSealed(int memfd, const char* op);
+  // Backing id out of backings_ if no MR uses it and no connection keeps
+  // it (its descriptor for the caller to release), else nothing.
+  std::optional<HeldBacking> TakeIfUnused(BackingId id);
   // Closes backing id if no MR uses it and no connection keeps it.
   void CloseBackingIfUnused(BackingId id);
   // Keeps the backings that only connections keep within max_kept_backings_,

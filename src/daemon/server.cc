@@ -411,6 +411,53 @@ void Server::HandleReadable(int fd) {
   for (int f : fds) close(f);
 }
 
+void Server::TakeOffer(Connection& conn, size_t len, const std::vector<int>& fds) {
+  // No reply: the registration naming the memfd follows through the page
+  // (watched since this message came, HandleEvent).
+  ++calls_.backings_offered;
+  const Verdict v = len != 0 || fds.size() != 1
+                        ? Verdict::Fail(EPROTO, "offer_backing: no body and one memfd expected")
+                        : device_.KeepOfferedBacking(conn.client, fds[0]);
+  // No reply to carry the reason: the log has the first few (a client
+  // sending nothing else could fill it), the status the count.
+  constexpr uint64_t kRefusalsLogged = 8;
+  if (!v.ok() && ++calls_.offers_refused <= kRefusalsLogged) {
+    fprintf(stderr, "softverbsd: client %u: %s (its registration naming it is told ESTALE)%s\n",
+            static_cast<unsigned>(conn.client), v.why.c_str(),
+            calls_.offers_refused == kRefusalsLogged ? "; further refused offers are counted "
+                                                       "in the status, not logged"
+                                                     : "");
+  }
+}
+
+void Server::TakePendingOffers(Connection& conn) {
+  // The offer went over the socket before the registration was written to
+  // the page, but the daemon may see the page first. Only offers are read
+  // here, in order, up to the first other message (which waits for the
+  // event loop, as it would have); each is a bare header with one memfd.
+  // Bounded: the library offers one memfd per registration, and may have
+  // a few from other threads' registrations ahead of this one.
+  constexpr int kMostTaken = 64;
+  for (int taken = 0; taken < kMostTaken; ++taken) {
+    protocol::RequestHeader hdr;
+    const ssize_t peeked = recv(conn.fd, &hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+    if (peeked != static_cast<ssize_t>(sizeof(hdr)) || hdr.version != protocol::kProtocolVersion ||
+        hdr.op != static_cast<uint16_t>(Op::kOfferBacking) || hdr.body_size != 0) {
+      return;
+    }
+    std::vector<int> fds;
+    protocol::RequestHeader again;
+    if (ReceiveMessage(conn.fd, &again, sizeof(again), &fds) !=
+        static_cast<ssize_t>(sizeof(again))) {
+      for (int f : fds) close(f);
+      return;  // cannot be (it was peeked whole): the event loop sees the rest
+    }
+    ++calls_.offers_read_early;
+    TakeOffer(conn, 0, fds);
+    for (int f : fds) close(f);
+  }
+}
+
 void Server::Reply(Connection& conn, uint32_t seq, const Verdict& v, const void* body,
                    size_t body_len, const std::vector<int>& fds) {
   std::vector<uint8_t> msg(sizeof(protocol::ReplyHeader) + body_len + v.why.size());
@@ -626,6 +673,7 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
                 ",\"call_page_doorbells\":" + std::to_string(calls_.doorbells) +
                 ",\"backings_offered\":" + std::to_string(calls_.backings_offered) +
                 ",\"backing_offers_refused\":" + std::to_string(calls_.offers_refused) +
+                ",\"backing_offers_read_early\":" + std::to_string(calls_.offers_read_early) +
                 ",\"socket_requests_answered_through_call_page\":" +
                 std::to_string(calls_.socket_answered_by_page) +
                 ",\"moves_off_a_callers_cpu\":" + std::to_string(cpu_sharing_.moves()) + "}}";
@@ -648,25 +696,7 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
     ++calls_.doorbells;
     return WatchCallPage(conn);
   }
-  if (op == Op::kOfferBacking) {
-    // No reply either: the registration naming the memfd follows through
-    // the page (watched since this message came, HandleEvent).
-    ++calls_.backings_offered;
-    const Verdict v = len != 0 || fds.size() != 1
-                          ? Verdict::Fail(EPROTO, "offer_backing: no body and one memfd expected")
-                          : device_.KeepOfferedBacking(c, fds[0]);
-    // No reply to carry the reason: the log has the first few (a client
-    // sending nothing else could fill it), the status the count.
-    constexpr uint64_t kRefusalsLogged = 8;
-    if (!v.ok() && ++calls_.offers_refused <= kRefusalsLogged) {
-      fprintf(stderr, "softverbsd: client %u: %s (its registration naming it is told ESTALE)%s\n",
-              static_cast<unsigned>(c), v.why.c_str(),
-              calls_.offers_refused == kRefusalsLogged ? "; further refused offers are counted "
-                                                         "in the status, not logged"
-                                                       : "");
-    }
-    return;
-  }
+  if (op == Op::kOfferBacking) return TakeOffer(conn, len, fds);
   if (DispatchDatapath(conn, hdr, body, len, fds)) return;
   if (op == Op::kCmMigrateDone) {
     protocol::CmMigrateDone done;

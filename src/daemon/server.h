@@ -119,6 +119,13 @@ class Server {
   // The data-path ops (server_datapath.cc): true if op was one of them.
   bool DispatchDatapath(Connection& conn, const protocol::RequestHeader& hdr, const uint8_t* body,
                         size_t len, std::vector<int>& fds);
+  // An offered memfd (Op::kOfferBacking, the one fd in fds), kept for conn.
+  void TakeOffer(Connection& conn, size_t len, const std::vector<int>& fds);
+  // Reads and takes the offers waiting on conn's socket, up to its first
+  // other message: before answering a registration (through the page) that
+  // names a memfd the device does not keep for conn, whose offer it may
+  // have overtaken.
+  void TakePendingOffers(Connection& conn);
   void PushEvent(ClientId client, const protocol::AsyncEventRecord& rec);
   void PushCmEvent(int fd, const protocol::CmEventRecord& rec);
 
@@ -154,6 +161,7 @@ class Server {
     uint64_t doorbells = 0;
     uint64_t backings_offered = 0;         // kOfferBacking messages (not requests: no reply)
     uint64_t offers_refused = 0;           // of them, not taken (the first few logged)
+    uint64_t offers_read_early = 0;        // of them, read ahead of a registration naming them
     uint64_t socket_answered_by_page = 0;  // by_socket ones with kReplyThroughPage
   } calls_;
 };

@@ -31,6 +31,10 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
         }
         backing = fds[0];  // borrowed: the device holds its own
       }
+      if (req.backing_kind == protocol::kBackingMemfdKept &&
+          !device_.KeepsBackingFor(c, req.kept)) {
+        TakePendingOffers(conn);  // its offer may still wait on the socket
+      }
       protocol::RegMrReply out{};
       Verdict v = device_.RegMrBacked(c, req, backing, &out);
       Reply(conn, hdr.seq, v, &out, sizeof(out));

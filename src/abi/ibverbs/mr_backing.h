@@ -88,11 +88,12 @@ void NoteBackingKept(uint64_t id, uint64_t keeper, bool kept);
 // of them too: once 16 of them, or 16 MiB, wait (else none).
 // What waits is bounded so, and by the cache's own bounds (it held them).
 std::vector<protocol::BackingName> ForgottenBackings(uint64_t keeper);
-// The context told its device. A memfd no other context's device keeps is
-// closed now - by the application, whose close frees the pages.
+// The context told its device: these wait for it no more. (The library
+// closed its descriptor of each when it dropped it; the devices' last close
+// frees the pages, in the daemon's release thread.)
 void NoteBackingsForgotten(uint64_t keeper, const std::vector<protocol::BackingName>& names);
 // Context `keeper` closed: its device forgot everything it kept for it.
-// No entry names it any more (a memfd none keeps is closed now).
+// No entry names it any more.
 void ForgetKeeper(uint64_t keeper);
 
 // Whether every byte of [addr, addr+length) is mapped readable (and writable

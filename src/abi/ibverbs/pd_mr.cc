@@ -106,9 +106,10 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   MrBacking backing = (access & IBV_ACCESS_ON_DEMAND)
                           ? MrBacking{}
                           : AcquireMrBacking(maps, addr, length, ctx->keeper, &offer);
-  // Ranges the cache let go of meanwhile: before the registration, as the
-  // library's close of their memfds frees their pages (the daemon, asleep
-  // after a long close, took 80-200 us to wake for a registration after it).
+  // Ranges the cache let go of meanwhile: before the registration (until
+  // session 33 the library's close of their memfds, after this call, freed
+  // their pages, and the daemon, asleep after a long close, took 80-200 us
+  // to wake for the registration; now its release thread frees them).
   SendForgottenBackings(ctx);
   if (!ctx->has_mem_fd && !backing.backed()) {
     // Not dumpable and no shared backing (memory that cannot be remapped,

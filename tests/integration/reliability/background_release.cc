@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 
 #include <string>
+#include <vector>
 
 #include "common/runtime_dir.h"
 #include "mapped_file.h"
@@ -57,9 +58,11 @@ bool ListsClient(Channel& cli, pid_t pid) {
          json.find("\"pid\":" + std::to_string(pid) + "}") != std::string::npos;
 }
 
-// A child that registers `bytes` of touched anonymous memory and waits to
-// be killed; returns its pid and the inode of the memfd that backs them.
-pid_t RegisteringChild(size_t bytes, uint64_t* ino) {
+// A child that registers `bytes` of touched anonymous memory, `ranges`
+// times (separate mappings), deregisters them if `dereg` (the device then
+// keeps their memfds for its connection only), and waits to be killed;
+// returns its pid and the inodes of the memfds that back them.
+pid_t RegisteringChild(size_t bytes, int ranges, bool dereg, std::vector<uint64_t>* inos) {
   int fds[2];
   RAW_CHECK(pipe(fds) == 0);
   const pid_t pid = fork();
@@ -69,19 +72,28 @@ pid_t RegisteringChild(size_t bytes, uint64_t* ino) {
     ibv_device** list = ibv_get_device_list(nullptr);
     ibv_context* ctx = list && list[0] ? ibv_open_device(list[0]) : nullptr;
     ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    uint64_t backing = 0;
-    if (pd && p != MAP_FAILED) {
-      memset(p, 'r', bytes);
-      if (ibv_reg_mr(pd, p, bytes, IBV_ACCESS_LOCAL_WRITE)) backing = MappedInode(p);
+    for (int i = 0; i < ranges; ++i) {
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      uint64_t backing = 0;
+      if (pd && p != MAP_FAILED) {
+        memset(p, 'r', bytes);
+        if (ibv_mr* mr = ibv_reg_mr(pd, p, bytes, IBV_ACCESS_LOCAL_WRITE)) {
+          backing = MappedInode(p);
+          if (dereg && ibv_dereg_mr(mr) != 0) backing = 0;
+        }
+      }
+      if (write(fds[1], &backing, sizeof(backing)) != sizeof(backing)) _exit(1);
     }
-    if (write(fds[1], &backing, sizeof(backing)) != sizeof(backing)) _exit(1);
     for (;;) pause();
   }
   close(fds[1]);
-  RAW_CHECK(read(fds[0], ino, sizeof(*ino)) == sizeof(*ino));
+  for (int i = 0; i < ranges; ++i) {
+    uint64_t ino = 0;
+    RAW_CHECK(read(fds[0], &ino, sizeof(ino)) == sizeof(ino));
+    if (ino == 0) Die("the child could not register " + std::to_string(bytes) + " bytes");
+    inos->push_back(ino);
+  }
   close(fds[0]);
-  if (*ino == 0) Die("the child could not register " + std::to_string(bytes) + " bytes");
   return pid;
 }
 
@@ -105,8 +117,9 @@ int main() {
     Die("needs a device started with SOFTVERBS_TEST_RELEASE_DELAY_MS");
   }
   // The library starts the device on first use; the children do.
-  uint64_t small_ino = 0;
-  const pid_t small = RegisteringChild(64 << 10, &small_ino);
+  std::vector<uint64_t> small_inos;
+  const pid_t small = RegisteringChild(64 << 10, 1, false, &small_inos);
+  const uint64_t small_ino = small_inos[0];
   Channel cli(DaemonSocketPath(dir));
   GreetAsCli(cli);
   ucred cred{};
@@ -120,8 +133,9 @@ int main() {
     Die("FAIL: the device still holds a killed process's 64 KiB memfd after answering");
   }
 
-  uint64_t large_ino = 0;
-  const pid_t large = RegisteringChild(4 << 20, &large_ino);
+  std::vector<uint64_t> large_inos;
+  const pid_t large = RegisteringChild(4 << 20, 1, false, &large_inos);
+  const uint64_t large_ino = large_inos[0];
   RAW_CHECK(HoldsInode(daemon, large_ino));
   KillAndWaitUntilForgotten(cli, large);
   if (!HoldsInode(daemon, large_ino)) {
@@ -132,8 +146,25 @@ int main() {
     if (i == 3000) Die("FAIL: the device still holds a killed process's 4 MiB memfd after 30 s");
     usleep(10000);
   }
+
+  // Several small memfds the device only keeps for the connection (their
+  // MRs deregistered): one batch for the release thread, not a close each
+  // in the serving thread (a few microseconds each, as many as 4,096).
+  std::vector<uint64_t> kept_inos;
+  const pid_t keeper = RegisteringChild(4 << 10, 2, true, &kept_inos);
+  for (uint64_t ino : kept_inos) RAW_CHECK(HoldsInode(daemon, ino));
+  KillAndWaitUntilForgotten(cli, keeper);
+  if (!HoldsInode(daemon, kept_inos[1])) {
+    Die("FAIL: the device closed the memfds it kept for a killed process before answering (in "
+        "the thread that serves every client)");
+  }
+  for (int i = 0; HoldsInode(daemon, kept_inos[0]) || HoldsInode(daemon, kept_inos[1]); ++i) {
+    if (i == 3000) Die("FAIL: the device still holds the memfds it kept for a killed process");
+    usleep(10000);
+  }
   printf(
       "background_release: a killed process's 64 KiB memfd closed before the device answered, "
-      "its 4 MiB memfd after, off the serving thread: ok\n");
+      "its 4 MiB memfd after, off the serving thread, and the two 4 KiB memfds kept for it after "
+      "too: ok\n");
   return 0;
 }
