@@ -241,6 +241,34 @@ class Report(unittest.TestCase):
         self.assertEqual(kept["rounds"], [5.8, 33.1, 34.9])
         self.assertEqual(report._status(kept), "ok (median of 3 runs: 5.80-34.90)")
 
+    def test_ratios_are_paired_by_round(self):
+        # The VM changed mode between rounds: UCX's put ran in the fast mode
+        # in rounds 1 and 2, ours in round 1 only.
+        ours = report.median_round([_result("ib_send_lat", "softverbs", "lat", 8, dict(t_typical_us=v))
+                                    for v in (0.16, 0.46, 0.47)])
+        ucx_runs = [_result("ucp_put_lat", "ucx", "lat", 8, dict(p50_us=v)) for v in (0.06, 0.06, 0.17)]
+        ucx_runs.insert(2, _result("ucp_put_lat", "ucx", "lat", 8, None, "timed out"))
+        ucx_runs.pop()  # three rounds, the third failed
+        theirs = report.median_round(ucx_runs)
+        self.assertEqual(theirs["by_round"], [0.06, 0.06, None])
+        ratio, per_round = report.paired_ratio(ours, theirs, report.typical_latency,
+                                               report.typical_latency)
+        self.assertAlmostEqual(per_round[0], 0.16 / 0.06)
+        self.assertAlmostEqual(per_round[1], 0.46 / 0.06)
+        self.assertIsNone(per_round[2])
+        self.assertAlmostEqual(ratio, 0.16 / 0.06)  # the lower middle of two
+        self.assertEqual(report._times_by_round(ratio, per_round), "2.67x (rounds 2.67x, 7.67x, -)")
+        got = {what: measured for what, measured, _, _ in report.targets16([ours, theirs])}
+        self.assertEqual(got["ib_send_lat 8 B / UCX put latency (medians)"],
+                         "2.67x (rounds 2.67x, 7.67x, -)")
+        # One run each (no rounds): the ratio of the figures shown.
+        one = _result("ib_send_lat", "softverbs", "lat", 8, dict(t_typical_us=0.3))
+        ucx_one = _result("ucp_put_lat", "ucx", "lat", 8, dict(p50_us=0.1))
+        ratio, per_round = report.paired_ratio(one, ucx_one, report.typical_latency,
+                                               report.typical_latency)
+        self.assertAlmostEqual(ratio, 3.0)
+        self.assertEqual(per_round, [])
+
     def test_median_round_of_failed_runs_is_the_first_failure(self):
         runs = [_result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: first"),
                 _result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: second")]
