@@ -94,7 +94,7 @@ UCX_ON_SOFTVERBS = {
 # pairs of runs, session 32: ib_write_bw -s 8 19.1-29.2 M/s with 2,000,000,
 # 28.2-31.8 with 20,000,000; UCX's 8-byte put 30-60 against 57-90 M/s.
 ITERS = {
-    "full": {"softverbs": (100000, 20000000, 20000), "ucx": (1000000, 20000000, 50000),
+    "full": {"softverbs": (1000000, 20000000, 20000), "ucx": (1000000, 20000000, 50000),
              "ucx-softverbs": (100000, 200000, 20000)},
     "quick": {"softverbs": (2000, 5000, 1000), "ucx": (20000, 100000, 2000),
               "ucx-softverbs": (2000, 5000, 1000)},
