@@ -269,6 +269,18 @@ class Report(unittest.TestCase):
         self.assertAlmostEqual(ratio, 3.0)
         self.assertEqual(per_round, [])
 
+    def test_mpi_rows_in_rounds_keep_the_median_bandwidth_and_pair_their_ratio(self):
+        ours = report.median_round([_result("mpi_pingpong", "mpi-softverbs", "bw", 4 << 20,
+                                            dict(bw_mib_s=v)) for v in (25000.0, 2500.0, 24000.0)])
+        vader = report.median_round([_result("mpi_pingpong_vader", "mpi-shm", "bw", 4 << 20,
+                                             dict(bw_mib_s=v)) for v in (11000.0, 3000.0, 12000.0)])
+        self.assertEqual(ours["row"]["bw_mib_s"], 24000.0)
+        self.assertEqual(report._status(ours), "ok (median of 3 runs: 2,500-25,000)")
+        got = {what: measured for what, measured, _, _ in report.targets16([ours, vader])}
+        # Rounds 25000/11000, 2500/3000, 24000/12000.
+        self.assertEqual(got["MPI ping-pong 4 MiB softverbs / vader"],
+                         "2.00x (rounds 2.27x, 0.83x, 2.00x)")
+
     def test_median_round_of_failed_runs_is_the_first_failure(self):
         runs = [_result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: first"),
                 _result("ib_send_lat", "softverbs", "lat", 8, None, "exit 1: second")]
