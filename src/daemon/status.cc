@@ -37,7 +37,8 @@ std::string Device::StatusJson() const {
                        {"rkey", mr.rkey},
                        {"length", mr.length},
                        {"access", mr.access},
-                       {"backed", mr.backed()}});
+                       {"backed", mr.backed()},
+                       {"backed_bytes", mr.backed() ? mr.backed_end - mr.backed_begin : 0}});
     for (const auto& [h, cq] : cqs_)
       if (cq.owner == id && !cq.devx)
         cqs.push_back({{"cqn", cq.cqn}, {"cqe", cq.cqe}, {"users", cq.users}});

@@ -805,7 +805,14 @@ TEST_F(PdMrTest, TheDeviceKeepsABackingForTheContextThatPassedIt) {
   mr = ibv_reg_mr(pd, p, 2 * page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   ASSERT_NE(mr, nullptr) << strerror(errno);
   EXPECT_EQ(MyMr(mr->lkey)["backed"], true);
+  EXPECT_EQ(MyMr(mr->lkey)["backed_bytes"], 2 * page);
   EXPECT_EQ(DeviceBackings(), used + 1) << "the kept memfd backs the new MR";
+  // Only whole pages are backed: a range that starts inside the first page
+  // has the second.
+  ibv_mr* part = ibv_reg_mr(pd, p + 16, 2 * page - 16, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(part, nullptr) << strerror(errno);
+  EXPECT_EQ(MyMr(part->lkey)["backed_bytes"], page);
+  ASSERT_EQ(ibv_dereg_mr(part), 0);
   EXPECT_EQ(KeptBackings(), kept);
   ASSERT_EQ(ibv_dereg_mr(mr), 0);
   EXPECT_EQ(KeptBackings(), kept + 1);
