@@ -100,7 +100,7 @@ def median_round(runs):
     return kept
 
 
-def paired_ratio(a, b, figure_a, figure_b):
+def paired_ratio(a, b, figure):
     """a's figure over b's, for two benchmarks measured in the same rounds:
     the median of the ratios round by round (the lower of the middle two
     for an even count) and those ratios, in round order. Within a round the
@@ -116,7 +116,7 @@ def paired_ratio(a, b, figure_a, figure_b):
             return measured[(len(measured) - 1) // 2], per_round
     if a is None or b is None:
         return None, []
-    return _ratio(figure_a(a), figure_b(b)), []
+    return _ratio(figure(a), figure(b)), []
 
 
 def _times_by_round(ratio, per_round):
@@ -181,7 +181,7 @@ def targets(results):
         return "met" if ok(value) else "missed"
 
     rows = []
-    r, per_round = paired_ratio(write_lat, put_lat, typical_latency, typical_latency)
+    r, per_round = paired_ratio(write_lat, put_lat, typical_latency)
     rows.append(("ib_write_lat / UCX put latency, 8 B (medians)", _times_by_round(r, per_round),
                  "<= {:g}x".format(TARGET_WRITE_LAT_RATIO),
                  verdict(r, lambda v: v <= TARGET_WRITE_LAT_RATIO)))
@@ -268,12 +268,12 @@ def targets16(results):
     for size in (1 << 20, 4 << 20):
         r, per_round = paired_ratio(find(results, "mpi_pingpong", size, "mpi-softverbs"),
                                     find(results, "mpi_pingpong_vader", size, "mpi-shm"),
-                                    mpi_bandwidth, mpi_bandwidth)
+                                    mpi_bandwidth)
         rows.append(("MPI ping-pong {} softverbs / vader".format(_size(size)),
                      _times_by_round(r, per_round),
                      ">= {:g}x".format(TARGET16_MPI_RATIO), verdict(r, lambda x: x >= TARGET16_MPI_RATIO)))
     r, per_round = paired_ratio(find(results, "ib_write_bw", 8, "softverbs"),
-                                find(results, "ucp_put_bw", 8, "ucx"), message_rate, message_rate)
+                                find(results, "ucp_put_bw", 8, "ucx"), message_rate)
     rows.append(("ib_write_bw 8 B rate / UCX put rate", _times_by_round(r, per_round),
                  ">= {:g}x".format(TARGET16_WRITE_RATE_RATIO),
                  verdict(r, lambda x: x >= TARGET16_WRITE_RATE_RATIO)))
@@ -282,8 +282,7 @@ def targets16(results):
                  ">= {:g} M/s".format(TARGET16_SEND_RATE_MPPS),
                  verdict(v, lambda x: x >= TARGET16_SEND_RATE_MPPS)))
     r, per_round = paired_ratio(find(results, "ib_send_lat", 8, "softverbs"),
-                                find(results, "ucp_put_lat", 8, "ucx"), typical_latency,
-                                typical_latency)
+                                find(results, "ucp_put_lat", 8, "ucx"), typical_latency)
     rows.append(("ib_send_lat 8 B / UCX put latency (medians)", _times_by_round(r, per_round),
                  "<= {:g}x".format(TARGET16_SEND_LAT_RATIO),
                  verdict(r, lambda x: x <= TARGET16_SEND_LAT_RATIO)))

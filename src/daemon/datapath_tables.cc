@@ -369,17 +369,24 @@ bool Device::KeepsBackingFor(ClientId c, const protocol::BackingName& name) cons
 }
 
 void Device::ForgetBackings(ClientId c, std::span<const protocol::BackingName> names) {
-  // The library closed its own descriptors of these when it dropped them:
-  // the device's is the last, and closing it frees the memfd's pages - a
-  // few microseconds per memfd even for one page. One batch to the release
-  // thread, so that this answer (and the next client's) does not wait.
-  std::vector<int> closing;
-  uint64_t bytes = 0;
+  std::vector<BackingId> ids;
   for (const protocol::BackingName& name : names) {
     auto it = backings_.find({name.dev, name.ino});
-    if (it == backings_.end()) continue;
-    std::erase(it->second.keepers, c);
-    if (auto held = TakeIfUnused(it->first)) {
+    if (it != backings_.end() && std::erase(it->second.keepers, c) > 0) ids.push_back(it->first);
+  }
+  CloseUnused(ids);
+}
+
+void Device::CloseUnused(std::span<const BackingId> ids) {
+  // The library closed its own descriptors of forgotten memfds before it
+  // told the device: the device's is the last, and closing it frees the
+  // memfd's pages - a few microseconds per memfd even for one page. One
+  // batch to the release thread, so that this answer (and the next
+  // client's) does not wait.
+  std::vector<int> closing;
+  uint64_t bytes = 0;
+  for (const BackingId& id : ids) {
+    if (auto held = TakeIfUnused(id)) {
       closing.push_back(held->fd);
       bytes += held->size;
     }
@@ -417,19 +424,11 @@ bool Device::HoldSegment(Mr& mr, int shmid, uint64_t ipc_ns, uint64_t bytes) {
 }
 
 void Device::ForgetKeptBackings(ClientId c) {
-  std::vector<int> closing;
-  uint64_t bytes = 0;
-  for (auto it = backings_.begin(); it != backings_.end();) {
-    HeldBacking& held = it->second;
-    if (std::erase(held.keepers, c) > 0 && held.mrs == 0 && held.keepers.empty()) {
-      closing.push_back(held.fd);
-      bytes += held.size;
-      it = backings_.erase(it);
-    } else {
-      ++it;
-    }
+  std::vector<BackingId> ids;
+  for (auto& [id, held] : backings_) {
+    if (std::erase(held.keepers, c) > 0) ids.push_back(id);
   }
-  release_.CloseAll(closing, bytes);
+  CloseUnused(ids);
 }
 
 void Device::ReleaseBacking(Mr& mr) {

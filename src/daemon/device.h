@@ -285,6 +285,9 @@ class Device {
   std::optional<HeldBacking> TakeIfUnused(BackingId id);
   // Closes backing id if no MR uses it and no connection keeps it.
   void CloseBackingIfUnused(BackingId id);
+  // The same for each of ids, the closes handed to the release thread as
+  // one batch.
+  void CloseUnused(std::span<const BackingId> ids);
   // Keeps the backings that only connections keep within max_kept_backings_,
   // the least recently released out first (their keepers pass them again:
   // a registration naming one the device let go is told ESTALE).
