@@ -104,6 +104,16 @@ bool RecvQueue::ClaimPeeked(uint64_t ticket) {
   return header_->head.compare_exchange_strong(ticket, ticket + 1, std::memory_order_acq_rel);
 }
 
+void RecvQueue::OwnNextSlot() {
+  if (!valid()) return;
+  const uint64_t tail = header_->tail.load(std::memory_order_relaxed);
+  if (tail == owned_tail_) return;
+  owned_tail_ = tail;
+  std::atomic<uint32_t>& seq = Slot(tail, Capacity())->seq;
+  uint32_t seen = seq.load(std::memory_order_relaxed);
+  seq.compare_exchange_strong(seen, seen, std::memory_order_relaxed);
+}
+
 bool RecvQueue::Claim(ClaimedRecv* out) {
   uint64_t ticket = 0;
   while (Peek(out, &ticket)) {

@@ -63,6 +63,16 @@ class RecvQueue {
   // the claimers' head is past it and Post may refill its slot without
   // reading head. Anything that is not news is ignored.
   void NoteConsumed(uint32_t recv_wqe);
+  // Owner, while it waits for messages (an empty poll of its CQ): takes the
+  // cache line of the slot its next post fills for writing. Claimers read
+  // that slot max_wr WQEs ago and may still hold copies of its line; the
+  // post would otherwise wait for them to be invalidated - a transfer
+  // between cores on the path from a received message to the reply
+  // (docs/datapath.md, "Rings"). Changes no byte: a compare-and-swap that
+  // writes back the value it found (and fails, changing nothing, if a post
+  // filled the slot meanwhile). Once per tail; queues that resize (SRQs)
+  // are not passed here.
+  void OwnNextSlot();
 
   // Owner, holding its post lock: gives the queue room for max_wr WQEs.
   // `file_bytes` is the size of the mapped file. While the queue is closed,
@@ -85,6 +95,8 @@ class RecvQueue {
   // lock) and its CQ's poll; read with atomic_ref. Either may store an
   // older bound than the other just did: still a bound.
   mutable uint64_t cached_head_ = 0;
+  // The tail whose slot OwnNextSlot last took (its caller's: the CQ's poll).
+  uint64_t owned_tail_ = ~uint64_t{0};
 };
 
 }  // namespace softverbs::datapath

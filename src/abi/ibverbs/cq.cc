@@ -70,13 +70,34 @@ void ToWc(const datapath::Completion& c, ibv_wc* wc) {
 // queue, if it is the own queue of a QP of this CQ, learns that its slot
 // is free (QP numbers come round again only after 2^24 QPs, so a late
 // completion of a destroyed QP does not name a new one's queue).
-void NoteReceivePolled(Cq* cq, uint32_t qpn, uint32_t recv_wqe) {
-  if (recv_wqe == 0) return;
-  std::lock_guard lock(cq->receive_queues_lock);
+// The receive queue of QP qpn that completes on cq, or nullptr; under
+// cq->receive_queues_lock.
+datapath::RecvQueue* FindReceiveQueue(Cq* cq, uint32_t qpn) {
   auto& queues = cq->receive_queues;
   auto it = std::lower_bound(queues.begin(), queues.end(), qpn,
                              [](const auto& entry, uint32_t n) { return entry.first < n; });
-  if (it != queues.end() && it->first == qpn) it->second->NoteConsumed(recv_wqe);
+  return it != queues.end() && it->first == qpn ? it->second : nullptr;
+}
+
+void NoteReceivePolled(Cq* cq, uint32_t qpn, uint32_t recv_wqe) {
+  if (recv_wqe == 0) return;
+  std::lock_guard lock(cq->receive_queues_lock);
+  if (datapath::RecvQueue* rq = FindReceiveQueue(cq, qpn)) {
+    rq->NoteConsumed(recv_wqe);
+    cq->refilling_qpn = qpn;
+  }
+}
+
+// An empty poll, under the CQ's consumer lock: the application waits for
+// messages, and the queue it refills after the last one takes the line of
+// its next slot meanwhile (RecvQueue::OwnNextSlot). A ping-pong of SENDs
+// otherwise waited for that line on the way from each message to its
+// reply (docs/datapath.md, "Message rate of SEND").
+void OwnRefillSlot(Cq* cq) {
+  if (cq->refilling_qpn == 0) return;
+  const uint32_t qpn = std::exchange(cq->refilling_qpn, 0);
+  std::lock_guard lock(cq->receive_queues_lock);
+  if (datapath::RecvQueue* rq = FindReceiveQueue(cq, qpn)) rq->OwnNextSlot();
 }
 
 // One completion out of the ring, under the CQ's consumer lock.
@@ -104,6 +125,7 @@ int StartPoll(ibv_cq_ex* ex, ibv_poll_cq_attr* attr) {
   ProgressContext(Context::From(ex->context));
   cq->poll_lock.lock();
   if (TakeNext(cq)) return 0;
+  OwnRefillSlot(cq);
   cq->poll_lock.unlock();
   return ENOENT;
 }
@@ -243,6 +265,7 @@ int PollCqOp(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   int n = 0;
   datapath::Completion c;
   while (n < num_entries && PopCompletion(cq, &c)) ToWc(c, &wc[n++]);
+  if (n == 0) OwnRefillSlot(cq);
   // An empty poll while the device's network transport works for this
   // context: let it run. Its daemon is what produces these completions, and
   // an application polling in a loop would otherwise hold the core it needs

@@ -191,6 +191,11 @@ struct Cq {
   // RecvQueue::NoteConsumed).
   SpinLock receive_queues_lock;
   std::vector<std::pair<uint32_t, datapath::RecvQueue*>> receive_queues;
+  // The QP whose receive WQE the last receive completion polled here
+  // consumed (0: none since the last empty poll), under poll_lock: the
+  // empty poll that follows has its queue take the line of its next slot
+  // (RecvQueue::OwnNextSlot).
+  uint32_t refilling_qpn = 0;
 };
 
 // A QP's own receive queue completes on cq from its creation until its

@@ -2,6 +2,7 @@
 // producer, many claimers) under real threads on a memfd mapping.
 #include <errno.h>
 #include <gtest/gtest.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -232,6 +233,34 @@ TEST(RecvQueue, APostAfterAClaimFillsAnotherSlotThanTheClaimedOne) {
   EXPECT_NE(slot_of(200), claimed_slot);
   EXPECT_EQ(slot_of(200), 4);
   EXPECT_FALSE(rq.Post(201, &sge, 1));  // max_wr posted again
+}
+
+// The owner taking its next slot's line (an empty poll) changes no byte of
+// the queue, and the posts and claims after it go on as before.
+TEST(RecvQueue, OwningTheNextSlotChangesNothing) {
+  const size_t bytes = RecvQueueFileSize(4, 1);
+  RingFile f(bytes);
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 4, 1);
+  RecvQueue rq(f.base());
+  RecvSge sge{0, 1, 1};
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(rq.Post(100 + i, &sge, 1));
+  ClaimedRecv r;
+  ASSERT_TRUE(rq.Claim(&r));
+  std::vector<char> before(static_cast<const char*>(f.base()),
+                           static_cast<const char*>(f.base()) + bytes);
+  rq.OwnNextSlot();
+  rq.OwnNextSlot();  // the same tail: nothing at all
+  EXPECT_EQ(memcmp(before.data(), f.base(), bytes), 0);
+  ASSERT_TRUE(rq.Post(200, &sge, 1));
+  EXPECT_FALSE(rq.Post(201, &sge, 1));  // max_wr posted
+  for (uint64_t want : {101u, 102u, 103u, 200u}) {
+    ASSERT_TRUE(rq.Claim(&r));
+    EXPECT_EQ(r.wr_id, want);
+  }
+  EXPECT_FALSE(rq.Claim(&r));
+  RecvQueue detached;
+  detached.OwnNextSlot();  // no queue: nothing
 }
 
 TEST(RecvQueue, FullQueueRefusesPost) {
