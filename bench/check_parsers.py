@@ -257,6 +257,10 @@ class Report(unittest.TestCase):
         self.assertIsNone(per_round[2])
         self.assertAlmostEqual(ratio, 0.16 / 0.06)  # the lower middle of two
         self.assertEqual(report._times_by_round(ratio, per_round), "2.67x (rounds 2.67x, 7.67x, -)")
+        # A ratio that two decimals would print as its goal gets a third.
+        self.assertEqual(report._times_by_round(0.39 / 0.2596, [0.39 / 0.2596], 1.5), "1.502x")
+        self.assertEqual(report._times_by_round(1.5, [1.5], 1.5), "1.50x")
+        self.assertEqual(report._times_by_round(1.6, [], 1.5), "1.60x")
         got = {what: measured for what, measured, _, _ in report.targets16([ours, theirs])}
         self.assertEqual(got["ib_send_lat 8 B / UCX put latency (medians)"],
                          "2.67x (rounds 2.67x, 7.67x, -)")
