@@ -66,10 +66,6 @@ void ToWc(const datapath::Completion& c, ibv_wc* wc) {
   wc->dlid_path_bits = 0;
 }
 
-// A polled receive completion that names the WQE it consumed: the WQE's
-// queue, if it is the own queue of a QP of this CQ, learns that its slot
-// is free (QP numbers come round again only after 2^24 QPs, so a late
-// completion of a destroyed QP does not name a new one's queue).
 // The receive queue of QP qpn that completes on cq, or nullptr; under
 // cq->receive_queues_lock.
 datapath::RecvQueue* FindReceiveQueue(Cq* cq, uint32_t qpn) {
@@ -79,6 +75,10 @@ datapath::RecvQueue* FindReceiveQueue(Cq* cq, uint32_t qpn) {
   return it != queues.end() && it->first == qpn ? it->second : nullptr;
 }
 
+// A polled receive completion that names the WQE it consumed: the WQE's
+// queue, if it is the own queue of a QP of this CQ, learns that its slot
+// is free (QP numbers come round again only after 2^24 QPs, so a late
+// completion of a destroyed QP does not name a new one's queue).
 void NoteReceivePolled(Cq* cq, uint32_t qpn, uint32_t recv_wqe) {
   if (recv_wqe == 0) return;
   std::lock_guard lock(cq->receive_queues_lock);
