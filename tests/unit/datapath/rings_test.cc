@@ -263,6 +263,49 @@ TEST(RecvQueue, OwningTheNextSlotChangesNothing) {
   detached.OwnNextSlot();  // no queue: nothing
 }
 
+// The owner's empty polls (another thread than its posts) take the next
+// slot's line while WQEs are posted into it and claimed: no WQE is lost or
+// torn (a write-back that was not a compare-and-swap could overwrite the
+// seq a post had just published, and the claimer would wait for ever).
+TEST(RecvQueue, OwningTheNextSlotWhilePostingLosesNothing) {
+  RingFile f(RecvQueueFileSize(8, 1));
+  ASSERT_TRUE(f.mapped);
+  InitRecvQueueFile(f.base(), 8, 1);
+  RecvQueue rq(f.base());
+  constexpr uint64_t kTotal = 200000;
+  std::atomic<bool> done{false};
+  std::atomic<bool> stuck{false};
+  std::vector<uint64_t> claimed;
+  std::thread claimer([&] {
+    RecvQueue peer(f.base());
+    ClaimedRecv r;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (claimed.size() < kTotal) {
+      if (peer.Claim(&r)) {
+        EXPECT_EQ(r.sge[0].addr, r.wr_id * 3);  // never a torn copy
+        claimed.push_back(r.wr_id);
+      } else if (std::chrono::steady_clock::now() > deadline) {
+        stuck = true;
+        break;
+      }
+    }
+  });
+  std::thread poller([&] {
+    // A fresh view each time: OwnNextSlot acts once per tail, and the race
+    // with the post's store wants as many tries as it can get.
+    while (!done.load()) RecvQueue(f.base()).OwnNextSlot();
+  });
+  for (uint64_t i = 0; i < kTotal && !stuck.load();) {
+    RecvSge sge{i * 3, 8, 1};
+    if (rq.Post(i, &sge, 1)) ++i;
+  }
+  claimer.join();
+  done = true;
+  poller.join();
+  ASSERT_FALSE(stuck.load()) << claimed.size() << " of " << kTotal << " claimed";
+  for (uint64_t i = 0; i < kTotal; ++i) ASSERT_EQ(claimed[i], i);
+}
+
 TEST(RecvQueue, FullQueueRefusesPost) {
   RingFile f(RecvQueueFileSize(4, 1));
   ASSERT_TRUE(f.mapped);
