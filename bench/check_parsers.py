@@ -264,6 +264,12 @@ class Report(unittest.TestCase):
         got = {what: measured for what, measured, _, _ in report.targets16([ours, theirs])}
         self.assertEqual(got["ib_send_lat 8 B / UCX put latency (medians)"],
                          "2.67x (rounds 2.67x, 7.67x, -)")
+        # UCX's active message, two-sided as a SEND: an info row, paired alike.
+        am = report.median_round([_result("ucp_am_lat", "ucx", "lat", 8, dict(p50_us=v))
+                                  for v in (0.14, 0.59, 0.52)])
+        got = {what: (measured, verdict) for what, measured, _, verdict in report.targets16([ours, am])}
+        self.assertEqual(got["(info) ib_send_lat 8 B / UCX active-message latency (medians)"],
+                         ("0.90x (rounds 1.14x, 0.78x, 0.90x)", "-"))
         # One run each (no rounds): the ratio of the figures shown.
         one = _result("ib_send_lat", "softverbs", "lat", 8, dict(t_typical_us=0.3))
         ucx_one = _result("ucp_put_lat", "ucx", "lat", 8, dict(p50_us=0.1))

@@ -40,6 +40,9 @@ DEVICE = "softverbs0"
 # -s for them. The 8-byte ib_write_bw run is also the message-rate run.
 PLAN = [
     ("ucp_put_lat", "ucx", "lat", [8, 64]),
+    # UCX's two-sided message over shared memory: what a SEND is, next to
+    # the one-sided put (an info ratio of issue 16, bench/report.py).
+    ("ucp_am_lat", "ucx", "lat", [8]),
     ("ucp_put_bw", "ucx", "bw", [8, 65536]),
     ("ib_send_lat", "softverbs", "lat", [8, 64]),
     ("ib_write_lat", "softverbs", "lat", [8, 64]),
