@@ -309,5 +309,78 @@ class Report(unittest.TestCase):
             report.plot([], path)  # nothing measured: still a picture
 
 
+def _probed(result, before, after):
+    result["line_ns"] = [before, after]
+    return result
+
+
+class VmModes(unittest.TestCase):
+    def test_line_probe_output(self):
+        self.assertEqual(report.parse_line_probe("line_one_way_ns 51.3\n"), 51.3)
+        self.assertIsNone(report.parse_line_probe(""))
+        self.assertIsNone(report.parse_line_probe("line_probe: cannot pin a thread to CPU 1\n"))
+
+    def test_a_runs_mode_is_what_both_probes_say(self):
+        run = _result("ib_send_bw", "softverbs", "bw", 8, dict(msg_rate_mpps=5.0))
+        self.assertIsNone(report.vm_mode(run))  # not probed
+        self.assertEqual(report.vm_mode(_probed(dict(run), 51.0, 60.0)), "shared")
+        self.assertEqual(report.vm_mode(_probed(dict(run), 260.0, 275.0)), "apart")
+        self.assertEqual(report.vm_mode(_probed(dict(run), 51.0, 260.0)), "mixed")
+        self.assertIsNone(report.vm_mode(_probed(dict(run), None, 260.0)))
+
+    def rounds(self):
+        # Three rounds: both shared; softverbs apart and UCX shared; both apart.
+        ours = report.median_round([
+            _probed(_result("ib_send_lat", "softverbs", "lat", 8, dict(t_typical_us=v)), *p)
+            for v, p in ((0.17, (50, 52)), (0.38, (260, 262)), (0.37, (258, 270)))])
+        theirs = report.median_round([
+            _probed(_result("ucp_put_lat", "ucx", "lat", 8, dict(p50_us=v)), *p)
+            for v, p in ((0.06, (51, 50)), (0.06, (55, 53)), (0.26, (261, 259)))])
+        rate = report.median_round([
+            _probed(_result("ib_send_bw", "softverbs", "bw", 8, dict(msg_rate_mpps=v)), *p)
+            for v, p in ((10.8, (50, 51)), (5.2, (262, 259)), (5.3, (50, 262)))])
+        return ours, theirs, rate
+
+    def test_rounds_name_their_modes(self):
+        ours, theirs, _ = self.rounds()
+        self.assertEqual(ours["modes_by_round"], ["shared", "apart", "apart"])
+        self.assertEqual(report.round_modes(ours, theirs), ["shared", "apart/shared", "apart"])
+        got = {what: measured for what, measured, _, _ in report.targets16([ours, theirs])}
+        self.assertEqual(got["ib_send_lat 8 B / UCX put latency (medians)"],
+                         "2.83x (rounds 2.83x shared, 6.33x apart/shared, 1.42x apart)")
+        # Runs not probed: no names.
+        plain = [dict(r, line_ns=None) for r in (ours, theirs)]
+        for r in plain:
+            r.pop("modes_by_round")
+        got = {what: measured for what, measured, _, _ in report.targets16(plain)}
+        self.assertEqual(got["ib_send_lat 8 B / UCX put latency (medians)"],
+                         "2.83x (rounds 2.83x, 6.33x, 1.42x)")
+
+    def test_targets_by_mode_count_only_rounds_wholly_in_one_mode(self):
+        ours, theirs, rate = self.rounds()
+        rows = {what: (goal, cells) for what, goal, cells in report.by_vm_mode([ours, theirs, rate])}
+        goal, cells = rows["ib_send_lat 8 B / UCX put latency"]
+        self.assertEqual(goal, "<= 1.5x")
+        self.assertAlmostEqual(cells["shared"][0], 0.17 / 0.06)
+        self.assertEqual(cells["shared"][1:3], (1, "missed"))
+        self.assertAlmostEqual(cells["apart"][0], 0.37 / 0.26)  # the mixed round left out
+        self.assertEqual(cells["apart"][1:3], (1, "met"))
+        _, cells = rows["ib_send_bw 8 B rate"]
+        self.assertEqual(cells["shared"][:3], (10.8, 1, "met"))
+        self.assertEqual(cells["apart"][:3], (5.2, 1, "missed"))  # round 3 was mixed
+        _, cells = rows["ib_send_lat, 8 B (typical)"]
+        self.assertEqual(cells["apart"][:3], (0.37, 2, "met"))  # 0.37 and 0.38: the lower middle
+        self.assertNotIn("ib_write_bw 8 B rate / UCX put rate", rows)  # not measured
+        text = "\n".join(report.by_vm_mode_table([ours, theirs, rate]))
+        self.assertIn("| ib_send_bw 8 B rate | >= 10 M/s | 10.80 M/s (1 round): met | "
+                      "5.20 M/s (1 round): missed |", text)
+        self.assertIn("| ib_send_lat, 8 B (typical) | <= 0.5 us | 0.17 us (1 round): met | "
+                      "0.37 us (2 rounds): met |", text)
+        self.assertIn(text, report.markdown([ours, theirs, rate, _result("reg_mr", "reg_mr", "bw", 4096)],
+                                            {}, "test"))
+        self.assertEqual(report.by_vm_mode_table([_result("ib_send_bw", "softverbs", "bw", 8,
+                                                          dict(msg_rate_mpps=5.0))]), [])
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -79,6 +79,50 @@ def mpi_bandwidth(result):
     return _value(result, "bw_mib_s")
 
 
+# The VM's two vCPUs share a cache for a while (a cache line moves from one
+# to the other in about 50 ns) or do not (about 260 ns), and every
+# shared-memory figure moves with it, softverbs' and UCX's alike.
+# bench/line_probe measures it just before and just after each run made in
+# rounds ("line_ns"); a run's mode is "shared" or "apart" when both probes
+# agree, "mixed" when the mode changed during the run.
+LINE_SHARED_CACHE_NS = 120.0
+VM_MODES = (("shared", "vCPUs sharing a cache"), ("apart", "vCPUs not sharing one"))
+
+
+def parse_line_probe(text):
+    """line_probe's one-way time in ns, or None."""
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0] == "line_one_way_ns":
+            try:
+                return float(fields[1])
+            except ValueError:
+                return None
+    return None
+
+
+def vm_mode(result):
+    """"shared", "apart", "mixed", or None (not probed)."""
+    probes = (result or {}).get("line_ns") or []
+    if len(probes) != 2 or None in probes:
+        return None
+    modes = {"shared" if ns < LINE_SHARED_CACHE_NS else "apart" for ns in probes}
+    return modes.pop() if len(modes) == 1 else "mixed"
+
+
+def round_modes(a, b=None):
+    """The VM mode of each round of a (and b, run in the same rounds): the
+    mode, or "x/y" when a's run and b's differ; None where unknown."""
+    modes_a = (a or {}).get("modes_by_round") or []
+    if b is None:
+        return list(modes_a)
+    modes_b = (b or {}).get("modes_by_round") or []
+    if len(modes_a) != len(modes_b):
+        return []
+    return [None if x is None or y is None else x if x == y else x + "/" + y
+            for x, y in zip(modes_a, modes_b)]
+
+
 def median_round(runs):
     """Of one benchmark's runs (made in rounds that alternate with the other
     such benchmarks', so that a moment of the machine's - another process,
@@ -97,6 +141,8 @@ def median_round(runs):
     kept = dict(measured[(len(measured) - 1) // 2])
     kept["rounds"] = [figure(r) for r in measured]
     kept["by_round"] = [figure(r) for r in runs]  # in round order, None where a run failed
+    if any(vm_mode(r) for r in runs):
+        kept["modes_by_round"] = [vm_mode(r) for r in runs]
     return kept
 
 
@@ -119,6 +165,12 @@ def paired_ratio(a, b, figure):
     return _ratio(figure(a), figure(b)), []
 
 
+def paired_with_modes(a, b, figure):
+    """paired_ratio(a, b, figure) and the VM mode of each round (round_modes)."""
+    ratio, per_round = paired_ratio(a, b, figure)
+    return ratio, per_round, round_modes(a, b) if per_round else []
+
+
 def _fmt_against(value, goal):
     """value with two decimals, or three where two would print the goal
     itself (1.5038 against 1.5: '1.504', not a missed '1.50')."""
@@ -127,14 +179,19 @@ def _fmt_against(value, goal):
     return _fmt(value)
 
 
-def _times_by_round(ratio, per_round, goal=None):
+def _times_by_round(ratio, per_round, goal=None, modes=()):
     """'2.62x', or '2.62x (rounds 2.50x, 2.71x, 7.83x)' when measured round by
-    round; the ratio to a goal with the digits its verdict needs."""
+    round - each round followed by its VM mode where known ('2.50x apart',
+    '7.83x apart/shared': the first side's run apart, the second's shared);
+    the ratio to a goal with the digits its verdict needs."""
     if ratio is None:
         return ""
     text = _fmt_against(ratio, goal) + "x"
     if len(per_round) > 1:
-        text += " (rounds " + ", ".join(_fmt(r) + "x" if r is not None else "-" for r in per_round) + ")"
+        modes = list(modes) if len(modes) == len(per_round) else [None] * len(per_round)
+        text += " (rounds " + ", ".join(
+            (_fmt(r) + "x" if r is not None else "-") + (" " + m if m and r is not None else "")
+            for r, m in zip(per_round, modes)) + ")"
     return text
 
 
@@ -190,8 +247,9 @@ def targets(results):
         return "met" if ok(value) else "missed"
 
     rows = []
-    r, per_round = paired_ratio(write_lat, put_lat, typical_latency)
-    rows.append(("ib_write_lat / UCX put latency, 8 B (medians)", _times_by_round(r, per_round, TARGET_WRITE_LAT_RATIO),
+    r, per_round, modes = paired_with_modes(write_lat, put_lat, typical_latency)
+    rows.append(("ib_write_lat / UCX put latency, 8 B (medians)",
+                 _times_by_round(r, per_round, TARGET_WRITE_LAT_RATIO, modes),
                  "<= {:g}x".format(TARGET_WRITE_LAT_RATIO),
                  verdict(r, lambda v: v <= TARGET_WRITE_LAT_RATIO)))
     r_avg = _ratio(_value(write_lat, "t_avg_us"), _value(put_lat, "lat_us"))
@@ -275,32 +333,34 @@ def targets16(results):
     rows.append(("(info) ibv_reg_mr 4 KiB again, right after that dereg",
                  us(_reg(results, 4096, "idle_reg_again")), "-", "-"))
     for size in (1 << 20, 4 << 20):
-        r, per_round = paired_ratio(find(results, "mpi_pingpong", size, "mpi-softverbs"),
-                                    find(results, "mpi_pingpong_vader", size, "mpi-shm"),
-                                    mpi_bandwidth)
+        r, per_round, modes = paired_with_modes(find(results, "mpi_pingpong", size, "mpi-softverbs"),
+                                                find(results, "mpi_pingpong_vader", size, "mpi-shm"),
+                                                mpi_bandwidth)
         rows.append(("MPI ping-pong {} softverbs / vader".format(_size(size)),
-                     _times_by_round(r, per_round, TARGET16_MPI_RATIO),
+                     _times_by_round(r, per_round, TARGET16_MPI_RATIO, modes),
                      ">= {:g}x".format(TARGET16_MPI_RATIO), verdict(r, lambda x: x >= TARGET16_MPI_RATIO)))
-    r, per_round = paired_ratio(find(results, "ib_write_bw", 8, "softverbs"),
-                                find(results, "ucp_put_bw", 8, "ucx"), message_rate)
-    rows.append(("ib_write_bw 8 B rate / UCX put rate", _times_by_round(r, per_round, TARGET16_WRITE_RATE_RATIO),
+    r, per_round, modes = paired_with_modes(find(results, "ib_write_bw", 8, "softverbs"),
+                                            find(results, "ucp_put_bw", 8, "ucx"), message_rate)
+    rows.append(("ib_write_bw 8 B rate / UCX put rate",
+                 _times_by_round(r, per_round, TARGET16_WRITE_RATE_RATIO, modes),
                  ">= {:g}x".format(TARGET16_WRITE_RATE_RATIO),
                  verdict(r, lambda x: x >= TARGET16_WRITE_RATE_RATIO)))
     v = _value(find(results, "ib_send_bw", 8, "softverbs"), "msg_rate_mpps")
     rows.append(("ib_send_bw 8 B rate", _fmt(v) + (" M/s" if v is not None else ""),
                  ">= {:g} M/s".format(TARGET16_SEND_RATE_MPPS),
                  verdict(v, lambda x: x >= TARGET16_SEND_RATE_MPPS)))
-    r, per_round = paired_ratio(find(results, "ib_send_lat", 8, "softverbs"),
-                                find(results, "ucp_put_lat", 8, "ucx"), typical_latency)
-    rows.append(("ib_send_lat 8 B / UCX put latency (medians)", _times_by_round(r, per_round, TARGET16_SEND_LAT_RATIO),
+    r, per_round, modes = paired_with_modes(find(results, "ib_send_lat", 8, "softverbs"),
+                                            find(results, "ucp_put_lat", 8, "ucx"), typical_latency)
+    rows.append(("ib_send_lat 8 B / UCX put latency (medians)",
+                 _times_by_round(r, per_round, TARGET16_SEND_LAT_RATIO, modes),
                  "<= {:g}x".format(TARGET16_SEND_LAT_RATIO),
                  verdict(r, lambda x: x <= TARGET16_SEND_LAT_RATIO)))
     # A SEND is two-sided (the receiver's WQE, its completion); UCX's own
     # two-sided message over shared memory is an active message.
-    r, per_round = paired_ratio(find(results, "ib_send_lat", 8, "softverbs"),
-                                find(results, "ucp_am_lat", 8, "ucx"), typical_latency)
+    r, per_round, modes = paired_with_modes(find(results, "ib_send_lat", 8, "softverbs"),
+                                            find(results, "ucp_am_lat", 8, "ucx"), typical_latency)
     rows.append(("(info) ib_send_lat 8 B / UCX active-message latency (medians)",
-                 _times_by_round(r, per_round), "-", "-"))
+                 _times_by_round(r, per_round, None, modes), "-", "-"))
     one = find(results, "ib_write_bw_qps", 1, "softverbs-qps")
     many = find(results, "ib_write_bw_qps", 1000, "softverbs-qps")
     r = _ratio(_value(many, "msg_rate_mpps"), _value(one, "msg_rate_mpps"))
@@ -312,6 +372,90 @@ def targets16(results):
         rows.append(("(info) {} memory per QP (Pss, 1000 QPs vs 1)".format(who),
                      _fmt(per, 1) + " KiB" if per is not None else "", "reported", "-"))
     return rows
+
+
+def _mode_sensitive(results):
+    """The targets measured in rounds, whose figures move with the VM's mode:
+    [(what, a, b or None, figure, unit, goal text, ok)] - a ratio a/b paired
+    by round, or a's own figure."""
+    def sv(name):
+        return find(results, name, 8, "softverbs")
+
+    def u(name):
+        return find(results, name, 8, "ucx")
+
+    rows = [
+        ("ib_write_lat / UCX put latency, 8 B", sv("ib_write_lat"), u("ucp_put_lat"), typical_latency,
+         "x", "<= {:g}x".format(TARGET_WRITE_LAT_RATIO), lambda v: v <= TARGET_WRITE_LAT_RATIO),
+        ("ib_send_lat, 8 B (typical)", sv("ib_send_lat"), None, typical_latency, " us",
+         "<= {:g} us".format(TARGET_SEND_LAT_US), lambda v: v <= TARGET_SEND_LAT_US),
+        ("8-byte RDMA write rate", sv("ib_write_bw"), None, message_rate, " M/s",
+         ">= {:g} M/s".format(TARGET_WRITE_RATE_MPPS), lambda v: v >= TARGET_WRITE_RATE_MPPS),
+    ]
+    for size in (1 << 20, 4 << 20):
+        rows.append(("MPI ping-pong {} softverbs / vader".format(_size(size)),
+                     find(results, "mpi_pingpong", size, "mpi-softverbs"),
+                     find(results, "mpi_pingpong_vader", size, "mpi-shm"), mpi_bandwidth, "x",
+                     ">= {:g}x".format(TARGET16_MPI_RATIO), lambda v: v >= TARGET16_MPI_RATIO))
+    rows += [
+        ("ib_write_bw 8 B rate / UCX put rate", sv("ib_write_bw"), u("ucp_put_bw"), message_rate, "x",
+         ">= {:g}x".format(TARGET16_WRITE_RATE_RATIO), lambda v: v >= TARGET16_WRITE_RATE_RATIO),
+        ("ib_send_bw 8 B rate", sv("ib_send_bw"), None, message_rate, " M/s",
+         ">= {:g} M/s".format(TARGET16_SEND_RATE_MPPS), lambda v: v >= TARGET16_SEND_RATE_MPPS),
+        ("ib_send_lat 8 B / UCX put latency", sv("ib_send_lat"), u("ucp_put_lat"), typical_latency, "x",
+         "<= {:g}x".format(TARGET16_SEND_LAT_RATIO), lambda v: v <= TARGET16_SEND_LAT_RATIO),
+    ]
+    return rows
+
+
+def by_vm_mode(results):
+    """Each mode-sensitive target in the rounds of each VM mode:
+    [(what, goal text, {mode: (median, rounds, verdict, unit)})], the median
+    (the lower of the middle two) of the rounds run wholly in that mode -
+    both runs of a ratio in it; empty when no run was probed."""
+    out = []
+    for what, a, b, figure, unit, goal, ok in _mode_sensitive(results):
+        if a is None or (b is None and unit == "x"):
+            continue
+        if b is None:
+            values, modes = (a.get("by_round") or []), round_modes(a)
+        else:
+            _, values, modes = paired_with_modes(a, b, figure)
+        if len(modes) != len(values) or not any(modes):
+            continue
+        cells = {}
+        for mode, _name in VM_MODES:
+            got = sorted(v for v, m in zip(values, modes) if m == mode and v is not None)
+            if got:
+                median = got[(len(got) - 1) // 2]
+                cells[mode] = (median, len(got), "met" if ok(median) else "missed", unit)
+        out.append((what, goal, cells))
+    return out
+
+
+def by_vm_mode_table(results):
+    """The Markdown lines of by_vm_mode, or [] when no run was probed."""
+    rows = by_vm_mode(results)
+    if not rows:
+        return []
+    lines = ["### The same targets by the VM's mode", "",
+             "bench/line_probe times a cache line's move between the two pinned CPUs just before "
+             "and just after each run made in rounds: under {:g} ns the vCPUs share a cache. A "
+             "round counts here when its runs (both, for a ratio) ran wholly in one mode; the "
+             "median of those rounds, and their number.".format(LINE_SHARED_CACHE_NS), "",
+             "| target | goal | " + " | ".join(name for _m, name in VM_MODES) + " |",
+             "| --- | --- |" + " ---: |" * len(VM_MODES)]
+    for what, goal, cells in rows:
+        texts = []
+        for mode, _name in VM_MODES:
+            if mode not in cells:
+                texts.append("-")
+                continue
+            median, n, verdict, unit = cells[mode]
+            texts.append("{}{} ({} round{}): {}".format(_fmt(median), unit, n, "" if n == 1 else "s",
+                                                        verdict))
+        lines.append("| {} | {} | {} |".format(what, goal, " | ".join(texts)))
+    return lines + [""]
 
 
 def targets16_table(results):
@@ -403,6 +547,7 @@ def markdown(results, machine, settings):
         out.append("")
         out.append(targets16_table(results))
         out.append("")
+    out.extend(by_vm_mode_table(results))
     out.append("## Measurements")
     out.append("")
     out.append("softverbs rows are perftest on softverbs0 (RC, loopback); ucx (posix) rows are "

@@ -197,6 +197,22 @@ def pinned(server_cmd, client_cmd):
             ["taskset", "-c", str(cpus[-1])] + client_cmd)
 
 
+def probe_line(args):
+    """bench/line_probe between the two CPUs pinned() uses: how long a cache
+    line takes to go from one to the other now (ns), or None where it cannot
+    tell (one CPU, no taskset, not built, failed)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    program = os.path.join(os.path.dirname(args.softverbs), "line_probe")
+    if len(cpus) < 2 or not os.access(program, os.X_OK):
+        return None
+    try:
+        out = subprocess.run([program, str(cpus[0]), str(cpus[-1])], capture_output=True,
+                             text=True, timeout=10).stdout
+        return report.parse_line_probe(out)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
 def run_pair(server_cmd, client_cmd, env, port, timeout, log_base):
     """Run a server, wait until it listens, run the client against it (the
     two pinned: pinned()).
@@ -298,7 +314,11 @@ def measure(args, name, tool, kind, size, gid, env, log_dir):
     log_base = os.path.join(log_dir, "{}_{}".format(name, size))
     print("  {} {} B, {} iterations ...".format(name, size, n), end="", flush=True, file=sys.stderr)
     started = time.monotonic()
+    probed = in_rounds(tool, kind, size)
+    before = probe_line(args) if probed else None
     client_out, _server_out, error = run_pair(server, client, run_env, port, args.timeout, log_base)
+    if probed:
+        result["line_ns"] = [before, probe_line(args)]
     if error is None:
         try:
             parse = ucx.parse_result if tool.startswith("ucx") else perftest.parse_result
@@ -369,7 +389,10 @@ def measure_group(args, name, tool, kind, sizes, env, log_dir):
     print("  {} {} ...".format(name, ",".join(str(s) for s in sizes)), end="", flush=True,
           file=sys.stderr)
     started = time.monotonic()
+    probed = tool in ROUND_GROUP_TOOLS
+    before = probe_line(args) if probed else None
     out, error = _run_one(cmd, run_env, args.timeout, os.path.join(log_dir, name + ".txt"))
+    line_ns = [before, probe_line(args)] if probed else None
     parsed = {}
     if error is None:
         try:
@@ -378,6 +401,8 @@ def measure_group(args, name, tool, kind, sizes, env, log_dir):
             error = str(e)
     for r in results:
         r["row"] = parsed.get(r["size"])
+        if line_ns is not None:
+            r["line_ns"] = line_ns
         if tool == "reg_mr" and r["row"] is not None:
             # The yardstick of the 64 MiB target, measured in the same run.
             r["row"]["first_touch_64mib_us"] = parsed.get(64 << 20, {}).get("first_touch")
