@@ -105,6 +105,12 @@ uint64_t PageSize() {
   return page;
 }
 
+// The pages a range of v can be replaced in: huge pages (hugetlb) only
+// whole - a remap of part of one fails with EINVAL.
+uint64_t ReplaceablePage(const Vma& v) {
+  return std::max(v.page_size, PageSize());
+}
+
 // /proc/self/pagemap, opened once (reopened in a forked child, whose pages
 // it must describe).
 std::atomic<int> g_pagemap_fd{-1};
@@ -487,8 +493,11 @@ void InstallForkHandlers() {
 MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t keeper,
                            const BackingOffer* offer) {
   InstallForkHandlers();
-  const uint64_t page = PageSize();
   const uint64_t start = reinterpret_cast<uint64_t>(addr);
+  // The whole pages of the range, huge ones in huge pages: the rest (parts
+  // of pages shared with memory not registered) stays where it is.
+  uint64_t page = PageSize();
+  if (Vma first; maps.At(start, &first) && first.start <= start) page = ReplaceablePage(first);
   const uint64_t begin = (start + page - 1) & ~(page - 1);
   const uint64_t end = (start + length) & ~(page - 1);
   if (end <= begin) return {};
@@ -526,6 +535,13 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t k
   // Only read-write memory is backed: remapping would make read-only pages
   // writable. The rest is reached through /proc/self/mem.
   if (!maps.Covered(begin, end, [](const Vma& v) { return v.readable && v.writable; })) {
+    return {};
+  }
+  // Nor a range over pages of two sizes (part of it in huge pages).
+  if (!maps.Covered(begin, end, [&](const Vma& v) { return ReplaceablePage(v) == page; })) {
+    Log("ibv_reg_mr: [%#llx, %#llx) spans pages of different sizes: left where it is; peers "
+        "reach it through /proc/self/mem (slower)",
+        static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
     return {};
   }
   // A range of one SysV segment is backed by the segment itself (see the

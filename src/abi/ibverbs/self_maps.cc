@@ -82,6 +82,31 @@ bool IsSysvShm(const char* name) {
   return strncmp(name, "/SYSV", 5) == 0;
 }
 
+// Whether a mapping's name is that of private anonymous huge pages.
+bool IsAnonHugepage(const char* name) {
+  return strncmp(name, "/anon_hugepage", 14) == 0;
+}
+
+// The default huge page size (/proc/meminfo's Hugepagesize), read once: the
+// page size of "/anon_hugepage" mappings for the text of /proc/self/maps,
+// which does not say (MAP_HUGE_1GB mappings of a 2 MiB default are then
+// taken for 2 MiB ones: their replacement fails, and they are not backed).
+uint64_t DefaultHugePageSize() {
+  static const uint64_t size = [] {
+    uint64_t kib = 0;
+    if (FILE* f = fopen("/proc/meminfo", "re")) {
+      char line[128];
+      while (fgets(line, sizeof(line), f)) {
+        unsigned long long v = 0;
+        if (sscanf(line, "Hugepagesize: %llu kB", &v) == 1) kib = v;
+      }
+      fclose(f);
+    }
+    return kib * 1024;
+  }();
+  return size;
+}
+
 std::vector<Vma> ReadMapsText() {
   std::vector<Vma> out;
   FILE* f = fopen("/proc/self/maps", "re");
@@ -121,6 +146,8 @@ bool ParseMapsLine(const char* line, Vma* out) {
   v.dev_minor = minor;
   v.registration_backing = v.shared && IsRegistrationBacking(line + name_at);
   v.sysv_shm = v.shared && IsSysvShm(line + name_at);
+  v.anon_hugepage = !v.shared && IsAnonHugepage(line + name_at);
+  if (v.anon_hugepage) v.page_size = DefaultHugePageSize();
   *out = v;
   return true;
 }
@@ -162,6 +189,8 @@ bool SelfMaps::At(uint64_t addr, Vma* out) {
       out->dev_minor = q.dev_minor;
       out->registration_backing = out->shared && have_name && IsRegistrationBacking(name);
       out->sysv_shm = out->shared && have_name && IsSysvShm(name);
+      out->page_size = q.vma_page_size;
+      out->anon_hugepage = !out->shared && have_name && IsAnonHugepage(name);
       if (out->start <= addr) {
         last_ = *out;
         have_last_ = true;

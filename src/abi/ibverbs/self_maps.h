@@ -30,8 +30,15 @@ struct Vma {
   // A SysV shared memory segment (shmat; "/SYSV<key>" in /proc/self/maps):
   // `inode` is its id. Looked up for shared mappings only.
   bool sysv_shm = false;
+  // The size of the mapping's pages: more than the base page for huge pages
+  // (hugetlb), which the kernel unmaps or replaces only whole; 0 when the
+  // text of /proc/self/maps did not say (a mapping of base pages).
+  uint64_t page_size = 0;
+  // Private huge pages without a file (MAP_PRIVATE | MAP_HUGETLB:
+  // "/anon_hugepage" in /proc/self/maps, whose `inode` is hugetlbfs's).
+  bool anon_hugepage = false;
   // Private memory without a file: a page never touched reads as zeros.
-  bool anonymous() const { return inode == 0 && !shared; }
+  bool anonymous() const { return (inode == 0 || anon_hugepage) && !shared; }
 };
 
 // The name of the memfds registration backs ranges with (mr_backing.cc);

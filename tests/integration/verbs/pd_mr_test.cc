@@ -940,6 +940,77 @@ TEST_F(PdMrTest, ReregWithoutANewTranslationKeepsTheBacking) {
   munmap(p, 2 * page);
 }
 
+// A second context of this process with an RC QP connected to one of the
+// fixture's: it writes into the fixture's MRs as a peer does, through their
+// backings (or the owner's /proc/<pid>/mem), not through the owner's
+// addresses.
+class PeerWriter {
+ public:
+  PeerWriter(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq, size_t max_len) : src_(max_len) {
+    peer_ = OpenDevice();
+    if (!peer_) return;
+    peer_pd_ = ibv_alloc_pd(peer_);
+    peer_cq_ = ibv_create_cq(peer_, 4, nullptr, nullptr, 0);
+    if (!peer_pd_ || !peer_cq_) return;
+    ibv_qp_init_attr init{};
+    init.qp_type = IBV_QPT_RC;
+    init.cap = {4, 4, 1, 1, 0};
+    init.send_cq = init.recv_cq = cq;
+    target_ = ibv_create_qp(pd, &init);
+    init.send_cq = init.recv_cq = peer_cq_;
+    initiator_ = ibv_create_qp(peer_pd_, &init);
+    if (!target_ || !initiator_ || !ConnectRc(ctx, target_, initiator_->qp_num) ||
+        !ConnectRc(peer_, initiator_, target_->qp_num)) {
+      return;
+    }
+    src_mr_ = ibv_reg_mr(peer_pd_, src_.data(), max_len, IBV_ACCESS_LOCAL_WRITE);
+  }
+  ~PeerWriter() {
+    EXPECT_EQ(src_mr_ ? ibv_dereg_mr(src_mr_) : 0, 0);
+    EXPECT_EQ(initiator_ ? ibv_destroy_qp(initiator_) : 0, 0);
+    EXPECT_EQ(target_ ? ibv_destroy_qp(target_) : 0, 0);
+    EXPECT_EQ(peer_cq_ ? ibv_destroy_cq(peer_cq_) : 0, 0);
+    EXPECT_EQ(peer_pd_ ? ibv_dealloc_pd(peer_pd_) : 0, 0);
+    EXPECT_EQ(peer_ ? ibv_close_device(peer_) : 0, 0);
+  }
+  bool ok() const { return src_mr_ != nullptr; }
+
+  // RDMA WRITEs `length` bytes of `c` to [dst, +length) through rkey;
+  // false (and a failure) unless it completes successfully.
+  bool Write(const void* dst, size_t length, uint32_t rkey, char c) {
+    memset(src_.data(), c, length);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(src_.data()), static_cast<uint32_t>(length),
+                src_mr_->lkey};
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(dst);
+    wr.wr.rdma.rkey = rkey;
+    if (ibv_post_send(initiator_, &wr, &bad) != 0) {
+      ADD_FAILURE() << "ibv_post_send: " << strerror(errno);
+      return false;
+    }
+    ibv_wc wc{};
+    if (PollOne(peer_cq_, &wc) != 1 || wc.status != IBV_WC_SUCCESS) {
+      ADD_FAILURE() << "the write completed with " << ibv_wc_status_str(wc.status);
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<char> src_;
+  ibv_context* peer_ = nullptr;
+  ibv_pd* peer_pd_ = nullptr;
+  ibv_cq* peer_cq_ = nullptr;
+  ibv_qp* target_ = nullptr;
+  ibv_qp* initiator_ = nullptr;
+  ibv_mr* src_mr_ = nullptr;
+};
+
 // Registration keeps converted ranges converted (docs/datapath.md,
 // "Registered memory"): registering a range again reuses its backing, but a
 // range the application unmapped and mapped anew is new memory and must be
@@ -949,25 +1020,8 @@ TEST_F(PdMrTest, ReregWithoutANewTranslationKeepsTheBacking) {
 TEST_F(PdMrTest, ReregistrationReachesTheApplicationsCurrentMemory) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t len = 4 * page;
-  ibv_context* peer = OpenDevice();
-  ASSERT_NE(peer, nullptr);
-  ibv_pd* peer_pd = ibv_alloc_pd(peer);
-  ibv_cq* peer_cq = ibv_create_cq(peer, 4, nullptr, nullptr, 0);
-  ASSERT_TRUE(peer_pd && peer_cq);
-  ibv_qp_init_attr init{};
-  init.qp_type = IBV_QPT_RC;
-  init.cap = {4, 4, 1, 1, 0};
-  init.send_cq = init.recv_cq = cq_;
-  ibv_qp* target = ibv_create_qp(pd_, &init);
-  init.send_cq = init.recv_cq = peer_cq;
-  ibv_qp* initiator = ibv_create_qp(peer_pd, &init);
-  ASSERT_TRUE(target && initiator);
-  ASSERT_TRUE(ConnectRc(ctx_, target, initiator->qp_num));
-  ASSERT_TRUE(ConnectRc(peer, initiator, target->qp_num));
-  std::vector<char> src(len);
-  ibv_mr* src_mr = ibv_reg_mr(peer_pd, src.data(), len, IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_NE(src_mr, nullptr);
-
+  PeerWriter peer(ctx_, pd_, cq_, len);
+  ASSERT_TRUE(peer.ok());
   char* p = static_cast<char*>(
       mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(p, MAP_FAILED);
@@ -978,21 +1032,7 @@ TEST_F(PdMrTest, ReregistrationReachesTheApplicationsCurrentMemory) {
     SCOPED_TRACE(std::string("round '") + c + "'");
     ibv_mr* mr = ibv_reg_mr(pd_, p + offset, length, access);
     ASSERT_NE(mr, nullptr) << strerror(errno);
-    memset(src.data(), c, length);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(src.data()), static_cast<uint32_t>(length),
-                src_mr->lkey};
-    ibv_send_wr wr{};
-    ibv_send_wr* bad = nullptr;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(p + offset);
-    wr.wr.rdma.rkey = mr->rkey;
-    ASSERT_EQ(ibv_post_send(initiator, &wr, &bad), 0);
-    ibv_wc wc{};
-    ASSERT_EQ(PollOne(peer_cq, &wc), 1);
-    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    ASSERT_TRUE(peer.Write(p + offset, length, mr->rkey, c));
     EXPECT_EQ(p[offset], c);
     EXPECT_EQ(p[offset + length - 1], c);
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
@@ -1014,13 +1054,61 @@ TEST_F(PdMrTest, ReregistrationReachesTheApplicationsCurrentMemory) {
   memset(p + page, 'g', page);
   write_through_new_mr(0, 3 * page, 'h');
   EXPECT_EQ(p[3 * page], 'f');  // not in that MR: untouched
+  munmap(p, len);
+}
 
-  EXPECT_EQ(ibv_dereg_mr(src_mr), 0);
-  EXPECT_EQ(ibv_destroy_qp(initiator), 0);
-  EXPECT_EQ(ibv_destroy_qp(target), 0);
-  EXPECT_EQ(ibv_destroy_cq(peer_cq), 0);
-  EXPECT_EQ(ibv_dealloc_pd(peer_pd), 0);
-  EXPECT_EQ(ibv_close_device(peer), 0);
+// Huge pages (MAP_PRIVATE | MAP_HUGETLB) can be replaced only whole: a range
+// in them is backed in the huge pages it holds whole - touched or not -, and
+// the rest of it, parts of huge pages shared with memory not registered, is
+// reached through /proc/<pid>/mem as the partial pages of any MR are. Until
+// session 35 the conversion replaced the range's 4 KiB pages, the kernel
+// refused (EINVAL) unless the range began and ended on huge pages, and the
+// whole MR was reached through /proc/<pid>/mem (ten times slower). Run by
+// integration.it_pd_mr_huge_pages, which reserves the huge pages.
+TEST_F(PdMrTest, ARangeInHugePagesIsBackedInTheHugePagesItHoldsWhole) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t huge = 2u << 20;
+  const size_t len = 4 * huge;
+  char* p = static_cast<char*>(
+      mmap(nullptr, len, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (21 << MAP_HUGE_SHIFT), -1, 0));
+  if (p == MAP_FAILED) GTEST_SKIP() << "no 2 MiB huge pages to be had: " << strerror(errno);
+  memset(p, 'a', 2 * huge);  // huge pages 0 and 1 touched, 2 and 3 not
+  PeerWriter peer(ctx_, pd_, cq_, len);
+  ASSERT_TRUE(peer.ok());
+  // From inside huge page 0 to inside huge page 3: 1 and 2 are whole.
+  char* const from = p + page;
+  const size_t length = len - 2 * page;
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  ibv_mr* mr = ibv_reg_mr(pd_, from, length, access);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(MyMr(mr->lkey)["backed"], true);
+  EXPECT_EQ(MyMr(mr->lkey)["backed_bytes"], 2 * huge);
+  // The application's bytes stayed: written where it wrote, zeros where it
+  // did not.
+  EXPECT_EQ(p[0], 'a');
+  EXPECT_EQ(p[huge + 7], 'a');
+  EXPECT_EQ(p[2 * huge - 1], 'a');
+  EXPECT_EQ(p[2 * huge], 0);
+  EXPECT_EQ(p[len - 1], 0);
+  // A peer writes all of the MR, backed and partial parts alike.
+  ASSERT_TRUE(peer.Write(from, length, mr->rkey, 'b'));
+  EXPECT_EQ(p[page - 1], 'a');  // before the MR
+  for (size_t at : {page, huge - 1, huge, 2 * huge + 5, 3 * huge, len - page - 1}) {
+    EXPECT_EQ(p[at], 'b') << "at " << at;
+  }
+  EXPECT_EQ(p[len - page], 0);  // after it
+  // The application writes everywhere, as before.
+  memset(p, 'c', len);
+  EXPECT_EQ(p[huge], 'c');
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  // A range holding no huge page whole is not backed at all.
+  mr = ibv_reg_mr(pd_, p + 3 * huge + page, 4 * page, access);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  EXPECT_EQ(MyMr(mr->lkey)["backed_bytes"], 0u);
+  ASSERT_TRUE(peer.Write(p + 3 * huge + page, 4 * page, mr->rkey, 'd'));
+  EXPECT_EQ(p[3 * huge + page], 'd');
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
   munmap(p, len);
 }
 

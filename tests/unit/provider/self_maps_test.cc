@@ -7,6 +7,7 @@
 #include "abi/ibverbs/self_maps.h"
 
 #include <gtest/gtest.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <unistd.h>
@@ -53,7 +54,46 @@ TEST(ParseMapsLine, TellsRegistrationsOwnMemfdsFromOtherSharedMemory) {
   EXPECT_FALSE(v.sysv_shm);
   ASSERT_TRUE(ParseMapsLine("55d0c1a00000-55d0c1a21000 rw-p 00000000 00:00 0 \n", &v));
   EXPECT_TRUE(v.anonymous());
+  EXPECT_EQ(v.page_size, 0u);  // the text does not say: base pages
   EXPECT_FALSE(ParseMapsLine("not a mapping\n", &v));
+}
+
+// MAP_PRIVATE | MAP_HUGETLB: hugetlbfs's inode, yet anonymous memory (an
+// untouched page reads as zeros), in pages of the default huge page size.
+TEST(ParseMapsLine, TellsPrivateAnonymousHugePages) {
+  Vma v;
+  ASSERT_TRUE(ParseMapsLine(
+      "7fd2fc600000-7fd2fc800000 rw-p 00000000 00:11 1085117    /anon_hugepage (deleted)\n", &v));
+  EXPECT_TRUE(v.anon_hugepage);
+  EXPECT_TRUE(v.anonymous());
+  EXPECT_EQ(v.inode, 1085117u);
+  unsigned long long kib = 0;
+  if (FILE* f = fopen("/proc/meminfo", "re")) {
+    char line[128];
+    while (fgets(line, sizeof(line), f)) sscanf(line, "Hugepagesize: %llu kB", &kib);
+    fclose(f);
+  }
+  EXPECT_EQ(v.page_size, kib * 1024);
+  // Shared huge pages (MAP_SHARED | MAP_HUGETLB) are not private memory.
+  ASSERT_TRUE(ParseMapsLine(
+      "7fd2fc600000-7fd2fc800000 rw-s 00000000 00:11 1085118    /anon_hugepage (deleted)\n", &v));
+  EXPECT_FALSE(v.anon_hugepage);
+  EXPECT_FALSE(v.anonymous());
+}
+
+// The kernel's answer says the page size of every mapping (huge pages:
+// integration.it_pd_mr_huge_pages, which reserves them).
+TEST(SelfMaps, TellsThePageSize) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* small = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(small, MAP_FAILED);
+  SelfMaps maps;
+  Vma v;
+  ASSERT_TRUE(maps.At(reinterpret_cast<uint64_t>(small), &v));
+  EXPECT_TRUE(v.page_size == page || v.page_size == 0) << v.page_size;  // 0: the text
+  EXPECT_FALSE(v.anon_hugepage);
+  EXPECT_TRUE(v.anonymous());
+  munmap(small, page);
 }
 
 TEST(SelfMaps, TellsRegistrationsOwnMemfdsFromOtherSharedMemory) {
