@@ -494,10 +494,14 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t k
                            const BackingOffer* offer) {
   InstallForkHandlers();
   const uint64_t start = reinterpret_cast<uint64_t>(addr);
-  // The whole pages of the range, huge ones in huge pages: the rest (parts
-  // of pages shared with memory not registered) stays where it is.
+  // The whole pages of the range - of private huge pages, which are
+  // replaced, whole huge pages: the rest (parts of pages shared with memory
+  // not registered) stays where it is. Shared memory is not replaced (a
+  // SysV segment of huge pages is mapped by peers as it is).
   uint64_t page = PageSize();
-  if (Vma first; maps.At(start, &first) && first.start <= start) page = ReplaceablePage(first);
+  if (Vma first; maps.At(start, &first) && first.start <= start && !first.shared) {
+    page = ReplaceablePage(first);
+  }
   const uint64_t begin = (start + page - 1) & ~(page - 1);
   const uint64_t end = (start + length) & ~(page - 1);
   if (end <= begin) return {};
@@ -537,13 +541,6 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t k
   if (!maps.Covered(begin, end, [](const Vma& v) { return v.readable && v.writable; })) {
     return {};
   }
-  // Nor a range over pages of two sizes (part of it in huge pages).
-  if (!maps.Covered(begin, end, [&](const Vma& v) { return ReplaceablePage(v) == page; })) {
-    Log("ibv_reg_mr: [%#llx, %#llx) spans pages of different sizes: left where it is; peers "
-        "reach it through /proc/self/mem (slower)",
-        static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
-    return {};
-  }
   // A range of one SysV segment is backed by the segment itself (see the
   // header): nothing to copy, and the sharing stays.
   Vma v;
@@ -564,6 +561,14 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t k
   // forgotten) may be converted again.
   if (!maps.Covered(begin, end, [](const Vma& v) { return !v.shared || v.registration_backing; })) {
     Log("ibv_reg_mr: [%#llx, %#llx) is shared memory (MAP_SHARED): left where it is; peers "
+        "reach it through /proc/self/mem (slower)",
+        static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
+    return {};
+  }
+  // Nor a range over pages of two sizes (part of it in huge pages): it could
+  // not be replaced whole.
+  if (!maps.Covered(begin, end, [&](const Vma& v) { return ReplaceablePage(v) == page; })) {
+    Log("ibv_reg_mr: [%#llx, %#llx) spans pages of different sizes: left where it is; peers "
         "reach it through /proc/self/mem (slower)",
         static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end));
     return {};
