@@ -3,6 +3,7 @@
 namespace softverbs::daemon {
 
 void CpuSharing::NoteCaller(uint32_t cpu) {
+  last_caller_cpu_ = cpu;
   const int own = sched_getcpu();
   if (own >= 0 && cpu == static_cast<uint32_t>(own)) {
     ++shared_calls_;

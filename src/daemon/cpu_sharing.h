@@ -38,6 +38,12 @@ class CpuSharing {
   explicit CpuSharing(Clock::time_point (*now)() = Clock::now) : now_(now) {}
   // A page request whose caller ran on `cpu` (UINT32_MAX: unknown).
   void NoteCaller(uint32_t cpu);
+  // Whether the last page request's caller ran on the CPU the daemon runs
+  // on now (then a spin of the daemon's keeps that caller from running).
+  bool LastCallerHere() const {
+    const int own = sched_getcpu();
+    return own >= 0 && last_caller_cpu_ == static_cast<uint32_t>(own);
+  }
   // Moves the calling thread (the daemon's loop) to another of its CPUs if
   // the last kSharedCallsBeforeMove page requests came from its CPU.
   void MoveOffIfShared();
@@ -50,7 +56,8 @@ class CpuSharing {
   static constexpr std::chrono::milliseconds kMinInterval{2};
   static constexpr uint32_t kSharedCallsBeforeMove = 8;
   Clock::time_point (*now_)();
-  uint32_t shared_calls_ = 0;     // page requests in a row from the daemon's CPU
+  uint32_t shared_calls_ = 0;  // page requests in a row from the daemon's CPU
+  uint32_t last_caller_cpu_ = UINT32_MAX;
   Clock::time_point last_try_{};  // of a move
   uint64_t moves_ = 0;
 };

@@ -114,8 +114,11 @@ int Server::WaitForEvents(epoll_event* events, int max, int64_t timeout_us) {
       // A client the scheduler put on this CPU (it woke the daemon here)
       // gets it back within a few rounds, instead of after the whole spin:
       // a call right after one that woke the daemon took 62-70 us instead
-      // of 2.
-      if (++round % 4 == 0) sched_yield();
+      // of 2. Only then: a yield hands the CPU to any task that wants it,
+      // until that one's slice ends - the device's own release thread
+      // freeing 64 MiB kept the daemon from its next call for 4 ms while
+      // the other CPU was idle (session 35, `perf sched timehist`).
+      if (++round % 4 == 0 && cpu_sharing_.LastCallerHere()) sched_yield();
     } while (std::chrono::steady_clock::now() < until);
   }
   // Asleep, the daemon sees a page request only by its doorbell.

@@ -42,6 +42,7 @@ bool Server::ServeCallPage(Connection& conn) {
   size_t size = 0;
   if (!protocol::TakeRequest(conn.page, conn.page_taken, request, &seq, &size)) return false;
   conn.page_taken = seq;
+  conn.page->taken_seq.store(seq, std::memory_order_release);
   ++calls_.by_page;
   cpu_sharing_.NoteCaller(conn.page->client_cpu.load(std::memory_order_relaxed));
   const int own_cpu = sched_getcpu();

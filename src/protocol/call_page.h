@@ -16,7 +16,7 @@
 //   the library: request_begin, request_seq, request_size, client_sleeping,
 //                client_cpu, request[]
 //   the daemon:  reply_seq, reply_size, reply_on_socket, daemon_watching,
-//                daemon_cpu, reply[]
+//                daemon_cpu, taken_seq, reply[]
 //
 // A request is published seqlock-style: request_begin = seq, the bytes,
 // request_seq = seq. The daemon copies the bytes out, then reads
@@ -35,7 +35,9 @@
 // the daemon remembers the last seq it took - so a doorbell for a request it
 // already served does nothing.
 //
-// Waking the library: it looks at reply_seq for a bounded spin, then sets
+// Waking the library: it looks at reply_seq for a bounded spin (giving its
+// CPU away now and then only while taken_seq says the daemon has not taken
+// the request yet: it may be waiting for this CPU), then sets
 // client_sleeping and sleeps in a futex on reply_seq (timed: between naps it
 // looks whether the daemon's socket has hung up); the daemon wakes the futex
 // after a reply when client_sleeping is set.
@@ -76,7 +78,12 @@ struct CallPage {
   // sleeps at once instead of spinning (it would only keep the daemon from
   // running).
   std::atomic<uint32_t> daemon_cpu;
-  uint8_t daemon_pad[44];
+  // seq of the last request the daemon took from the page (stored with
+  // release as it takes it, before it serves it): a caller whose request is
+  // taken has a daemon running on some CPU, and nothing to yield its own CPU
+  // for. A daemon before session 35 leaves it 0.
+  std::atomic<uint32_t> taken_seq;
+  uint8_t daemon_pad[40];
   uint8_t request[kCallPageRequestBytes];  // written by the library
   uint8_t reply[kCallPageReplyBytes];      // written by the daemon
 };

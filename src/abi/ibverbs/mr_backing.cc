@@ -498,8 +498,12 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t k
   // replaced, whole huge pages: the rest (parts of pages shared with memory
   // not registered) stays where it is. Shared memory is not replaced (a
   // SysV segment of huge pages is mapped by peers as it is).
+  // (Asked at the first whole page, which the look for a backing asks
+  // next: an extra query at `start` cost a registration of a malloc'ed
+  // buffer 0.4 us.)
   uint64_t page = PageSize();
-  if (Vma first; maps.At(start, &first) && first.start <= start && !first.shared) {
+  const uint64_t first_page = (start + page - 1) & ~(page - 1);
+  if (Vma first; maps.At(first_page, &first) && first.start <= first_page && !first.shared) {
     page = ReplaceablePage(first);
   }
   const uint64_t begin = (start + page - 1) & ~(page - 1);

@@ -48,6 +48,25 @@ TEST(CpuSharing, EightCallsFromItsOwnCpuMoveTheThreadToAnother) {
   });
 }
 
+// The daemon's spin yields its CPU only when the last caller ran there: a
+// caller on another CPU has its own, and a yield would hand the daemon's to
+// any task until that one's slice ends.
+TEST(CpuSharing, TellsWhetherTheLastCallerRanOnThisCpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  OnThreadAllowed(one, [&] {
+    CpuSharing sharing;
+    EXPECT_FALSE(sharing.LastCallerHere()) << "no caller yet";
+    sharing.NoteCaller(static_cast<uint32_t>(sched_getcpu()));
+    EXPECT_TRUE(sharing.LastCallerHere());
+    sharing.NoteCaller(static_cast<uint32_t>(sched_getcpu()) + 1);
+    EXPECT_FALSE(sharing.LastCallerHere());
+    sharing.NoteCaller(UINT32_MAX);
+    EXPECT_FALSE(sharing.LastCallerHere()) << "unknown is not here";
+  });
+}
+
 // A call from another CPU, or a sleep of the daemon, breaks the row.
 TEST(CpuSharing, ACallFromElsewhereOrASleepStartsTheCountAgain) {
   const cpu_set_t all = Affinity();
