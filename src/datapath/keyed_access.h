@@ -49,6 +49,25 @@ class MrGuards {
   int count_ = 0;
 };
 
+// The same count for one MR at most (a routed WRITE or READ: plain_route.h),
+// without MrGuards' list.
+class MrGuard {
+ public:
+  // Counts an access in record, if any (nullptr: an access that is not
+  // counted, MrGuards' caller would not have entered it either).
+  explicit MrGuard(std::atomic<uint32_t>* record) : record_(record) {
+    if (record_) record_->fetch_add(1, std::memory_order_seq_cst);
+  }
+  MrGuard(const MrGuard&) = delete;
+  MrGuard& operator=(const MrGuard&) = delete;
+  ~MrGuard() {
+    if (record_) record_->fetch_sub(1, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<uint32_t>* const record_;
+};
+
 // Resolves a list of (addr, length, lkey) of the local QP or of a target QP
 // into pieces. Returns kVendorNone or why it failed. `owner` is the client
 // the keys must belong to: when that is this host and its own accesses are

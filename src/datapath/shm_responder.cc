@@ -12,12 +12,16 @@
 
 namespace softverbs::datapath {
 
-void StallInsideAccessForTests() {
-  static const long stall_us = [] {
+std::atomic<long> stall_in_access_us{-1};
+
+void StallInsideAccessSlow() {
+  long us = stall_in_access_us.load(std::memory_order_relaxed);
+  if (us < 0) {
     const char* env = getenv("SOFTVERBS_TEST_STALL_IN_ACCESS_US");
-    return env ? atol(env) : 0L;
-  }();
-  if (stall_us > 0) usleep(static_cast<useconds_t>(stall_us));
+    us = env && atol(env) > 0 ? atol(env) : 0;
+    stall_in_access_us.store(us, std::memory_order_relaxed);
+  }
+  if (us > 0) usleep(static_cast<useconds_t>(us));
 }
 
 namespace {

@@ -9,6 +9,8 @@
 // target to the error state, as the IBA's responder does.
 #pragma once
 
+#include <atomic>
+
 #include "datapath/engine.h"
 #include "datapath/memory.h"
 
@@ -87,8 +89,16 @@ PeerQp* ReachPeerQp(H& host, const LocalQp& qp, uint32_t target_qpn, uint32_t ge
 
 // Test hook (docs/datapath.md, "A peer that dies inside an access"):
 // SOFTVERBS_TEST_STALL_IN_ACCESS_US=<n> makes this process sleep n us while
-// it holds an MR's in-flight count, so a test can kill it there. Read once.
-void StallInsideAccessForTests();
+// it holds an MR's in-flight count, so a test can kill it there. Read once,
+// at the first access (a test sets it in a child forked after the library
+// loaded). Inline: every post passes here.
+extern std::atomic<long> stall_in_access_us;  // -1: not read yet
+void StallInsideAccessSlow();
+inline void StallInsideAccessForTests() {
+  if (stall_in_access_us.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+    StallInsideAccessSlow();
+  }
+}
 
 // An execution in progress, as the host counts them (Host::EnterExecution).
 template <typename H>

@@ -267,11 +267,15 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
   }
   // One lock for both ways: the route is kept under it.
   std::lock_guard lock(qp->sq_lock);
-  const dp::RequesterAttributes requester = RequesterOf(qp);
-  if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() || requester.path_leaves_host) {
+  // The packed word now, unpacked past the route (which needs one bit).
+  const uint32_t requester_word =
+      qp->entry ? qp->entry->requester.load(std::memory_order_acquire) : 0;
+  if (SharedState(qp) != IBV_QPS_RTS || !qp->sq.empty() ||
+      dp::UnpackRequester(requester_word).path_leaves_host) {
     return false;
   }
   if (qp->route.valid && PostRouted(ctx, qp, wr)) return true;
+  const dp::RequesterAttributes requester = dp::UnpackRequester(requester_word);
   const ibv_qp& q = qp->ibv.qp_base;
   if (q.qp_type != IBV_QPT_RC && q.qp_type != IBV_QPT_UC) return false;
   const ibv_sge& sge = wr.sg_list[0];
