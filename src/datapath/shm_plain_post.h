@@ -27,23 +27,26 @@
 namespace softverbs::datapath {
 
 namespace plain {
+// n bytes, sizeof(Word) <= n <= 2 * sizeof(Word), as two words that may
+// overlap: both loaded before either is stored.
+template <typename Word>
+[[gnu::always_inline]] inline void CopyAsTwoWords(uint8_t* dst, const uint8_t* src, size_t n) {
+  Word first, last;
+  memcpy(&first, src, sizeof(Word));
+  memcpy(&last, src + n - sizeof(Word), sizeof(Word));
+  memcpy(dst, &first, sizeof(Word));
+  memcpy(dst + n - sizeof(Word), &last, sizeof(Word));
+}
+
 // Copies a WR's bytes. Up to 16 of them (the message-rate case) without a
-// call into libc's memcpy: two loads that may overlap, then two stores.
+// call into libc's memcpy.
 [[gnu::always_inline]] inline void CopyPayload(uint8_t* dst, const uint8_t* src, size_t n) {
   if (n > 16) {
     memcpy(dst, src, n);
   } else if (n >= 8) {
-    uint64_t a, b;
-    memcpy(&a, src, 8);
-    memcpy(&b, src + n - 8, 8);
-    memcpy(dst, &a, 8);
-    memcpy(dst + n - 8, &b, 8);
+    CopyAsTwoWords<uint64_t>(dst, src, n);
   } else if (n >= 4) {
-    uint32_t a, b;
-    memcpy(&a, src, 4);
-    memcpy(&b, src + n - 4, 4);
-    memcpy(dst, &a, 4);
-    memcpy(dst + n - 4, &b, 4);
+    CopyAsTwoWords<uint32_t>(dst, src, n);
   } else {
     memmove(dst, src, n);
   }
