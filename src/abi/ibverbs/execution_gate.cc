@@ -16,9 +16,19 @@
 namespace softverbs::provider {
 
 bool ExecutionGate::asymmetric_ = false;
-constinit thread_local ExecutionGate::ThreadState ExecutionGate::thread_state_;
 
 namespace {
+
+// The calling thread's record and how deep it is in nested executions.
+struct ThreadState {
+  ExecutionGate::Record* record = nullptr;
+  uint32_t depth = 0;
+};
+// Initial-exec: every post reads it, and the default model for a shared
+// library (general dynamic) costs a __tls_get_addr call each time. 16
+// bytes of static TLS, which glibc keeps in reserve for libraries loaded
+// later (pyverbs dlopens us).
+__attribute__((tls_model("initial-exec"))) thread_local ThreadState state;
 
 int Membarrier(int cmd) {
   return static_cast<int>(syscall(__NR_membarrier, cmd, 0, 0));
@@ -109,6 +119,32 @@ ExecutionGate::Record* ExecutionGate::Register() {
   return mine;
 }
 
+void ExecutionGate::Enter() {
+  ThreadState& t = state;
+  if (t.depth++ != 0) return;
+  if (!t.record) [[unlikely]] {
+    t.record = Register();
+  }
+  const uint64_t s = t.record->seq.load(std::memory_order_relaxed);
+  t.record->seq.store(s + 1, std::memory_order_relaxed);
+  if (asymmetric_) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
+
+void ExecutionGate::Leave() {
+  ThreadState& t = state;
+  if (--t.depth != 0) return;
+  const uint64_t s = t.record->seq.load(std::memory_order_relaxed);
+  t.record->seq.store(s + 1, std::memory_order_release);
+}
+
+bool ExecutionGate::Inside() {
+  return state.depth != 0;
+}
+
 void ExecutionGate::Barrier() {
   if (asymmetric_ && Membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
   if (asymmetric_) {
@@ -125,7 +161,7 @@ ExecutionGate::Snapshot ExecutionGate::InProgress() {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mutex);
   if (!r.decided) return s;  // no thread ever executed
-  const Record* own = thread_state_.record;
+  const Record* own = state.record;
   // No other thread has a record: none can be inside, and one that
   // registers later does so under this mutex, after whatever the caller did
   // before (a single-threaded program's dereg needs no barrier).

@@ -35,36 +35,14 @@ class ExecutionGate {
   // (record, seq) of executions that were in progress at a barrier.
   using Snapshot = std::vector<std::pair<const Record*, uint64_t>>;
 
-  // The calling thread's record and how deep it is in nested executions.
-  struct ThreadState {
-    Record* record = nullptr;
-    uint32_t depth = 0;
-  };
-
   // Enter / Leave one execution (nesting allowed: only the outermost
-  // counts). Inline: every post enters and leaves once.
-  static void Enter() {
-    ThreadState& t = thread_state_;
-    if (t.depth++ != 0) return;
-    if (!t.record) [[unlikely]] {
-      t.record = Register();
-    }
-    const uint64_t s = t.record->seq.load(std::memory_order_relaxed);
-    t.record->seq.store(s + 1, std::memory_order_relaxed);
-    if (asymmetric_) [[likely]] {
-      std::atomic_signal_fence(std::memory_order_seq_cst);
-    } else {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    }
-  }
-  static void Leave() {
-    ThreadState& t = thread_state_;
-    if (--t.depth != 0) return;
-    const uint64_t s = t.record->seq.load(std::memory_order_relaxed);
-    t.record->seq.store(s + 1, std::memory_order_release);
-  }
+  // counts). Defined out of line: the thread's state is a thread_local of
+  // execution_gate.cc alone (a class-scope thread_local read from other
+  // files goes through a TLS wrapper, which UBSan reports as a null access).
+  static void Enter();
+  static void Leave();
   // Whether the calling thread is inside an execution.
-  static bool Inside() { return thread_state_.depth != 0; }
+  static bool Inside();
 
   // The executions of other threads in progress now (after a barrier that
   // orders whatever the caller did before against their loads).
@@ -88,13 +66,6 @@ class ExecutionGate {
   static void Barrier();
 
   static bool asymmetric_;  // set once, before the first record exists
-  // Initial-exec: every post reads it, and the default model for a shared
-  // library (general dynamic) costs a __tls_get_addr call each time. 16
-  // bytes of static TLS, which glibc keeps in reserve for libraries loaded
-  // later (pyverbs dlopens us). constinit: read from other files without a
-  // TLS wrapper call (which UBSan also reports as a null access).
-  __attribute__((
-      tls_model("initial-exec"))) static constinit thread_local ThreadState thread_state_;
 };
 
 }  // namespace softverbs::provider
