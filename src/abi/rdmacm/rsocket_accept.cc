@@ -120,7 +120,7 @@ void StopAcceptor(Rsocket& ls) {
   for (Rsocket* rs : waiting) FreeSocket(rs);
 }
 
-Rsocket* TakeAccepted(Rsocket& ls, std::unique_lock<std::mutex>& lock) {
+Rsocket* TakeAccepted(Rsocket& ls, RsLock& lock) {
   if (EnsureAcceptor(ls)) return nullptr;
   while (ls.accepted.empty()) {
     if (ls.nonblocking) {

@@ -24,7 +24,7 @@ bool SendsDone(const Rsocket& rs) {
 
 // Shuts a connected socket down (how: SHUT_RD, SHUT_WR, SHUT_RDWR); waits
 // for its sends whatever O_NONBLOCK says, as rdma-core.
-int Shutdown(Rsocket& rs, std::unique_lock<std::mutex>& lock, int how) {
+int Shutdown(Rsocket& rs, RsLock& lock, int how) {
   const bool was_readable = rs.readable, was_writable = rs.writable;
   if (how == SHUT_RD || how == SHUT_RDWR) rs.readable = false;
   if (how == SHUT_WR || how == SHUT_RDWR) {

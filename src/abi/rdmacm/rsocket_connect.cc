@@ -141,14 +141,14 @@ int StepConnect(Rsocket& rs) {
 
 namespace softverbs::rdmacm::rs {
 
-void WaitForCm(Rsocket& rs, std::unique_lock<std::mutex>& lock, int timeout_ms) {
+void WaitForCm(Rsocket& rs, RsLock& lock, int timeout_ms) {
   pollfd p{rs.id->channel->fd, POLLIN, 0};
   lock.unlock();
   poll(&p, 1, timeout_ms);
   lock.lock();
 }
 
-Rsocket* AcceptRequest(Rsocket& ls, std::unique_lock<std::mutex>& lock, rdma_cm_id* id) {
+Rsocket* AcceptRequest(Rsocket& ls, RsLock& lock, rdma_cm_id* id) {
   // The request's REQ data, before rdma_accept acknowledges its event.
   const RsConnData* creq = ConnDataOf(id->event);
   RsConnData peer_data{};
@@ -186,7 +186,7 @@ Rsocket* AcceptRequest(Rsocket& ls, std::unique_lock<std::mutex>& lock, rdma_cm_
   return rs;
 }
 
-int DriveConnect(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking) {
+int DriveConnect(Rsocket& rs, RsLock& lock, bool nonblocking) {
   for (;;) {
     if (!IsOpening(rs.phase) && rs.phase != Phase::kFresh && rs.phase != Phase::kBound) return 0;
     if (StepConnect(rs) == 0) return 0;
@@ -212,7 +212,10 @@ namespace {
 
 Rsocket* NewSocket(rdma_cm_id* id, int domain, const Rsocket* options) {
   auto* rs = new (std::nothrow) Rsocket;
-  if (!rs) return nullptr;
+  if (!rs) {
+    errno = ENOMEM;
+    return nullptr;
+  }
   if (options) {
     rs->sbuf_size = options->sbuf_size;
     rs->rbuf_size = options->rbuf_size;
@@ -228,7 +231,12 @@ Rsocket* NewSocket(rdma_cm_id* id, int domain, const Rsocket* options) {
   rs->fd = id->channel->fd;
   id->context = rs;
   SetNonblocking(rs->fd);
-  InsertSocket(rs);
+  if (!InsertSocket(rs)) {
+    id->context = nullptr;
+    delete rs;
+    errno = EMFILE;
+    return nullptr;
+  }
   return rs;
 }
 
@@ -276,8 +284,9 @@ SV_EXPORT int rsocket(int domain, int type, int protocol) {
   id->route.addr.src_addr.sa_family = static_cast<sa_family_t>(domain);
   Rsocket* rs = NewSocket(id, domain, nullptr);
   if (!rs) {
+    const int err = errno;  // ENOMEM, or EMFILE: a descriptor past the table
     rdma_destroy_id(id);
-    errno = ENOMEM;
+    errno = err;
     return -1;
   }
   return rs->fd;

@@ -70,11 +70,28 @@ struct IomapBuffer {
   bool sent = false;  // announced to the peer (IOMAP_SGL written)
 };
 
+// A socket's mutex that tells a signal handler whether the thread it
+// interrupted holds (or waits for) an rsocket's mutex: rgetsockopt
+// (getsockopt is async-signal-safe; rdma-core's rgetsockopt takes no lock)
+// then reads without it rather than wait for itself (iperf3's SIGINT handler
+// asks TCP_INFO while its thread is inside rpoll).
+class RsMutex {
+ public:
+  void lock();
+  void unlock();
+  // Whether the calling thread holds or waits for any RsMutex.
+  static bool HeldByThisThread();
+
+ private:
+  std::mutex mu_;
+};
+using RsLock = std::unique_lock<RsMutex>;
+
 struct Rsocket {
   int fd = -1;  // the descriptor: the id's event channel fd
   int domain = AF_INET;
   rdma_cm_id* id = nullptr;
-  std::mutex mu;  // everything below; released while a caller sleeps in poll(2)
+  RsMutex mu;  // everything below; released while a caller sleeps in poll(2)
 
   Phase phase = Phase::kFresh;
   bool readable = false;      // while connected: no SHUT_RD here, no SHUTDOWN from the peer
@@ -154,7 +171,7 @@ struct Rsocket {
 };
 
 // The descriptor table (rsocket_table.cc).
-void InsertSocket(Rsocket* rs);
+bool InsertSocket(Rsocket* rs);  // false: its descriptor is past the table (2^20)
 void RemoveSocket(Rsocket* rs);
 // The socket of fd, or nullptr (then errno = EBADF and a log line naming verb).
 Rsocket* LookupSocket(int fd, const char* verb);
@@ -176,14 +193,14 @@ void FreeSocket(Rsocket* rs);
 // Connection (rsocket_connect.cc).
 // Advances an opening socket: 0 once connected; -1 with errno EINPROGRESS
 // while it waits (nonblocking), or the failure (phase kConnectFailed).
-int DriveConnect(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking);
+int DriveConnect(Rsocket& rs, RsLock& lock, bool nonblocking);
 // Sleeps until the id's event channel has an event (or timeout_ms).
-void WaitForCm(Rsocket& rs, std::unique_lock<std::mutex>& lock, int timeout_ms);
+void WaitForCm(Rsocket& rs, RsLock& lock, int timeout_ms);
 // Accepts the connection request on id (rdma_get_request's) on the
 // listening socket ls, whose lock is held (released meanwhile): the new
 // socket, in the table, rdma_accept'ed (it may still wait for ESTABLISHED);
 // nullptr when the request was refused (not an rsocket's, no endpoint).
-Rsocket* AcceptRequest(Rsocket& ls, std::unique_lock<std::mutex>& lock, rdma_cm_id* id);
+Rsocket* AcceptRequest(Rsocket& ls, RsLock& lock, rdma_cm_id* id);
 
 // Accepting in the background (rsocket_accept.cc).
 // Starts ls's acceptor (rlisten). 0, or -1 with errno.
@@ -193,7 +210,7 @@ int StartAcceptor(Rsocket& ls);
 void StopAcceptor(Rsocket& ls);
 // raccept: the next accepted socket, waiting for one unless ls is
 // non-blocking (then nullptr, EAGAIN). ls's lock is held.
-Rsocket* TakeAccepted(Rsocket& ls, std::unique_lock<std::mutex>& lock);
+Rsocket* TakeAccepted(Rsocket& ls, RsLock& lock);
 // rpoll: whether a socket waits to be taken, and the fd to sleep on.
 bool HasAccepted(Rsocket& ls);
 int AcceptedFd(Rsocket& ls);
@@ -202,7 +219,7 @@ int AcceptedFd(Rsocket& ls);
 using Ready = bool (*)(const Rsocket&);
 // Processes completions and CM events, gives credits, until ready(rs): 0;
 // -1 with errno EWOULDBLOCK (nonblocking and not ready) or the failure.
-int Progress(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking, Ready ready);
+int Progress(Rsocket& rs, RsLock& lock, bool nonblocking, Ready ready);
 // One round without waiting: credits and completions.
 void ProgressOnce(Rsocket& rs);
 // Arms the CQ before a sleep in rpoll (look once more afterwards).
@@ -257,13 +274,12 @@ int StageSend(Rsocket& rs, IovCursor& from, uint32_t len, uint8_t* scratch, ibv_
 // The size of scratch for StageSend.
 inline constexpr uint32_t kInlineScratch = 1024;
 // Announces our riomap'd buffers still unsent (rsocket_iomap.cc).
-int SendIomaps(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking);
+int SendIomaps(Rsocket& rs, RsLock& lock, bool nonblocking);
 bool IomapsPending(const Rsocket& rs);
 
 // Makes a locked socket ready for a transfer (rsocket_io.cc): finishes a
 // pending connect; 0, or -1 with errno ENOTCONN or EAGAIN (still connecting).
-int PrepareTransfer(const char* verb, Rsocket& rs, std::unique_lock<std::mutex>& lock,
-                    bool nonblocking);
+int PrepareTransfer(const char* verb, Rsocket& rs, RsLock& lock, bool nonblocking);
 
 // The error a transfer gets once the connection is gone: EPIPE after our own
 // SHUT_WR, ECONNRESET when the peer went (as a TCP socket answers).

@@ -24,8 +24,7 @@ int BrokenPipeErrno(const Rsocket& rs) {
   return rs.shut_wr_here ? EPIPE : ECONNRESET;
 }
 
-int PrepareTransfer(const char* verb, Rsocket& rs, std::unique_lock<std::mutex>& lock,
-                    bool nonblocking) {
+int PrepareTransfer(const char* verb, Rsocket& rs, RsLock& lock, bool nonblocking) {
   if (IsOpening(rs.phase) && DriveConnect(rs, lock, nonblocking)) {
     if (errno == EINPROGRESS) errno = EAGAIN;
     return -1;

@@ -85,7 +85,7 @@ bool IomapsPending(const Rsocket& rs) {
   return false;
 }
 
-int SendIomaps(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking) {
+int SendIomaps(Rsocket& rs, RsLock& lock, bool nonblocking) {
   for (IomapBuffer& b : rs.iomaps) {
     if (b.index < 0 || b.sent) continue;
     if (!CanSend(rs)) {

@@ -187,7 +187,11 @@ SV_EXPORT int rsetsockopt(int socket, int level, int optname, const void* optval
 SV_EXPORT int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* optlen) {
   Rsocket* rs = LookupSocket(socket, "rgetsockopt");
   if (!rs) return -1;
-  std::lock_guard lock(rs->mu);
+  // Called from a signal handler that interrupted this thread inside an
+  // rsocket call, it reads without the lock (as rdma-core's always does)
+  // rather than wait for itself.
+  RsLock lock(rs->mu, std::defer_lock);
+  if (!RsMutex::HeldByThisThread()) lock.lock();
   switch (level) {
     case SOL_SOCKET:
       switch (optname) {

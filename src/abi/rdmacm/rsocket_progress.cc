@@ -298,7 +298,7 @@ void ArmForSleep(Rsocket& rs) {
   }
 }
 
-int Progress(Rsocket& rs, std::unique_lock<std::mutex>& lock, bool nonblocking, Ready ready) {
+int Progress(Rsocket& rs, RsLock& lock, bool nonblocking, Ready ready) {
   int64_t spin_until = 0;
   for (;;) {
     ProgressOnce(rs);

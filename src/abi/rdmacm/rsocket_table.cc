@@ -1,10 +1,17 @@
 // The rsocket descriptor table: descriptor -> Rsocket. A descriptor is the
 // fd of the socket's private rdma_cm event channel, so it never collides
 // with another open file of the process.
+//
+// Lookups take no lock, as rdma-core's index map (idm_lookup): a signal
+// handler may call rgetsockopt (getsockopt is async-signal-safe) while the
+// thread it interrupted holds the table's mutex in rsocket or rclose. The
+// table is chunks of kChunkSize slots, a chunk made on the first descriptor
+// in its range and never freed; writers serialize on the mutex, readers
+// load a chunk pointer and a slot.
 #include <errno.h>
 
+#include <atomic>
 #include <mutex>
-#include <unordered_map>
 
 #include "abi/ibverbs/reject.h"
 #include "abi/rdmacm/rsocket_internal.h"
@@ -12,29 +19,66 @@
 namespace softverbs::rdmacm::rs {
 namespace {
 
-std::mutex table_mutex;
-std::unordered_map<int, Rsocket*>& Table() {
-  static auto* table = new std::unordered_map<int, Rsocket*>;  // outlives every caller
-  return *table;
+constexpr int kChunkBits = 10;
+constexpr int kChunkSize = 1 << kChunkBits;
+constexpr int kChunks = 1 << 10;  // descriptors below 2^20 (a process's hard limit)
+struct Chunk {
+  std::atomic<Rsocket*> slot[kChunkSize];
+};
+
+std::mutex table_mutex;  // writers
+std::atomic<Chunk*> chunks[kChunks];
+
+// The slot of fd, made if `make`; nullptr outside the table (or not made).
+std::atomic<Rsocket*>* Slot(int fd, bool make) {
+  if (fd < 0 || fd >= kChunks * kChunkSize) return nullptr;
+  std::atomic<Chunk*>& c = chunks[fd >> kChunkBits];
+  Chunk* chunk = c.load(std::memory_order_acquire);
+  if (!chunk && make) {
+    chunk = new Chunk{};  // kept for the process's life, as the descriptors come back
+    c.store(chunk, std::memory_order_release);
+  }
+  return chunk ? &chunk->slot[fd & (kChunkSize - 1)] : nullptr;
 }
+
+// How many RsMutexes the calling thread holds or waits for.
+thread_local int held_by_this_thread = 0;
 
 }  // namespace
 
-void InsertSocket(Rsocket* rs) {
+void RsMutex::lock() {
+  ++held_by_this_thread;  // before the wait: a handler must not wait either
+  mu_.lock();
+}
+
+void RsMutex::unlock() {
+  mu_.unlock();
+  --held_by_this_thread;
+}
+
+bool RsMutex::HeldByThisThread() {
+  return held_by_this_thread != 0;
+}
+
+bool InsertSocket(Rsocket* rs) {
   std::lock_guard lock(table_mutex);
-  Table()[rs->fd] = rs;
+  std::atomic<Rsocket*>* slot = Slot(rs->fd, true);
+  if (!slot) return false;
+  slot->store(rs, std::memory_order_release);
+  return true;
 }
 
 void RemoveSocket(Rsocket* rs) {
   std::lock_guard lock(table_mutex);
-  auto it = Table().find(rs->fd);
-  if (it != Table().end() && it->second == rs) Table().erase(it);
+  std::atomic<Rsocket*>* slot = Slot(rs->fd, false);
+  if (slot && slot->load(std::memory_order_relaxed) == rs) {
+    slot->store(nullptr, std::memory_order_release);
+  }
 }
 
 Rsocket* FindSocket(int fd) {
-  std::lock_guard lock(table_mutex);
-  auto it = Table().find(fd);
-  return it == Table().end() ? nullptr : it->second;
+  std::atomic<Rsocket*>* slot = Slot(fd, false);
+  return slot ? slot->load(std::memory_order_acquire) : nullptr;
 }
 
 Rsocket* LookupSocket(int fd, const char* verb) {

@@ -21,9 +21,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <thread>
 
 namespace {
 
@@ -506,6 +509,77 @@ void AcceptsBeforeRaccept() {
   rclose(c1);
 }
 
+// getsockopt is async-signal-safe (POSIX), and rdma-core's rgetsockopt
+// takes no lock: a signal handler may call it while the thread it
+// interrupted is inside an rsocket call on the same socket (iperf3's SIGINT
+// handler asks for TCP_INFO while its thread is in rpoll). A timer aimed at
+// the main thread interrupts rsend and rpoll thousands of times; every
+// handler's rgetsockopt must return (a watchdog thread ends the process
+// after 20 s otherwise).
+int g_signal_fd = -1;
+volatile sig_atomic_t g_handled = 0;
+volatile sig_atomic_t g_handler_failed = 0;
+
+void GetsockoptInHandler(int) {
+  const int saved = errno;
+  int v = 0;
+  socklen_t len = sizeof(v);
+  if (rgetsockopt(g_signal_fd, SOL_SOCKET, SO_SNDBUF, &v, &len) != 0 || v <= 0) {
+    g_handler_failed = 1;
+  }
+  g_handled = g_handled + 1;
+  errno = saved;
+}
+
+void GetsockoptFromASignalHandler() {
+  WithPeer(
+      7398,
+      [](int lfd) {
+        int fd = raccept(lfd, nullptr, nullptr);
+        CHECK(fd >= 0);
+        char buf[4096];
+        while (rrecv(fd, buf, sizeof(buf), 0) > 0) {
+        }
+        rclose(fd);
+      },
+      [](uint16_t port) {
+        g_signal_fd = Connect(port);
+        sigset_t alrm;
+        sigemptyset(&alrm);
+        sigaddset(&alrm, SIGALRM);
+        pthread_sigmask(SIG_BLOCK, &alrm, nullptr);  // the watchdog's mask
+        std::thread([] {
+          sleep(20);
+          fprintf(stderr, "a signal handler's rgetsockopt did not return\n");
+          _exit(1);
+        }).detach();
+        pthread_sigmask(SIG_UNBLOCK, &alrm, nullptr);
+        struct sigaction sa {};
+        sa.sa_handler = GetsockoptInHandler;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGALRM, &sa, nullptr);
+        sigevent ev{};
+        ev.sigev_notify = SIGEV_THREAD_ID;
+        ev.sigev_signo = SIGALRM;
+        ev._sigev_un._tid = static_cast<pid_t>(syscall(SYS_gettid));
+        timer_t timer;
+        if (timer_create(CLOCK_MONOTONIC, &ev, &timer)) Die("timer_create");
+        itimerspec every{{0, 20000}, {0, 20000}};  // 20 us
+        timer_settime(timer, 0, &every, nullptr);
+        char b[8] = {};
+        const double t0 = Now();
+        while (Now() - t0 < 1.0 && g_handled < 20000) {
+          rsend(g_signal_fd, b, sizeof(b), 0);
+          pollfd p{g_signal_fd, POLLOUT, 0};
+          rpoll(&p, 1, 0);
+        }
+        timer_delete(timer);
+        CHECK(g_handled > 1000);
+        CHECK(!g_handler_failed);
+        rclose(g_signal_fd);
+      });
+}
+
 }  // namespace
 
 int main() {
@@ -517,6 +591,7 @@ int main() {
   InOwnProcess("iomap", Iomap);
   InOwnProcess("peer killed", PeerKilled);
   InOwnProcess("accepts before raccept", AcceptsBeforeRaccept);
+  InOwnProcess("getsockopt from a signal handler", GetsockoptFromASignalHandler);
   printf("rsocket bad flows: %d failures\n", g_failures);
   return g_failures ? 1 : 0;
 }
