@@ -41,8 +41,11 @@ std::atomic<Rsocket*>* Slot(int fd, bool make) {
   return chunk ? &chunk->slot[fd & (kChunkSize - 1)] : nullptr;
 }
 
-// How many RsMutexes the calling thread holds or waits for.
-thread_local int held_by_this_thread = 0;
+// How many RsMutexes the calling thread holds or waits for. Initial-exec,
+// as the execution gate's state (abi/ibverbs/execution_gate.cc): no
+// __tls_get_addr call (which may allocate: not in a signal handler) and 4
+// bytes of the static TLS glibc keeps for libraries loaded later.
+__attribute__((tls_model("initial-exec"))) thread_local int held_by_this_thread = 0;
 
 }  // namespace
 
