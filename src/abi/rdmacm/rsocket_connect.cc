@@ -336,6 +336,10 @@ SV_EXPORT int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
   Rsocket* rs = TakeAccepted(*ls, lock);
   if (!rs) return -1;
   lock.unlock();
+  {
+    std::lock_guard rs_lock(rs->mu);
+    RenumberAccepted(*rs);
+  }
   if (addr && addrlen) {
     const sockaddr* peer = rdma_get_peer_addr(rs->id);
     socklen_t len = peer->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);

@@ -173,6 +173,11 @@ struct Rsocket {
 // The descriptor table (rsocket_table.cc).
 bool InsertSocket(Rsocket* rs);  // false: its descriptor is past the table (2^20)
 void RemoveSocket(Rsocket* rs);
+// Gives an accepted socket, as raccept hands it out, the lowest free
+// descriptor number (a duplicate of its channel's, which it replaces), as
+// if it were made then rather than when the acceptor took its request
+// (rsocket_table.cc). Keeps the old number when no descriptor is left.
+void RenumberAccepted(Rsocket& rs);
 // The socket of fd, or nullptr (then errno = EBADF and a log line naming verb).
 Rsocket* LookupSocket(int fd, const char* verb);
 Rsocket* FindSocket(int fd);  // quiet: nullptr when fd is no rsocket

@@ -9,6 +9,8 @@
 // in its range and never freed; writers serialize on the mutex, readers
 // load a chunk pointer and a slot.
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -77,6 +79,37 @@ void RemoveSocket(Rsocket* rs) {
   if (slot && slot->load(std::memory_order_relaxed) == rs) {
     slot->store(nullptr, std::memory_order_release);
   }
+}
+
+// Why: Debian's preload library (rdma-core 44's librspreload) maps rpoll's
+// answers back into select's sets by walking descriptor numbers upwards
+// from 0 and taking the first whose rsocket is the answer's
+// (rpoll_to_select; rdma-core 63 keeps the program's numbers instead,
+// commit 7ea19e136). A descriptor a number of its own is the rsocket
+// itself there; so an rsocket numbered below the placeholder the preload
+// made for it has its readiness set on that lower number, and the program
+// never sees it (iperf3's server waited for data that had come). The
+// preload makes the placeholder just before it calls raccept; the acceptor
+// thread made the channel's descriptor when the request came, often below
+// it. A number taken in raccept lies above the placeholder, as a socket
+// made there would.
+void RenumberAccepted(Rsocket& rs) {
+  const int fd = fcntl(rs.id->channel->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return;
+  std::lock_guard lock(table_mutex);
+  std::atomic<Rsocket*>* slot = Slot(fd, true);
+  if (!slot) {
+    close(fd);
+    return;
+  }
+  slot->store(&rs, std::memory_order_release);
+  std::atomic<Rsocket*>* old = Slot(rs.fd, false);
+  if (old && old->load(std::memory_order_relaxed) == &rs) {
+    old->store(nullptr, std::memory_order_release);
+  }
+  close(rs.fd);
+  rs.fd = fd;
+  rs.id->channel->fd = fd;
 }
 
 Rsocket* FindSocket(int fd) {
