@@ -55,6 +55,19 @@ class PerftestParser(unittest.TestCase):
         self.assertEqual(row["bytes"], 65536)
         self.assertEqual(row["bw_avg_mib_s"], 8765.43)
 
+    def test_interval_rows_give_their_median_after_the_first(self):
+        text = sample("perftest_write_bw_8_infinite.txt")
+        row = perftest.parse_intervals(text)
+        self.assertEqual((row["bytes"], row["iterations"], row["intervals"]), (8, 27376400, 1))
+        self.assertEqual(row["msg_rate_mpps"], 27.374761)
+        self.assertEqual(row["bw_avg_mib_s"], 208.85)
+        # Every row counted: the lower of the two.
+        self.assertEqual(perftest.parse_intervals(text, skip=0)["msg_rate_mpps"], 27.374761)
+        with self.assertRaises(perftest.ParseError):
+            perftest.parse_intervals(text, skip=2)  # two rows only
+        with self.assertRaises(perftest.ParseError):
+            perftest.parse_intervals(sample("perftest_write_lat_8.txt"))
+
     def test_header_without_row_reports_the_error(self):
         with self.assertRaises(perftest.ParseError) as ctx:
             perftest.parse_result(sample("perftest_send_lat_post_recv_failed.txt"))
@@ -167,7 +180,14 @@ class WorkloadParsers(unittest.TestCase):
             half = dict(mpi[size], bw_mib_s=mpi[size]["bw_mib_s"] / 4)
             results.append(_result("mpi_pingpong_vader", "mpi-shm", "bw", size, half))
         results.append(_result("ib_write_bw_qps", "softverbs-qps", "bw", 1, None, "timed out"))
+        results.append(_result("ucp_put_bw", "ucx", "bw", 8, ucx.parse_result(sample("ucx_put_bw_8.txt"))))
+        results.append(_result("ib_write_bw_infinite", "softverbs", "bw", 8,
+                               perftest.parse_intervals(sample("perftest_write_bw_8_infinite.txt"))))
         got = {what: (measured, verdict) for what, measured, _, verdict in report.targets16(results)}
+        # 27.374761 / 65.419472
+        self.assertEqual(got["ib_write_bw 8 B rate, --run_infinitely loop / UCX put rate"],
+                         ("0.42x", "met"))
+        self.assertEqual(got["ib_write_bw 8 B rate / UCX put rate"], ("", "not measured"))
         self.assertEqual(got["ibv_reg_mr 4 KiB (touched, first time)"], ("309.09 us", "missed"))
         self.assertEqual(got["(info) ibv_reg_mr 4 KiB malloc'ed, first time (allocator may reuse pages)"],
                          ("13.55 us", "-"))

@@ -98,6 +98,44 @@ def parse_result(text):
     raise ParseError(_failure_reason(text) or "result header printed but no result row")
 
 
+def parse_intervals(text, skip=1):
+    """Parse a `--run_infinitely` bandwidth run (a row each interval, until
+    the process is stopped) into one row: the median of the interval rows
+    after the first `skip` (the start: rings and pages touched the first
+    time). Returns {"kind": "bw", "bytes", "iterations" (of the median
+    row), "msg_rate_mpps", "bw_avg_mib_s", "intervals" (rows used)}.
+    """
+    lines = text.splitlines()
+    header_at = None
+    for i, line in enumerate(lines):
+        if "#bytes" in line and "#iterations" in line:
+            header_at = i
+    if header_at is None:
+        raise ParseError(_failure_reason(text) or "no result table in output")
+    header = lines[header_at]
+    if "BW average" not in header:
+        raise ParseError("not a bandwidth table: " + header.strip()[:60])
+    columns = _header_columns(header, _BW_COLUMNS)
+    factor = _GBIT_TO_MIB if "Gb/sec" in header else 1.0
+    rows = []
+    for line in lines[header_at + 1:]:
+        values = _numbers(line)
+        if len(values) < 2 + len(columns):
+            continue
+        row = {"bytes": int(values[0]), "iterations": int(values[1])}
+        row.update(zip(columns, values[2:]))
+        rows.append(row)
+    used = rows[skip:]
+    if not used or any("msg_rate_mpps" not in r for r in used):
+        raise ParseError(_failure_reason(text) or "{} interval rows, {} needed".format(
+            len(rows), skip + 1))
+    used.sort(key=lambda r: r["msg_rate_mpps"])
+    median = used[(len(used) - 1) // 2]  # the lower of the middle two
+    return {"kind": "bw", "bytes": median["bytes"], "iterations": median["iterations"],
+            "msg_rate_mpps": median["msg_rate_mpps"],
+            "bw_avg_mib_s": median.get("bw_avg", 0.0) * factor, "intervals": len(used)}
+
+
 # Lines that say why a run failed, in the words perftest, libibverbs, UCX and
 # our launcher use. The first match is the most specific reason in practice
 # (later lines are usually consequences such as "Failed to ... " cascades).

@@ -50,6 +50,12 @@ PLAN = [
     ("ib_atomic_lat", "softverbs", "lat", [8]),
     ("ib_send_bw", "softverbs", "bw", [8, 65536]),
     ("ib_write_bw", "softverbs", "bw", [8, 65536]),
+    # The same 8-byte writes in perftest's --run_infinitely loop, which has
+    # none of its per-post bookkeeping (a timestamp and the addresses'
+    # modulo arithmetic each post): the rate the device itself allows
+    # (docs/datapath.md, "The plain post path"). A row a second; stopped
+    # after ITERS_16's "infinite_seconds", the median row after the first.
+    ("ib_write_bw_infinite", "softverbs", "bw", [8]),
     ("ib_read_bw", "softverbs", "bw", [8, 65536]),
     ("ib_atomic_bw", "softverbs", "bw", [8]),
     ("uct_rc_put_lat", "ucx-softverbs", "lat", [8]),
@@ -111,8 +117,8 @@ ITERS = {
 # size, and the many-QP runs' duration (perftest -D: the steady state; with
 # -n, a count spread over 1000 QPs is mostly ramp-up and tail).
 ITERS_16 = {
-    "full": {"reg_reps": 11, "mpi": 200, "qp_seconds": 5},
-    "quick": {"reg_reps": 3, "mpi": 20, "qp_seconds": 2},
+    "full": {"reg_reps": 11, "mpi": 200, "qp_seconds": 5, "infinite_seconds": 6},
+    "quick": {"reg_reps": 3, "mpi": 20, "qp_seconds": 2, "infinite_seconds": 3},
 }
 
 # Every process we start, so that nothing outlives us (atexit + signals).
@@ -213,9 +219,11 @@ def probe_line(args):
         return None
 
 
-def run_pair(server_cmd, client_cmd, env, port, timeout, log_base):
+def run_pair(server_cmd, client_cmd, env, port, timeout, log_base, client_ok=(0,),
+             server_grace=10):
     """Run a server, wait until it listens, run the client against it (the
-    two pinned: pinned()).
+    two pinned: pinned()). client_ok: the client's exit statuses that are
+    no error; server_grace: how long the server may take to end after it.
 
     Returns (client_output, server_output, error or None). Both processes
     are gone when it returns.
@@ -244,10 +252,10 @@ def run_pair(server_cmd, client_cmd, env, port, timeout, log_base):
             try:
                 # The server finishes right after the client; give it a
                 # moment so its output is complete, then stop it regardless.
-                server.wait(timeout=10)
+                server.wait(timeout=server_grace)
             except subprocess.TimeoutExpired:
                 pass
-            if client.returncode != 0:
+            if client.returncode not in client_ok:
                 out = _read(client_log) + "\n" + _read(server_log)
                 error = "exit {}: {}".format(client.returncode,
                                              perftest.failure_reason(out) or "no error message")
@@ -263,12 +271,24 @@ def run_pair(server_cmd, client_cmd, env, port, timeout, log_base):
     return client_out, server_out, error
 
 
+# Rows whose perftest program is not their name.
+PERFTEST_PROGRAM = {"ib_write_bw_infinite": "ib_write_bw"}
+
+
 def perftest_cmds(args, name, size, iters, port, gid_index):
-    common = ["-d", DEVICE, "-x", str(gid_index), "-F", "-n", str(iters), "-p", str(port)]
+    common = ["-d", DEVICE, "-x", str(gid_index), "-F", "-p", str(port)]
     if "atomic" not in name:
         common += ["-s", str(size)]
-    wrap = [args.softverbs, "run", "--", name]
-    return wrap + common, wrap + common + ["127.0.0.1"]
+    client_stop = []
+    if name.endswith("_infinite"):
+        # Runs until stopped: the client gets SIGINT (coreutils' timeout,
+        # exit 124) after its seconds; perftest flushes each row.
+        common += ["--run_infinitely", "-D", "1"]
+        client_stop = ["timeout", "-s", "INT", str(ITERS_16[args.mode]["infinite_seconds"])]
+    else:
+        common += ["-n", str(iters)]
+    wrap = [args.softverbs, "run", "--", PERFTEST_PROGRAM.get(name, name)]
+    return wrap + common, client_stop + wrap + common + ["127.0.0.1"]
 
 
 def ucx_cmds(name, size, iters, port):
@@ -293,7 +313,7 @@ def iterations(mode, tool, kind, size):
 def measure(args, name, tool, kind, size, gid, env, log_dir):
     """One benchmark: returns a report result dict, never raises."""
     result = {"name": name, "tool": tool, "kind": kind, "size": size, "row": None, "error": None}
-    program = "ucx_perftest" if tool.startswith("ucx") else name
+    program = "ucx_perftest" if tool.startswith("ucx") else PERFTEST_PROGRAM.get(name, name)
     if shutil.which(program) is None:
         result["error"] = program + " not installed"
         return result
@@ -312,16 +332,23 @@ def measure(args, name, tool, kind, size, gid, env, log_dir):
         server, client = perftest_cmds(args, name, size, n, port, gid[0])
         run_env = env
     log_base = os.path.join(log_dir, "{}_{}".format(name, size))
-    print("  {} {} B, {} iterations ...".format(name, size, n), end="", flush=True, file=sys.stderr)
+    infinite = name.endswith("_infinite")
+    span = ("{} s".format(ITERS_16[args.mode]["infinite_seconds"]) if infinite
+            else "{} iterations".format(n))
+    print("  {} {} B, {} ...".format(name, size, span), end="", flush=True, file=sys.stderr)
     started = time.monotonic()
     probed = in_rounds(tool, kind, size)
     before = probe_line(args) if probed else None
-    client_out, _server_out, error = run_pair(server, client, run_env, port, args.timeout, log_base)
+    client_out, _server_out, error = run_pair(
+        server, client, run_env, port, args.timeout, log_base,
+        client_ok=(124,) if infinite else (0,), server_grace=0 if infinite else 10)
     if probed:
         result["line_ns"] = [before, probe_line(args)]
     if error is None:
         try:
             parse = ucx.parse_result if tool.startswith("ucx") else perftest.parse_result
+            if infinite:
+                parse = perftest.parse_intervals
             result["row"] = parse(client_out)
         except perftest.ParseError as e:
             error = str(e)
