@@ -54,6 +54,18 @@ def _header_columns(header, known):
     return [key for _, key in sorted(found)]
 
 
+def _last_table(text):
+    """(lines, index of the last result header); ParseError without one."""
+    lines = text.splitlines()
+    header_at = None
+    for i, line in enumerate(lines):
+        if "#bytes" in line and "#iterations" in line:
+            header_at = i
+    if header_at is None:
+        raise ParseError(_failure_reason(text) or "no result table in output")
+    return lines, header_at
+
+
 def parse_result(text):
     """Parse one perftest process's output into its result row.
 
@@ -62,13 +74,7 @@ def parse_result(text):
     for bandwidth tests. Takes the first data row after the last result
     header (we run one size per invocation).
     """
-    lines = text.splitlines()
-    header_at = None
-    for i, line in enumerate(lines):
-        if "#bytes" in line and "#iterations" in line:
-            header_at = i
-    if header_at is None:
-        raise ParseError(_failure_reason(text) or "no result table in output")
+    lines, header_at = _last_table(text)
 
     header = lines[header_at]
     if "t_typical" in header or "t_min" in header or "t_avg" in header:
@@ -105,13 +111,7 @@ def parse_intervals(text, skip=1):
     time). Returns {"kind": "bw", "bytes", "iterations" (of the median
     row), "msg_rate_mpps", "bw_avg_mib_s", "intervals" (rows used)}.
     """
-    lines = text.splitlines()
-    header_at = None
-    for i, line in enumerate(lines):
-        if "#bytes" in line and "#iterations" in line:
-            header_at = i
-    if header_at is None:
-        raise ParseError(_failure_reason(text) or "no result table in output")
+    lines, header_at = _last_table(text)
     header = lines[header_at]
     if "BW average" not in header:
         raise ParseError("not a bandwidth table: " + header.strip()[:60])
