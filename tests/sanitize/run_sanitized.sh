@@ -16,7 +16,7 @@
 # fi_info and fi_pingpong, UCX, Open MPI: thirdparty.*, kernel_view.*,
 # rdmacm.*fi_pingpong*), perftest's rdma_cm pairs (rdmacm.*ib_*: its client
 # retries through a destroyed id when the slowed server is late), rstream
-# under Debian's librspreload (rdmacm.*rstream_preload: an unsanitized
+# and iperf3 under Debian's librspreload (rdmacm.*_preload: an unsanitized
 # preload that links our sanitized librdmacm, so libasan loads after it;
 # both sides died at start-up calling a null function pointer, pc 0) and
 # the Python conformance suites.
@@ -59,7 +59,7 @@ cd "$build"
 status=0
 ctest --output-on-failure -j"$(nproc)" --timeout 300 \
   -L "unit|integration|devx|datapath|reliability|xrc|rdmacm" \
-  -E "^(thirdparty|kernel_view)\.|^rdmacm\.(hosts_)?(fi_pingpong|ib_|rstream_preload)" ||
+  -E "^(thirdparty|kernel_view)\.|^rdmacm\.(hosts_)?(fi_pingpong|ib_|[a-z0-9]+_preload)" ||
   status=$?
 if ((status != 0)); then "$src/scripts/failed_test_output.sh" "$build" 60; fi
 exit "$status"
