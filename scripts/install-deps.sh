@@ -26,7 +26,8 @@ packages=(
   # RoCE v2 tests: two hosts as network namespaces (ip netns, veth), captures
   # decoded by an independent dissector and ICRC checker
   iproute2 tshark python3-scapy
-  # the two-host benchmark's link reference (bench/two_hosts.sh)
+  # the two-host benchmark's link reference (bench/two_hosts.sh); iperf3 is
+  # also a test's socket program over rsockets (rdmacm.iperf3_preload)
   iperf3 sockperf
 )
 SUDO=""
