@@ -83,16 +83,16 @@ void RemoveSocket(Rsocket* rs) {
 
 // Why: Debian's preload library (rdma-core 44's librspreload) maps rpoll's
 // answers back into select's sets by walking descriptor numbers upwards
-// from 0 and taking the first whose rsocket is the answer's
+// from 0 and taking the first number whose rsocket is the answer's
 // (rpoll_to_select; rdma-core 63 keeps the program's numbers instead,
-// commit 7ea19e136). A descriptor a number of its own is the rsocket
-// itself there; so an rsocket numbered below the placeholder the preload
-// made for it has its readiness set on that lower number, and the program
-// never sees it (iperf3's server waited for data that had come). The
-// preload makes the placeholder just before it calls raccept; the acceptor
-// thread made the channel's descriptor when the request came, often below
-// it. A number taken in raccept lies above the placeholder, as a socket
-// made there would.
+// commit 7ea19e136). A number the preload does not manage stands for
+// itself there, so an rsocket numbered below the placeholder the preload
+// gave the program for it has its readiness set on its own, lower number,
+// and the program never sees it (iperf3's server waited for data that had
+// come). The preload opens the placeholder just before it calls raccept;
+// the acceptor thread made the channel's descriptor when the request came,
+// usually below it. A number taken in raccept lies above the placeholder,
+// as that of a socket made there would.
 void RenumberAccepted(Rsocket& rs) {
   const int fd = fcntl(rs.id->channel->fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return;
