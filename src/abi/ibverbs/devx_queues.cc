@@ -580,15 +580,16 @@ SV_EXPORT int softverbs_dv_init_cq(ibv_cq* ibcq, softverbs_dv_queue* out) {
     cq->cqn = c->cqn;
     cq->ncqe = dp::RoundUpPow2(static_cast<uint32_t>(ibcq->cqe) + 1);
     cq->log_ncqe = static_cast<uint32_t>(__builtin_ctz(cq->ncqe));
-    cq->stride = mlx5::kCqeBytes;
-    if (!cq->owned.Allocate(size_t{cq->ncqe} * mlx5::kCqeBytes + 64)) return ENOMEM;
+    cq->stride = c->mlx5_cqe_size;
+    const size_t cqe_bytes = size_t{cq->ncqe} * cq->stride;
+    if (!cq->owned.Allocate(cqe_bytes + 64)) return ENOMEM;
     cq->buf = cq->owned.at(0);
-    // As libmlx5 does: every CQE starts invalid, owned by software.
+    // As libmlx5 does: every CQE starts invalid, owned by software (op_own
+    // is the last byte of the 64-byte CQE, which ends a 128-byte one).
     for (uint32_t i = 0; i < cq->ncqe; ++i) {
-      cq->buf[i * mlx5::kCqeBytes + mlx5::kCqeBytes - 1] = MLX5_CQE_INVALID << 4;
+      cq->buf[size_t{i} * cq->stride + cq->stride - 1] = MLX5_CQE_INVALID << 4;
     }
-    cq->dbr =
-        reinterpret_cast<volatile uint32_t*>(cq->owned.at(size_t{cq->ncqe} * mlx5::kCqeBytes));
+    cq->dbr = reinterpret_cast<volatile uint32_t*>(cq->owned.at(cqe_bytes));
     cq->ring.Attach(c->ring_mapping.base());
     it = engine->cqs.emplace(c->cqn, std::move(cq)).first;
   }
@@ -596,6 +597,7 @@ SV_EXPORT int softverbs_dv_init_cq(ibv_cq* ibcq, softverbs_dv_queue* out) {
   *out = {};
   out->cq_buf = cq.buf;
   out->cqe_cnt = cq.ncqe;
+  out->cqe_size = cq.stride;
   out->dbr = cq.dbr;
   out->uar = DummyUarPage();
   return 0;

@@ -196,6 +196,9 @@ struct Cq {
   // empty poll that follows has its queue take the line of its next slot
   // (RecvQueue::OwnNextSlot).
   uint32_t refilling_qpn = 0;
+  // The size of a CQE in the CQ's mlx5 view (mlx5dv_init_obj): 64, or 128
+  // when mlx5dv_create_cq asked for it.
+  uint32_t mlx5_cqe_size = 64;
 };
 
 // A QP's own receive queue completes on cq from its creation until its

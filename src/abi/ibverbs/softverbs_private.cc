@@ -60,6 +60,12 @@ SV_EXPORT uint32_t softverbs_cq_number(ibv_cq* cq) {
   return cq ? FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq))->cqn : 0;
 }
 
+SV_EXPORT int softverbs_dv_set_cqe_size(ibv_cq* cq, uint32_t cqe_size) {
+  if (cq == nullptr || (cqe_size != 64 && cqe_size != 128)) return EINVAL;
+  FromPublic<Cq>(reinterpret_cast<ibv_cq_ex*>(cq))->mlx5_cqe_size = cqe_size;
+  return 0;
+}
+
 SV_EXPORT uint32_t softverbs_srq_number(ibv_srq* srq) {
   return srq ? FromPublic<Srq>(srq)->srqn : 0;
 }

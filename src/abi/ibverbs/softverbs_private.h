@@ -101,13 +101,18 @@ struct softverbs_dv_queue {
   void* rq_buf; /* QP: receive WQEs */
   uint32_t rq_wqe_cnt;
   uint32_t rq_stride;
-  void* cq_buf; /* CQ: 64-byte CQEs */
+  void* cq_buf; /* CQ: CQEs of cqe_size bytes */
   uint32_t cqe_cnt;
+  uint32_t cqe_size; /* CQ: 64 or 128 (the 64-byte CQE is the last half) */
   volatile uint32_t* dbr; /* QP: [0] receive, [1] send counters; CQ: [0] consumer index */
   void* uar;              /* a doorbell register page (writes are not needed) */
 };
 int softverbs_dv_init_qp(struct ibv_qp* qp, struct softverbs_dv_queue* out);
 int softverbs_dv_init_cq(struct ibv_cq* cq, struct softverbs_dv_queue* out);
+/* mlx5dv_create_cq's CQE size (64 or 128) for the CQ's mlx5 view, set right
+ * after the CQ is created, before anything can ask for the view. Returns 0
+ * or EINVAL (another size). */
+int softverbs_dv_set_cqe_size(struct ibv_cq* cq, uint32_t cqe_size);
 
 #ifdef __cplusplus
 }

@@ -70,7 +70,7 @@ int InitCq(ibv_cq* in, mlx5dv_cq* out) {
   out->buf = q.cq_buf;
   out->dbrec = const_cast<__be32*>(reinterpret_cast<volatile __be32*>(q.dbr));
   out->cqe_cnt = q.cqe_cnt;
-  out->cqe_size = 64;
+  out->cqe_size = q.cqe_size;
   out->cq_uar = q.uar;
   return 0;
 }

@@ -355,6 +355,89 @@ TEST_F(DevxTest, UnimplementedCallsSayEopnotsupp) {
   ibv_destroy_cq(cq);
 }
 
+// mlx5dv_create_cq(3): the CQE size from the attribute, else MLX5_CQE_SIZE,
+// else 64 (64 or 128, anything else EINVAL); compression and padding, which
+// softverbs does not report, EINVAL as libmlx5 answers on such a device;
+// unknown comp_mask and flag bits EINVAL. A refused CQ leaves nothing in the
+// device.
+TEST_F(DevxTest, CreateDvCqTakesLibmlx5sAttributes) {
+  const auto cq_count = [] { return Status()["objects"]["cq"].get<size_t>(); };
+  const size_t before = cq_count();
+  const auto cqe_size_of = [](ibv_cq_ex* cq) {
+    mlx5dv_cq dv{};
+    mlx5dv_obj obj{};
+    obj.cq.in = ibv_cq_ex_to_cq(cq);
+    obj.cq.out = &dv;
+    EXPECT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ), 0);
+    return dv.cqe_size;
+  };
+  const auto create = [&](mlx5dv_cq_init_attr* dv, uint32_t cqe = 8) {
+    ibv_cq_init_attr_ex attr{};
+    attr.cqe = cqe;
+    attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+    errno = 0;
+    return mlx5dv_create_cq(ctx_, &attr, dv);
+  };
+  const auto refused = [&](mlx5dv_cq_init_attr dv, uint32_t cqe = 8) {
+    ibv_cq_ex* cq = create(&dv, cqe);
+    if (cq != nullptr) ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+    return cq == nullptr && errno == EINVAL;
+  };
+  unsetenv("MLX5_CQE_SIZE");
+
+  ibv_cq_ex* plain = create(nullptr);
+  ASSERT_NE(plain, nullptr) << strerror(errno);
+  EXPECT_EQ(cqe_size_of(plain), 64u);
+  EXPECT_GE(plain->cqe, 8);
+  mlx5dv_cq_init_attr dv{};
+  dv.comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
+  dv.cqe_size = 128;
+  ibv_cq_ex* big = create(&dv);
+  ASSERT_NE(big, nullptr) << strerror(errno);
+  EXPECT_EQ(cqe_size_of(big), 128u);
+  EXPECT_EQ(cq_count(), before + 2);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(big)), 0);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(plain)), 0);
+
+  dv.cqe_size = 100;
+  EXPECT_TRUE(refused(dv));
+  dv.cqe_size = 0;
+  EXPECT_TRUE(refused(dv));
+  dv = {};
+  dv.comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE;
+  dv.cqe_comp_res_format = MLX5DV_CQE_RES_FORMAT_HASH;
+  EXPECT_TRUE(refused(dv));
+  dv = {};
+  dv.comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_FLAGS | MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
+  dv.cqe_size = 128;
+  dv.flags = MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD;
+  EXPECT_TRUE(refused(dv));
+  dv.flags = MLX5DV_CQ_INIT_ATTR_FLAGS_RESERVED;
+  EXPECT_TRUE(refused(dv));
+  dv = {};
+  dv.comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE << 1;
+  EXPECT_TRUE(refused(dv));
+  EXPECT_TRUE(refused({}, 0));  // cqe 0
+
+  // The environment, when the attribute does not say.
+  setenv("MLX5_CQE_SIZE", "128", 1);
+  ibv_cq_ex* from_env = create(nullptr);
+  ASSERT_NE(from_env, nullptr) << strerror(errno);
+  EXPECT_EQ(cqe_size_of(from_env), 128u);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(from_env)), 0);
+  dv = {};
+  dv.comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
+  dv.cqe_size = 64;
+  ibv_cq_ex* attr_wins = create(&dv);
+  ASSERT_NE(attr_wins, nullptr) << strerror(errno);
+  EXPECT_EQ(cqe_size_of(attr_wins), 64u);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(attr_wins)), 0);
+  setenv("MLX5_CQE_SIZE", "100", 1);
+  EXPECT_TRUE(refused({}));
+  unsetenv("MLX5_CQE_SIZE");
+  EXPECT_EQ(cq_count(), before);
+}
+
 TEST_F(DevxTest, StatusShowsDevxObjectsAndUid) {
   uint32_t pdn = 0, cqn = 0;
   mlx5dv_devx_obj* pd = CreatePd(&pdn);

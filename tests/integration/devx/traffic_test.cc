@@ -434,9 +434,27 @@ bool Connect(ibv_context* ctx, ibv_qp* qp, uint32_t remote) {
                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
 }
 
+// A's CQ: made by ibv_create_cq (64-byte CQEs in its mlx5 view), or by
+// mlx5dv_create_cq asking for 128-byte CQEs.
+ibv_cq* CreateCqWithCqes(ibv_context* ctx, uint32_t cqe_size) {
+  if (cqe_size == 64) return ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ibv_cq_init_attr_ex attr{};
+  attr.cqe = 16;
+  attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+  mlx5dv_cq_init_attr dv{};
+  dv.comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
+  dv.cqe_size = static_cast<uint16_t>(cqe_size);
+  ibv_cq_ex* cq = mlx5dv_create_cq(ctx, &attr, &dv);
+  return cq ? ibv_cq_ex_to_cq(cq) : nullptr;
+}
+
 // mlx5dv_init_obj on verbs queues: mlx5 WQEs posted on a verbs RC QP's
-// buffers are executed, and its CQ's completions arrive as mlx5 CQEs.
-TEST(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
+// buffers are executed, and its CQ's completions arrive as mlx5 CQEs - in
+// the second half of each entry when the CQ has 128-byte CQEs.
+class DvOnVerbs : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
+  const uint32_t cqe_size = GetParam();
   ibv_context* a_ctx = ibv_open_device(FindSoftverbs());
   ibv_context* b_ctx = ibv_open_device(FindSoftverbs());
   ASSERT_TRUE(a_ctx && b_ctx);
@@ -445,7 +463,8 @@ TEST(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
   std::vector<uint8_t> a_buf(8192, 0), b_buf(8192, 0);
   ibv_mr* a_mr = ibv_reg_mr(a_pd, a_buf.data(), a_buf.size(), IBV_ACCESS_LOCAL_WRITE);
   ibv_mr* b_mr = ibv_reg_mr(b_pd, b_buf.data(), b_buf.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_cq* a_cq = ibv_create_cq(a_ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* a_cq = CreateCqWithCqes(a_ctx, cqe_size);
+  ASSERT_NE(a_cq, nullptr) << strerror(errno);
   ibv_cq* b_cq = ibv_create_cq(b_ctx, 16, nullptr, nullptr, 0);
   ibv_qp* a_qp = RcQp(a_pd, a_cq);
   ibv_qp* b_qp = RcQp(b_pd, b_cq);
@@ -464,7 +483,7 @@ TEST(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
   ASSERT_NE(dv_qp.sq.buf, nullptr);
   ASSERT_NE(dv_qp.dbrec, nullptr);
   ASSERT_NE(dv_cq.buf, nullptr);
-  ASSERT_EQ(dv_cq.cqe_size, 64u);
+  ASSERT_EQ(dv_cq.cqe_size, cqe_size);
   EXPECT_EQ(dv_qp.sq.stride, 64u);
 
   // A -> B: an mlx5 SEND WQE on the verbs QP's send queue.
@@ -491,7 +510,9 @@ TEST(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
 
   // A's CQ: the send's CQE.
   auto poll_cqe = [&](uint32_t index) -> mlx5_cqe64* {
-    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) + index * 64);
+    // libmlx5's get_cqe: the 64-byte CQE ends its entry.
+    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) +
+                                              index * cqe_size + (cqe_size - 64));
     const uint8_t owner = (index / dv_cq.cqe_cnt) & 1;
     for (int i = 0; i < 20000000; ++i) {
       const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
@@ -535,6 +556,9 @@ TEST(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
   ibv_close_device(a_ctx);
   ibv_close_device(b_ctx);
 }
+
+INSTANTIATE_TEST_SUITE_P(CqeSizes, DvOnVerbs, ::testing::Values(64u, 128u),
+                         [](const auto& info) { return "Cqe" + std::to_string(info.param); });
 
 }  // namespace
 }  // namespace devx_it
