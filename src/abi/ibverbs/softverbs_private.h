@@ -103,7 +103,7 @@ struct softverbs_dv_queue {
   uint32_t rq_stride;
   void* cq_buf; /* CQ: CQEs of cqe_size bytes */
   uint32_t cqe_cnt;
-  uint32_t cqe_size; /* CQ: 64 or 128 (the 64-byte CQE is the last half) */
+  uint32_t cqe_size;      /* CQ: 64 or 128 (the 64-byte CQE is the last half) */
   volatile uint32_t* dbr; /* QP: [0] receive, [1] send counters; CQ: [0] consumer index */
   void* uar;              /* a doorbell register page (writes are not needed) */
 };

@@ -511,8 +511,8 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
   // A's CQ: the send's CQE.
   auto poll_cqe = [&](uint32_t index) -> mlx5_cqe64* {
     // libmlx5's get_cqe: the 64-byte CQE ends its entry.
-    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) +
-                                              index * cqe_size + (cqe_size - 64));
+    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) + index * cqe_size +
+                                              (cqe_size - 64));
     const uint8_t owner = (index / dv_cq.cqe_cnt) & 1;
     for (int i = 0; i < 20000000; ++i) {
       const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
