@@ -182,7 +182,7 @@ void WireService::TakePost(ClientId c, const dp::WirePostRecord& rec) {
     dp::Completion flush{};
     flush.wr_id = rec.wr.wr_id;
     flush.status = IBV_WC_WR_FLUSH_ERR;
-    flush.opcode = info.send_wc;
+    flush.opcode = dp::RequesterWcOpcode(rec.wr);
     flush.vendor_err = dp::kVendorFlushed;
     flush.qp_num = rec.qpn;
     SendWrsRetired(rec.qpn, 1);

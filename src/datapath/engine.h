@@ -100,6 +100,11 @@ struct SendWr {
   // ibv_wr_set_xrc_srqn, which sets srqn_set: it is mandatory there).
   uint32_t remote_srqn = 0;
   bool srqn_set = false;
+  // Not 0: an mlx5 WQE posted with mlx5dv_wr_raw_wqe, whose completion's
+  // opcode is IBV_WC_DRIVER2, as libmlx5 reports a raw WQE's
+  // (RequesterWcOpcode). Before the SGEs: the network transport's copy
+  // (CopyUsedSendWr) carries it.
+  uint8_t raw_wqe = 0;
   // BIND_MW: the window (the device's handle of it), the MR it is bound to
   // (its lkey; 0 unbinds), the range (remote_addr, bind_length) and the
   // window's access flags.
@@ -120,6 +125,11 @@ struct SendWr {
   // (IBA 10.3.1). Set on the send queue's copy only; SendWr is process-local.
   bool held = false;
 };
+
+// The opcode of a send WR's own completion.
+inline ibv_wc_opcode RequesterWcOpcode(const SendWr& wr) {
+  return wr.raw_wqe != 0 ? IBV_WC_DRIVER2 : WrOpcode(wr.opcode).send_wc;
+}
 
 // The bytes a send work request carries: its inline data or the sum of its
 // SGEs (an atomic's 8 bytes are the caller's to count).

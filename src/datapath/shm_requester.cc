@@ -60,7 +60,7 @@ Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
   c.wr_id = wr.wr_id;
   c.status = IBV_WC_SUCCESS;
   const WrOpcodeInfo& info = WrOpcode(wr.opcode);
-  c.opcode = info.send_wc;
+  c.opcode = RequesterWcOpcode(wr);
   c.qp_num = qp.qpn;
   if (info.action == WrAction::kLocal) {
     // No request: the device's tables change, in the send queue's order.

@@ -20,7 +20,7 @@ Completion FlushedCompletion(const SendWr& wr, uint32_t qpn) {
   Completion c{};
   c.wr_id = wr.wr_id;
   c.status = IBV_WC_WR_FLUSH_ERR;
-  c.opcode = WrOpcode(wr.opcode).send_wc;
+  c.opcode = RequesterWcOpcode(wr);
   c.vendor_err = kVendorFlushed;
   c.qp_num = qpn;
   return c;

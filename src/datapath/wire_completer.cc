@@ -284,7 +284,7 @@ void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
     Completion c{};
     c.wr_id = p.wr.wr_id;
     c.status = status;
-    c.opcode = p.info->send_wc;
+    c.opcode = RequesterWcOpcode(p.wr);
     c.vendor_err = vendor_err;
     c.byte_len = p.bytes;
     c.qp_num = config_.qpn;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "abi/ibverbs/daemon_channel.h"
+#include "abi/ibverbs/dv_qp_ex.h"
 #include "common/gid_table.h"
 #include "common/spin_lock.h"
 #include "datapath/cq_ring.h"
@@ -252,6 +253,8 @@ struct Qp {
   // ibv_wr_* batch being built between ibv_wr_start and ibv_wr_complete.
   std::vector<datapath::SendWr> batch;
   int batch_error = 0;
+  // Its mlx5 work request builders (mlx5dv_qp_ex_from_ibv_qp_ex).
+  DvQpEx dv_ex;
 };
 
 // The requester attributes the device published for qp (the defaults when

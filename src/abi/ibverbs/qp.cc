@@ -61,6 +61,7 @@ Qp* NewQp(ibv_context* context, Handle handle, uint32_t qpn, ibv_qp_type type, v
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
   InstallQpExOps(&qp->ibv);
+  InstallDvQpExOps(qp);
   return qp;
 }
 

@@ -66,6 +66,16 @@ SV_EXPORT int softverbs_dv_set_cqe_size(ibv_cq* cq, uint32_t cqe_size) {
   return 0;
 }
 
+SV_EXPORT void softverbs_dv_set_send_ops(ibv_qp* qp, uint64_t mlx5_send_ops) {
+  if (qp != nullptr)
+    FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp))->dv_ex.send_ops = mlx5_send_ops;
+}
+
+SV_EXPORT mlx5dv_qp_ex* softverbs_dv_qp_ex(ibv_qp_ex* qp) {
+  if (qp == nullptr || !softverbs_is_device(qp->qp_base.context->device)) return nullptr;
+  return &FromPublic<Qp>(qp)->dv_ex.ex;
+}
+
 SV_EXPORT uint32_t softverbs_srq_number(ibv_srq* srq) {
   return srq ? FromPublic<Srq>(srq)->srqn : 0;
 }

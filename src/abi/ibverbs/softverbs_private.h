@@ -114,6 +114,15 @@ int softverbs_dv_init_cq(struct ibv_cq* cq, struct softverbs_dv_queue* out);
  * or EINVAL (another size). */
 int softverbs_dv_set_cqe_size(struct ibv_cq* cq, uint32_t cqe_size);
 
+/*
+ * mlx5dv_create_qp's MLX5DV_QP_EX_WITH_* operations for the QP's mlx5dv_qp_ex,
+ * set right after the QP is created; and that mlx5dv_qp_ex
+ * (mlx5dv_qp_ex_from_ibv_qp_ex; NULL for a QP that is not softverbs').
+ */
+struct mlx5dv_qp_ex;
+void softverbs_dv_set_send_ops(struct ibv_qp* qp, uint64_t mlx5_send_ops);
+struct mlx5dv_qp_ex* softverbs_dv_qp_ex(struct ibv_qp_ex* qp);
+
 #ifdef __cplusplus
 }
 #endif

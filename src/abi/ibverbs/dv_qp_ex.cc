@@ -1,0 +1,123 @@
+#include "abi/ibverbs/dv_qp_ex.h"
+
+#include <errno.h>
+
+#include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
+#include "datapath/mlx5_wqe.h"
+
+namespace softverbs::provider {
+namespace {
+
+namespace dp = softverbs::datapath;
+namespace mlx5 = softverbs::datapath::mlx5;
+
+// A raw WQE is read as a ring of its own: at most kMaxWqeDs segments, and
+// the parser reads no more than the WQE's ds says.
+constexpr uint32_t kRawWqeRingBlocks = 16;
+static_assert(kRawWqeRingBlocks * mlx5::kSendWqeBb >= mlx5::kMaxWqeDs * mlx5::kSegBytes);
+
+Qp* QpOf(mlx5dv_qp_ex* mq) {
+  return reinterpret_cast<DvQpEx*>(mq)->qp;
+}
+
+// The first error of a batch is the one wr_complete reports (qp_ex_ops.cc).
+void FailBatch(Qp* qp, int err) {
+  if (!qp->batch_error) qp->batch_error = err;
+}
+
+void NotSupported(mlx5dv_qp_ex* mq, const char* builder) {
+  Qp* qp = QpOf(mq);
+  FailBatch(qp, Reject(EOPNOTSUPP, "mlx5dv_wr_%s: QP 0x%x: not supported by softverbs", builder,
+                       qp->ibv.qp_base.qp_num));
+}
+
+void RawWqe(mlx5dv_qp_ex* mq, const void* wqe) {
+  Qp* qp = QpOf(mq);
+  const uint32_t qpn = qp->ibv.qp_base.qp_num;
+  if (!(qp->dv_ex.send_ops & MLX5DV_QP_EX_WITH_RAW_WQE)) {
+    FailBatch(qp, Reject(EINVAL,
+                         "mlx5dv_wr_raw_wqe: QP 0x%x was not created with "
+                         "MLX5DV_QP_EX_WITH_RAW_WQE (mlx5dv_create_qp)",
+                         qpn));
+    return;
+  }
+  if (wqe == nullptr) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_raw_wqe: QP 0x%x: the WQE is NULL", qpn));
+    return;
+  }
+  mlx5::ParsedSendWqe parsed;
+  const mlx5::WqeError error =
+      mlx5::ParseSendWqe(static_cast<const uint8_t*>(wqe), kRawWqeRingBlocks, 0, qpn, &parsed);
+  if (error != mlx5::WqeError::kNone) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_raw_wqe: QP 0x%x: opcode 0x%x: %s", qpn, parsed.opcode,
+                         mlx5::WqeErrorName(error)));
+    return;
+  }
+  if (parsed.info->nop) {
+    FailBatch(qp,
+              Reject(EOPNOTSUPP, "mlx5dv_wr_raw_wqe: QP 0x%x: a NOP WQE is not supported", qpn));
+    return;
+  }
+  dp::SendWr& wr = qp->batch.emplace_back(parsed.wr);
+  wr.wr_id = qp->ibv.wr_id;
+  wr.raw_wqe = 1;
+}
+
+void SetDcAddr(mlx5dv_qp_ex* mq, ibv_ah*, uint32_t, uint64_t) {
+  NotSupported(mq, "set_dc_addr");
+}
+void SetDcAddrStream(mlx5dv_qp_ex* mq, ibv_ah*, uint32_t, uint64_t, uint16_t) {
+  NotSupported(mq, "set_dc_addr_stream");
+}
+void MrInterleaved(mlx5dv_qp_ex* mq, mlx5dv_mkey*, uint32_t, uint32_t, uint16_t,
+                   mlx5dv_mr_interleaved*) {
+  NotSupported(mq, "mr_interleaved");
+}
+void MrList(mlx5dv_qp_ex* mq, mlx5dv_mkey*, uint32_t, uint16_t, ibv_sge*) {
+  NotSupported(mq, "mr_list");
+}
+void MkeyConfigure(mlx5dv_qp_ex* mq, mlx5dv_mkey*, uint8_t, mlx5dv_mkey_conf_attr*) {
+  NotSupported(mq, "mkey_configure");
+}
+void SetMkeyAccessFlags(mlx5dv_qp_ex* mq, uint32_t) {
+  NotSupported(mq, "set_mkey_access_flags");
+}
+void SetMkeyLayoutList(mlx5dv_qp_ex* mq, uint16_t, const ibv_sge*) {
+  NotSupported(mq, "set_mkey_layout_list");
+}
+void SetMkeyLayoutInterleaved(mlx5dv_qp_ex* mq, uint32_t, uint16_t, const mlx5dv_mr_interleaved*) {
+  NotSupported(mq, "set_mkey_layout_interleaved");
+}
+void SetMkeySigBlock(mlx5dv_qp_ex* mq, const mlx5dv_sig_block_attr*) {
+  NotSupported(mq, "set_mkey_sig_block");
+}
+void SetMkeyCrypto(mlx5dv_qp_ex* mq, const mlx5dv_crypto_attr*) {
+  NotSupported(mq, "set_mkey_crypto");
+}
+void Memcpy(mlx5dv_qp_ex* mq, uint32_t, uint64_t, uint32_t, uint64_t, size_t) {
+  NotSupported(mq, "memcpy");
+}
+
+}  // namespace
+
+void InstallDvQpExOps(Qp* qp) {
+  DvQpEx& dv = qp->dv_ex;
+  dv.qp = qp;
+  mlx5dv_qp_ex& ex = dv.ex;
+  ex.comp_mask = 0;
+  ex.wr_set_dc_addr = SetDcAddr;
+  ex.wr_mr_interleaved = MrInterleaved;
+  ex.wr_mr_list = MrList;
+  ex.wr_mkey_configure = MkeyConfigure;
+  ex.wr_set_mkey_access_flags = SetMkeyAccessFlags;
+  ex.wr_set_mkey_layout_list = SetMkeyLayoutList;
+  ex.wr_set_mkey_layout_interleaved = SetMkeyLayoutInterleaved;
+  ex.wr_set_mkey_sig_block = SetMkeySigBlock;
+  ex.wr_raw_wqe = RawWqe;
+  ex.wr_set_dc_addr_stream = SetDcAddrStream;
+  ex.wr_memcpy = Memcpy;
+  ex.wr_set_mkey_crypto = SetMkeyCrypto;
+}
+
+}  // namespace softverbs::provider

@@ -1,0 +1,28 @@
+// The mlx5dv_qp_ex of a QP (mlx5dv_qp_ex_from_ibv_qp_ex): libmlx5's work
+// request builders beside ibv_qp_ex's, adding to the same ibv_wr_start ...
+// ibv_wr_complete batch. softverbs builds mlx5dv_wr_raw_wqe (an RC or UC
+// QP created by mlx5dv_create_qp with MLX5DV_QP_EX_WITH_RAW_WQE): the WQE is
+// read as the DEVX queue engine reads one (datapath/mlx5_wqe.h) and runs as
+// the verbs WR it describes. Every other builder fails the batch with
+// EOPNOTSUPP (libmlx5 leaves them NULL where they do not apply).
+#pragma once
+
+#include <infiniband/mlx5dv.h>
+
+#include <cstdint>
+
+namespace softverbs::provider {
+
+struct Qp;
+
+struct DvQpEx {
+  mlx5dv_qp_ex ex;  // first: what mlx5dv_qp_ex_from_ibv_qp_ex hands out
+  Qp* qp = nullptr;
+  // The MLX5DV_QP_EX_WITH_* operations the QP was created with.
+  uint64_t send_ops = 0;
+};
+
+// Fills every builder of qp's DvQpEx (at the QP's creation).
+void InstallDvQpExOps(Qp* qp);
+
+}  // namespace softverbs::provider

@@ -1,0 +1,131 @@
+// mlx5dv_create_qp: a verbs QP with libmlx5's vendor attributes, and
+// mlx5dv_qp_ex_from_ibv_qp_ex, its mlx5 work request builders. The checks
+// are libmlx5's, in its order; what softverbs does not have answers
+// EOPNOTSUPP: DC QPs (IBV_QPT_DRIVER), the creation flags of Ethernet and
+// signature offloads, and every mlx5 send operation but the raw WQE on RC and
+// UC QPs (docs/devx.md, "mlx5dv_create_qp").
+#include "abi/ibverbs/softverbs_private.h"
+#include "abi/mlx5/devx_internal.h"
+
+using softverbs::mlx5::RejectNull;
+
+namespace {
+
+constexpr uint64_t kKnownCompMask =
+    MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DC |
+    MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS | MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+constexpr uint32_t kKnownCreateFlags =
+    MLX5DV_QP_CREATE_TUNNEL_OFFLOADS | MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC |
+    MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC | MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+    MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE | MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE |
+    MLX5DV_QP_CREATE_SIG_PIPELINING;
+// Scatter to CQE is an optimisation a device may take or leave: softverbs
+// always places received bytes in the receive buffers, so both flags hold.
+constexpr uint32_t kSupportedCreateFlags =
+    MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE | MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
+constexpr uint64_t kKnownSendOps = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST |
+                                   MLX5DV_QP_EX_WITH_MKEY_CONFIGURE | MLX5DV_QP_EX_WITH_RAW_WQE |
+                                   MLX5DV_QP_EX_WITH_MEMCPY;
+
+// What the vendor attributes ask that softverbs refuses, as an errno (0:
+// nothing). Logged here.
+int CheckVendorAttributes(const ibv_qp_init_attr_ex& attr, const mlx5dv_qp_init_attr& dv) {
+  if (dv.comp_mask & ~kKnownCompMask) {
+    return softverbs::mlx5::Reject(
+        EINVAL, "mlx5dv_create_qp: comp_mask 0x%llx has bits libmlx5 does not know",
+        static_cast<unsigned long long>(dv.comp_mask));
+  }
+  if ((dv.comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC) && attr.qp_type != IBV_QPT_DRIVER) {
+    return softverbs::mlx5::Reject(EINVAL,
+                                   "mlx5dv_create_qp: a DC QP must be of type IBV_QPT_DRIVER");
+  }
+  if (dv.comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) {
+    if (dv.create_flags & ~kKnownCreateFlags) {
+      return softverbs::mlx5::Reject(
+          EINVAL, "mlx5dv_create_qp: create_flags 0x%x have bits libmlx5 does not know",
+          dv.create_flags);
+    }
+    if ((dv.create_flags & MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE) &&
+        (dv.create_flags & MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE)) {
+      return softverbs::mlx5::Reject(EINVAL,
+                                     "mlx5dv_create_qp: scatter to CQE both disabled and allowed");
+    }
+    if (dv.create_flags & ~kSupportedCreateFlags) {
+      return softverbs::mlx5::Reject(
+          EOPNOTSUPP,
+          "mlx5dv_create_qp: create_flags 0x%x: tunnel offloads, TIR self loopback, packet-based "
+          "credits and signature pipelining are not supported by softverbs",
+          dv.create_flags & ~kSupportedCreateFlags);
+    }
+  }
+  if (attr.qp_type == IBV_QPT_DRIVER) {
+    if (!(dv.comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC)) {
+      return softverbs::mlx5::Reject(
+          EINVAL, "mlx5dv_create_qp: IBV_QPT_DRIVER without MLX5DV_QP_INIT_ATTR_MASK_DC");
+    }
+    if (dv.dc_init_attr.dc_type != MLX5DV_DCTYPE_DCT &&
+        dv.dc_init_attr.dc_type != MLX5DV_DCTYPE_DCI) {
+      return softverbs::mlx5::Reject(EINVAL, "mlx5dv_create_qp: dc_type %u is neither DCT nor DCI",
+                                     dv.dc_init_attr.dc_type);
+    }
+    return softverbs::mlx5::Reject(EOPNOTSUPP,
+                                   "mlx5dv_create_qp: DC QPs are not supported by softverbs");
+  }
+  const uint64_t ops =
+      (dv.comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) ? dv.send_ops_flags : 0;
+  if (ops & ~kKnownSendOps) {
+    return softverbs::mlx5::Reject(
+        EOPNOTSUPP, "mlx5dv_create_qp: send_ops_flags 0x%llx have bits libmlx5 does not know",
+        static_cast<unsigned long long>(ops));
+  }
+  if (ops & ~uint64_t{MLX5DV_QP_EX_WITH_RAW_WQE}) {
+    return softverbs::mlx5::Reject(
+        EOPNOTSUPP,
+        "mlx5dv_create_qp: send_ops_flags 0x%llx: memory key (UMR) and DMA memcpy work requests "
+        "are not supported by softverbs",
+        static_cast<unsigned long long>(ops & ~uint64_t{MLX5DV_QP_EX_WITH_RAW_WQE}));
+  }
+  if (ops && attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC) {
+    // libmlx5 builds raw WQEs on UD and XRC QPs too; their datagram and
+    // XRC segments are not read here.
+    return softverbs::mlx5::Reject(
+        EOPNOTSUPP, "mlx5dv_create_qp: raw WQEs are supported on RC and UC QPs only (type %u)",
+        attr.qp_type);
+  }
+  return 0;
+}
+
+}  // namespace
+
+SV_MLX5_EXPORT ibv_qp* mlx5dv_create_qp(ibv_context* context, ibv_qp_init_attr_ex* qp_attr,
+                                        mlx5dv_qp_init_attr* mlx5_qp_attr) {
+  if (context == nullptr || !softverbs_is_device(context->device)) {
+    // libmlx5: a context without mlx5 ops.
+    return RejectNull(EOPNOTSUPP, "mlx5dv_create_qp: the context is not softverbs'");
+  }
+  if (qp_attr == nullptr) return RejectNull(EINVAL, "mlx5dv_create_qp: qp_attr is NULL");
+  uint64_t send_ops = 0;
+  if (mlx5_qp_attr != nullptr) {
+    if (int err = CheckVendorAttributes(*qp_attr, *mlx5_qp_attr)) {
+      errno = err;
+      return nullptr;
+    }
+    if (mlx5_qp_attr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) {
+      send_ops = mlx5_qp_attr->send_ops_flags;
+    }
+  } else if (qp_attr->qp_type == IBV_QPT_DRIVER) {
+    return RejectNull(EINVAL, "mlx5dv_create_qp: IBV_QPT_DRIVER needs mlx5 attributes (DC)");
+  }
+  ibv_qp* qp = ibv_create_qp_ex(context, qp_attr);
+  if (qp == nullptr) return nullptr;  // ibv_create_qp_ex explained it and set errno
+  softverbs_dv_set_send_ops(qp, send_ops);
+  return qp;
+}
+
+SV_MLX5_EXPORT mlx5dv_qp_ex* mlx5dv_qp_ex_from_ibv_qp_ex(ibv_qp_ex* qp) {
+  // libmlx5 hands out the QP's own structure, whatever the QP was created
+  // with; its builders fail the batch when the QP does not allow them.
+  mlx5dv_qp_ex* dv = softverbs_dv_qp_ex(qp);
+  if (dv == nullptr) return RejectNull(EINVAL, "mlx5dv_qp_ex_from_ibv_qp_ex: not a softverbs QP");
+  return dv;
+}

@@ -1,0 +1,288 @@
+// mlx5dv_create_qp(3) and mlx5dv_wr_raw_wqe: libmlx5's checks of the vendor
+// attributes (what softverbs lacks is EOPNOTSUPP, and leaves no QP behind),
+// and raw mlx5 WQEs running in an ibv_wr_* batch between verbs WRs, in
+// order, completing as IBV_WC_DRIVER2.
+#include <string.h>
+
+#include "devx_env.h"
+
+namespace devx_it {
+namespace {
+
+class DvQpTest : public DevxTest {
+ protected:
+  void SetUp() override {
+    DevxTest::SetUp();
+    pd_ = ibv_alloc_pd(ctx_);
+    ASSERT_NE(pd_, nullptr);
+    ibv_cq_init_attr_ex cq_attr{};
+    cq_attr.cqe = 32;
+    cq_attr.wc_flags = IBV_WC_STANDARD_FLAGS;
+    cq_ = ibv_create_cq_ex(ctx_, &cq_attr);
+    ASSERT_NE(cq_, nullptr);
+  }
+  void TearDown() override {
+    for (ibv_qp* qp : qps_) ibv_destroy_qp(qp);
+    for (ibv_mr* mr : mrs_) ibv_dereg_mr(mr);
+    if (cq_) ibv_destroy_cq(ibv_cq_ex_to_cq(cq_));
+    if (pd_) ibv_dealloc_pd(pd_);
+    DevxTest::TearDown();
+  }
+
+  ibv_qp_init_attr_ex QpAttr(ibv_qp_type type = IBV_QPT_RC) {
+    ibv_qp_init_attr_ex attr{};
+    attr.qp_type = type;
+    attr.send_cq = attr.recv_cq = ibv_cq_ex_to_cq(cq_);
+    attr.cap = {16, 16, 2, 2, 0};
+    attr.pd = pd_;
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+    if (type == IBV_QPT_RC) attr.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE;
+    return attr;
+  }
+
+  // mlx5dv_create_qp; the QP is destroyed at the end of the test.
+  ibv_qp* Create(ibv_qp_init_attr_ex attr, mlx5dv_qp_init_attr* dv) {
+    errno = 0;
+    ibv_qp* qp = mlx5dv_create_qp(ctx_, &attr, dv);
+    if (qp) qps_.push_back(qp);
+    return qp;
+  }
+
+  // The errno of a creation that must fail (0 if it did not).
+  int Refused(ibv_qp_init_attr_ex attr, mlx5dv_qp_init_attr* dv) {
+    errno = 0;
+    ibv_qp* qp = mlx5dv_create_qp(ctx_, &attr, dv);
+    if (qp) {
+      ibv_destroy_qp(qp);
+      return 0;
+    }
+    return errno;
+  }
+
+  ibv_mr* Register(void* addr, size_t len) {
+    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT_NE(mr, nullptr) << strerror(errno);
+    if (mr) mrs_.push_back(mr);
+    return mr;
+  }
+
+  // Polls one completion of the CQ; false after about 2 s without one.
+  bool PollOne(ibv_wc* wc) {
+    for (int i = 0; i < 2000000; ++i) {
+      if (ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, wc) == 1) return true;
+      if (i > 1000) usleep(1);
+    }
+    return false;
+  }
+
+  ibv_pd* pd_ = nullptr;
+  ibv_cq_ex* cq_ = nullptr;
+  std::vector<ibv_qp*> qps_;
+  std::vector<ibv_mr*> mrs_;
+};
+
+mlx5dv_qp_init_attr RawWqeAttr() {
+  mlx5dv_qp_init_attr dv{};
+  dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+  dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
+  return dv;
+}
+
+// A SEND or RDMA_WRITE WQE of QP `qpn` with one data segment, asking for a
+// CQE. Two or three 16-byte segments.
+struct RawWqe {
+  mlx5_wqe_ctrl_seg ctrl;
+  mlx5_wqe_raddr_seg raddr;  // RDMA_WRITE only (SEND: the data segment)
+  mlx5_wqe_data_seg data;
+};
+static_assert(sizeof(RawWqe) == 48);
+
+RawWqe MakeRawWqe(uint8_t opcode, uint32_t qpn, const ibv_sge& sge, uint64_t raddr = 0,
+                  uint32_t rkey = 0) {
+  RawWqe w{};
+  const bool write = opcode == MLX5_OPCODE_RDMA_WRITE;
+  mlx5dv_set_ctrl_seg(&w.ctrl, 0, opcode, 0, qpn, MLX5_WQE_CTRL_CQ_UPDATE, write ? 3 : 2, 0, 0);
+  auto* data = write ? &w.data : reinterpret_cast<mlx5_wqe_data_seg*>(&w.raddr);
+  if (write) {
+    w.raddr.raddr = htobe64(raddr);
+    w.raddr.rkey = htobe32(rkey);
+  }
+  mlx5dv_set_data_seg(data, sge.length, sge.lkey, sge.addr);
+  return w;
+}
+
+TEST_F(DvQpTest, CreateDvQpTakesLibmlx5sAttributes) {
+  const auto qp_count = [] { return Status()["objects"]["qp"].get<size_t>(); };
+  const size_t before = qp_count();
+  mlx5dv_qp_init_attr dv{};
+  dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+  dv.create_flags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE;
+  EXPECT_NE(Create(QpAttr(), &dv), nullptr) << strerror(errno);
+  dv.create_flags = MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
+  EXPECT_NE(Create(QpAttr(), &dv), nullptr) << strerror(errno);
+  EXPECT_NE(Create(QpAttr(IBV_QPT_UD), nullptr), nullptr) << strerror(errno);
+  mlx5dv_qp_init_attr raw = RawWqeAttr();
+  EXPECT_NE(Create(QpAttr(IBV_QPT_UC), &raw), nullptr) << strerror(errno);
+  EXPECT_EQ(qp_count(), before + 4);
+
+  dv.create_flags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE | MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
+  EXPECT_EQ(Refused(QpAttr(), &dv), EINVAL);
+  dv.create_flags = 1u << 30;
+  EXPECT_EQ(Refused(QpAttr(), &dv), EINVAL);
+  dv.create_flags = MLX5DV_QP_CREATE_TUNNEL_OFFLOADS;
+  EXPECT_EQ(Refused(QpAttr(), &dv), EOPNOTSUPP);
+  dv.create_flags = MLX5DV_QP_CREATE_SIG_PIPELINING;
+  EXPECT_EQ(Refused(QpAttr(), &dv), EOPNOTSUPP);
+  dv = {};
+  dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS << 1;
+  EXPECT_EQ(Refused(QpAttr(), &dv), EINVAL);
+  dv = {};
+  dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+  dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
+  EXPECT_EQ(Refused(QpAttr(), &dv), EINVAL);  // DC needs IBV_QPT_DRIVER
+  ibv_qp_init_attr_ex driver = QpAttr();
+  driver.qp_type = IBV_QPT_DRIVER;
+  EXPECT_EQ(Refused(driver, &dv), EOPNOTSUPP);
+  dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCT;
+  driver.comp_mask = IBV_QP_INIT_ATTR_PD;
+  EXPECT_EQ(Refused(driver, &dv), EOPNOTSUPP);
+  dv.comp_mask = 0;
+  EXPECT_EQ(Refused(driver, &dv), EINVAL);
+  EXPECT_EQ(Refused(driver, nullptr), EINVAL);
+  raw.send_ops_flags = MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
+  EXPECT_EQ(Refused(QpAttr(), &raw), EOPNOTSUPP);
+  raw.send_ops_flags = MLX5DV_QP_EX_WITH_MEMCPY;
+  EXPECT_EQ(Refused(QpAttr(), &raw), EOPNOTSUPP);
+  raw.send_ops_flags = 1ull << 40;
+  EXPECT_EQ(Refused(QpAttr(), &raw), EOPNOTSUPP);
+  raw = RawWqeAttr();
+  EXPECT_EQ(Refused(QpAttr(IBV_QPT_UD), &raw), EOPNOTSUPP);
+  EXPECT_EQ(qp_count(), before + 4);
+}
+
+// A -> B in one batch: a verbs SEND, a raw SEND, a raw RDMA_WRITE, a verbs
+// SEND. B receives the three sends in order, the WRITE's bytes land, and A's
+// completions say IBV_WC_SEND for the verbs WRs and IBV_WC_DRIVER2 for the
+// raw ones, with the wr_id each was built under.
+TEST_F(DvQpTest, RawWqesRunInOrderBetweenVerbsWrs) {
+  mlx5dv_qp_init_attr raw = RawWqeAttr();
+  ibv_qp* a = Create(QpAttr(), &raw);
+  ibv_qp* b = Create(QpAttr(), nullptr);
+  ASSERT_TRUE(a && b) << strerror(errno);
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  std::vector<char> a_buf(4096, 0), b_buf(4096, 0);
+  ibv_mr* a_mr = Register(a_buf.data(), a_buf.size());
+  ibv_mr* b_mr = Register(b_buf.data(), b_buf.size());
+  ASSERT_TRUE(a_mr && b_mr);
+  for (uint32_t i = 0; i < 3; ++i) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(b_buf.data() + 64 * i), 64, b_mr->lkey};
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = 100 + i;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ASSERT_EQ(ibv_post_recv(b, &wr, &bad), 0);
+  }
+  const char* words[] = {"verbs one", "raw send", "raw write", "verbs two"};
+  for (int i = 0; i < 4; ++i) strcpy(a_buf.data() + 512 * i, words[i]);
+  const auto sge_of = [&](int i) {
+    return ibv_sge{reinterpret_cast<uintptr_t>(a_buf.data() + 512 * i),
+                   static_cast<uint32_t>(strlen(words[i]) + 1), a_mr->lkey};
+  };
+  const RawWqe raw_send = MakeRawWqe(MLX5_OPCODE_SEND, a->qp_num, sge_of(1));
+  const RawWqe raw_write = MakeRawWqe(MLX5_OPCODE_RDMA_WRITE, a->qp_num, sge_of(2),
+                                      reinterpret_cast<uintptr_t>(b_buf.data() + 1024), b_mr->rkey);
+
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
+  mlx5dv_qp_ex* mx = mlx5dv_qp_ex_from_ibv_qp_ex(qx);
+  ASSERT_NE(mx, nullptr);
+  ibv_wr_start(qx);
+  qx->wr_id = 1;
+  qx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(qx);
+  ibv_sge s0 = sge_of(0);
+  ibv_wr_set_sge_list(qx, 1, &s0);
+  qx->wr_id = 2;
+  mlx5dv_wr_raw_wqe(mx, &raw_send);
+  qx->wr_id = 3;
+  mlx5dv_wr_raw_wqe(mx, &raw_write);
+  qx->wr_id = 4;
+  ibv_wr_send(qx);
+  ibv_sge s3 = sge_of(3);
+  ibv_wr_set_sge_list(qx, 1, &s3);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+
+  std::vector<ibv_wc> sent, received;
+  for (int i = 0; i < 7; ++i) {
+    ibv_wc wc{};
+    ASSERT_TRUE(PollOne(&wc)) << "completion " << i;
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    (wc.qp_num == a->qp_num ? sent : received).push_back(wc);
+  }
+  ASSERT_EQ(sent.size(), 4u);
+  ASSERT_EQ(received.size(), 3u);
+  const ibv_wc_opcode expected[] = {IBV_WC_SEND, IBV_WC_DRIVER2, IBV_WC_DRIVER2, IBV_WC_SEND};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(sent[i].wr_id, uint64_t(i + 1));
+    EXPECT_EQ(sent[i].opcode, expected[i]) << "WR " << i + 1;
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(received[i].wr_id, uint64_t(100 + i));
+    EXPECT_EQ(received[i].opcode, IBV_WC_RECV);
+  }
+  EXPECT_STREQ(b_buf.data(), "verbs one");
+  EXPECT_STREQ(b_buf.data() + 64, "raw send");
+  EXPECT_STREQ(b_buf.data() + 128, "verbs two");
+  EXPECT_STREQ(b_buf.data() + 1024, "raw write");
+}
+
+// A raw WQE the device cannot read, or one on a QP not created for raw
+// WQEs, fails its whole batch at ibv_wr_complete: nothing of it runs. The
+// builders softverbs does not have fail with EOPNOTSUPP.
+TEST_F(DvQpTest, ABadRawWqeFailsItsBatch) {
+  mlx5dv_qp_init_attr raw = RawWqeAttr();
+  ibv_qp* a = Create(QpAttr(), &raw);
+  ibv_qp* plain = Create(QpAttr(), nullptr);
+  ibv_qp* b = Create(QpAttr(), nullptr);
+  ASSERT_TRUE(a && plain && b) << strerror(errno);
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, plain, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  std::vector<char> buf(4096, 0);
+  ibv_mr* mr = Register(buf.data(), buf.size());
+  ASSERT_NE(mr, nullptr);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
+  ibv_recv_wr rwr{}, *rbad = nullptr;
+  rwr.sg_list = &sge;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(b, &rwr, &rbad), 0);
+
+  const auto batch = [](ibv_qp* qp, auto&& build) {
+    ibv_qp_ex* qx = ibv_qp_to_qp_ex(qp);
+    ibv_wr_start(qx);
+    qx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_send(qx);
+    ibv_wr_set_sge(qx, 0, 0, 0);  // a verbs SEND first: it must not run either
+    build(mlx5dv_qp_ex_from_ibv_qp_ex(qx));
+    return ibv_wr_complete(qx);
+  };
+  RawWqe other_qp = MakeRawWqe(MLX5_OPCODE_SEND, b->qp_num, sge);
+  EXPECT_EQ(batch(a, [&](mlx5dv_qp_ex* mx) { mlx5dv_wr_raw_wqe(mx, &other_qp); }), EINVAL);
+  RawWqe unknown = MakeRawWqe(MLX5_OPCODE_SEND, a->qp_num, sge);
+  unknown.ctrl.opmod_idx_opcode = htobe32(0x7f);
+  EXPECT_EQ(batch(a, [&](mlx5dv_qp_ex* mx) { mlx5dv_wr_raw_wqe(mx, &unknown); }), EINVAL);
+  RawWqe fine = MakeRawWqe(MLX5_OPCODE_SEND, plain->qp_num, sge);
+  EXPECT_EQ(batch(plain, [&](mlx5dv_qp_ex* mx) { mlx5dv_wr_raw_wqe(mx, &fine); }), EINVAL);
+  EXPECT_EQ(batch(a,
+                  [&](mlx5dv_qp_ex* mx) {
+                    mlx5dv_wr_memcpy(mx, mr->lkey, sge.addr + 64, mr->lkey, sge.addr, 8);
+                  }),
+            EOPNOTSUPP);
+  ibv_wc wc{};
+  usleep(20000);
+  EXPECT_EQ(ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, &wc), 0) << "a failed batch ran";
+}
+
+}  // namespace
+}  // namespace devx_it
