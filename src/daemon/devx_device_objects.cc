@@ -61,9 +61,9 @@ devx::DeviceCaps DevxDeviceObjects::Caps() const {
   caps.max_transport_domains = kMaxTransportDomains;
   caps.max_flow_counters = kMaxFlowCounters;
   caps.log_max_flow_counter_bulk = kLogMaxFlowCounterBulk;
-  // No timestamps (ibv_query_device_ex reports hca_core_clock 0) and no
-  // DEVX data path yet, hence no DBR-less doorbells.
-  caps.device_frequency_khz = 0;
+  // The device clock ibv_query_device_ex reports (hca_core_clock) and that
+  // stamps completions; no DBR-less doorbells.
+  caps.device_frequency_khz = static_cast<uint32_t>(lim::kHcaCoreClockKhz);
   caps.send_dbr_less = false;
   return caps;
 }

@@ -1,13 +1,22 @@
 // Opening softverbs0 through libmlx5: mlx5dv_is_supported, mlx5dv_open_device
 // (every context is a DEVX context, as libmlx5 opens them),
-// mlx5dv_query_device and mlx5dv_devx_query_eqn.
+// mlx5dv_query_device, mlx5dv_query_port, mlx5dv_get_clock_info and
+// mlx5dv_devx_query_eqn.
+#include <time.h>
+
 #include <cstring>
 
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
+#include "datapath/timers.h"
 
 using softverbs::mlx5::Reject;
 using softverbs::mlx5::RejectNull;
+
+namespace {
+// max_clock_info_update_nsec: one second.
+constexpr uint64_t kClockInfoUpdateNs = 1000000000;
+}  // namespace
 
 SV_MLX5_EXPORT bool mlx5dv_is_supported(ibv_device* device) {
   return softverbs_is_device(device);
@@ -65,8 +74,8 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   // (none of them exists on softverbs: CQE compression, SW parsing, striding
   // RQ, tunnel offloads, DCI streams, dynamic BF registers, flow action
   // flags, DC ODP, signature and crypto offloads, the DMA memcpy length).
-  // The clock info page, the core clock and LAG ports are answered only
-  // when the device has them: their bits are cleared.
+  // The core clock register and LAG ports are answered only when the
+  // device has them: their bits are cleared.
   uint64_t answered = 0;
   const auto answer = [&](uint64_t bit, auto& field) {
     if (attrs_out->comp_mask & bit) {
@@ -85,7 +94,58 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   answer(MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, attrs_out->sig_caps);
   answer(MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, attrs_out->max_wr_memcpy_length);
   answer(MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, attrs_out->crypto_caps);
+  // The clock info mlx5dv_get_clock_info reads is made at each call (below):
+  // it never goes stale, so any period is right; libmlx5 reports how often
+  // the kernel rewrites its page.
+  if (attrs_out->comp_mask & MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE) {
+    attrs_out->max_clock_info_update_nsec = kClockInfoUpdateNs;
+    answered |= MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE;
+  }
   attrs_out->comp_mask = answered;
+  return 0;
+}
+
+// mlx5dv_query_port(3) answers what the kernel's mlx5_ib answers for a port
+// of a device whose e-switch is not in switchdev mode: success, and no field
+// (flags 0: no vport, steering ICM or reg_c0 information). A port other than
+// 1 is EINVAL, an answer buffer smaller than the structure EINVAL.
+SV_MLX5_EXPORT int _mlx5dv_query_port(ibv_context* context, uint32_t port_num, mlx5dv_port* info,
+                                      size_t info_len) {
+  if (context == nullptr || !softverbs_is_device(context->device)) {
+    return Reject(EOPNOTSUPP, "mlx5dv_query_port: the context is not softverbs'");
+  }
+  if (port_num != 1)
+    return Reject(EINVAL, "mlx5dv_query_port: port %u: the device has port 1", port_num);
+  if (info == nullptr || info_len < sizeof(mlx5dv_port)) {
+    return Reject(EINVAL, "mlx5dv_query_port: info of %zu bytes is smaller than struct mlx5dv_port",
+                  info == nullptr ? size_t{0} : info_len);
+  }
+  memset(info, 0, info_len);
+  return 0;
+}
+
+// mlx5dv_get_clock_info(3): what mlx5dv_ts_to_ns needs to turn the device
+// clock (completion timestamps, ibv_query_rt_values_ex: nanoseconds of
+// CLOCK_MONOTONIC, hca_core_clock 1 GHz) into the wall-clock time the
+// kernel's clock info page gives on a NIC. One cycle is one nanosecond
+// (mult 1, shift 0); nsec is CLOCK_REALTIME read with last_cycles, so a
+// conversion agrees with ibv_wc_read_completion_wallclock_ns.
+SV_MLX5_EXPORT int mlx5dv_get_clock_info(ibv_context* context, mlx5dv_clock_info* clock_info) {
+  if (context == nullptr || !softverbs_is_device(context->device)) {
+    return Reject(EOPNOTSUPP, "mlx5dv_get_clock_info: the context is not softverbs'");
+  }
+  if (clock_info == nullptr) return Reject(EINVAL, "mlx5dv_get_clock_info: clock_info is NULL");
+  const uint64_t cycles = softverbs::datapath::DeviceClockNs();
+  timespec real;
+  clock_gettime(CLOCK_REALTIME, &real);
+  *clock_info = {};
+  clock_info->nsec =
+      static_cast<uint64_t>(real.tv_sec) * 1000000000ull + static_cast<uint64_t>(real.tv_nsec);
+  clock_info->last_cycles = cycles;
+  clock_info->frac = 0;
+  clock_info->mult = 1;
+  clock_info->shift = 0;
+  clock_info->mask = ~uint64_t{0};
   return 0;
 }
 

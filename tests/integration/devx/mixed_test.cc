@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <set>
@@ -46,15 +47,17 @@ TEST_F(DevxTest, IsSupportedAndQueryDevice) {
   dv.comp_mask = ~0ull;  // ask for everything
   ASSERT_EQ(mlx5dv_query_device(ctx_, &dv), 0);
   // As libmlx5: the capability fields are answered (zero: none exists
-  // here); the clock info page, core clock and LAG ports only when present.
+  // here); the clock info's update period since there is clock info; the
+  // core clock register and LAG ports only when present.
   const uint64_t answered =
       MLX5DV_CONTEXT_MASK_CQE_COMPRESION | MLX5DV_CONTEXT_MASK_SWP |
       MLX5DV_CONTEXT_MASK_STRIDING_RQ | MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS |
       MLX5DV_CONTEXT_MASK_DCI_STREAMS | MLX5DV_CONTEXT_MASK_DYN_BFREGS |
       MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS | MLX5DV_CONTEXT_MASK_DC_ODP_CAPS |
       MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH |
-      MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+      MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD | MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE;
   EXPECT_EQ(dv.comp_mask, answered);
+  EXPECT_GT(dv.max_clock_info_update_nsec, 0u);
   EXPECT_EQ(dv.flags, static_cast<uint64_t>(MLX5DV_CONTEXT_FLAGS_CQE_V1));
   EXPECT_EQ(dv.version, 0u);
   EXPECT_EQ(dv.cqe_comp_caps.max_num, 0u);
@@ -71,6 +74,43 @@ TEST_F(DevxTest, IsSupportedAndQueryDevice) {
   bad.comp_mask = 1;
   EXPECT_EQ(mlx5dv_open_device(FindSoftverbs(), &bad), nullptr);
   EXPECT_EQ(errno, EINVAL);
+}
+
+// mlx5dv_query_port(3): what mlx5_ib answers for a port whose e-switch is
+// not in switchdev mode - success, every field zero.
+TEST_F(DevxTest, QueryPortAnswersAsALegacyModePort) {
+  mlx5dv_port port;
+  memset(&port, 0xa5, sizeof(port));
+  ASSERT_EQ(mlx5dv_query_port(ctx_, 1, &port), 0);
+  const mlx5dv_port zero{};
+  EXPECT_EQ(memcmp(&port, &zero, sizeof(port)), 0);
+  EXPECT_EQ(mlx5dv_query_port(ctx_, 2, &port), EINVAL);
+  EXPECT_EQ(mlx5dv_query_port(ctx_, 0, &port), EINVAL);
+  EXPECT_EQ(_mlx5dv_query_port(ctx_, 1, &port, sizeof(port) - 1), EINVAL);
+}
+
+// mlx5dv_get_clock_info + mlx5dv_ts_to_ns turn the device clock
+// (ibv_query_rt_values_ex, completion timestamps) into wall-clock time.
+TEST_F(DevxTest, ClockInfoTurnsTheDeviceClockIntoWallClockTime) {
+  ibv_values_ex values{};
+  values.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+  ASSERT_EQ(ibv_query_rt_values_ex(ctx_, &values), 0);
+  const uint64_t device_ts =
+      uint64_t(values.raw_clock.tv_sec) * 1000000000ull + uint64_t(values.raw_clock.tv_nsec);
+  mlx5dv_clock_info info{};
+  ASSERT_EQ(mlx5dv_get_clock_info(ctx_, &info), 0);
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const uint64_t now_ns = uint64_t(now.tv_sec) * 1000000000ull + uint64_t(now.tv_nsec);
+  const uint64_t wall = mlx5dv_ts_to_ns(&info, device_ts);
+  // Read before the clock info and before now: at most now, and close to it
+  // (bounded generously for a loaded machine).
+  EXPECT_LE(wall, now_ns);
+  EXPECT_LT(now_ns - wall, 2000000000ull) << "the device time converts to "
+                                          << (now_ns - wall) / 1e9 << " s ago";
+  // A later device time converts to a later wall time, by as much.
+  EXPECT_EQ(mlx5dv_ts_to_ns(&info, device_ts + 12345) - wall, 12345u);
+  EXPECT_EQ(mlx5dv_get_clock_info(ctx_, nullptr), EINVAL);
 }
 
 TEST_F(DevxTest, InitObjReportsTheNumbersTheDaemonKnows) {
