@@ -135,6 +135,7 @@ class Device {
   // Queue pairs.
   Verdict CreateQp(ClientId c, const protocol::CreateQpRequest& req, protocol::CreateQpReply* out);
   Verdict ModifyQp(ClientId c, const protocol::ModifyQpRequest& req);
+  Verdict SetQpUdpSport(ClientId c, const protocol::SetQpUdpSportRequest& req);
   Verdict QueryQp(ClientId c, Handle qp, protocol::QueryQpReply* out);
   Verdict DestroyQp(ClientId c, Handle qp);
   Verdict OpenQp(ClientId c, const protocol::OpenQpRequest& req, protocol::OpenQpReply* out);

@@ -125,6 +125,9 @@ struct Qp {
   // Its PD is a number (a verbs PD or one allocated through DEVX).
   bool devx = false;
   uint32_t devx_pdn = 0;
+  // The UDP source port of its RoCE v2 packets (mlx5dv_modify_qp_udp_sport;
+  // 0: derived from its number, roce/flow.h). RESET and a new path clear it.
+  uint16_t udp_sport = 0;
 };
 
 struct QpHandle {

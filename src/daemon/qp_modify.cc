@@ -81,6 +81,9 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
     qp.attr = {};
     qp.attr_set_mask = 0;
   }
+  // A new path (or none) takes the source port derived from the QP number
+  // again, as mlx5 derives the path's udp_sport at every address vector.
+  if (qp.state == IBV_QPS_RESET || (verdict.effective_mask & IBV_QP_AV)) qp.udp_sport = 0;
   PublishQpAttributes(qp);
   RaiseLastWqeReached(qp, previous);
   // IBV_EVENT_SQ_DRAINED (RTS->SQD with en_sqd_async_notify) is not raised
@@ -90,6 +93,29 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
   // the library's QpPort);
   // for a QP the network transport serves, the transport raises it
   // (WireService::CheckDrains).
+  return Verdict::Ok();
+}
+
+Verdict Device::SetQpUdpSport(ClientId c, const protocol::SetQpUdpSportRequest& req) {
+  QpHandle* qh = FindOwned(qp_handles_, c, req.handle);
+  if (!qh) return Verdict::Fail(EINVAL, "modify_qp_udp_sport: no such QP in this context");
+  Qp& qp = qps_.at(qh->qpn);
+  // Check: libmlx5's rules (RC or UC, in RTS: EOPNOTSUPP otherwise).
+  if (qp.type != IBV_QPT_RC && qp.type != IBV_QPT_UC) {
+    return Verdict::Fail(EOPNOTSUPP, "modify_qp_udp_sport: QP 0x" + ToHex(qp.qpn) + " is " +
+                                         std::string(verbs::QpTypeName(qp.type)) +
+                                         ": RC and UC QPs only");
+  }
+  if (qp.state != IBV_QPS_RTS) {
+    return Verdict::Fail(EOPNOTSUPP, "modify_qp_udp_sport: QP 0x" + ToHex(qp.qpn) + " is in " +
+                                         std::string(verbs::QpStateName(qp.state)) + ": RTS only");
+  }
+  if (req.udp_sport == 0) {
+    return Verdict::Fail(EINVAL, "modify_qp_udp_sport: port 0 is not a source port");
+  }
+  // Apply, and report to the network transport (its next packet).
+  qp.udp_sport = req.udp_sport;
+  PublishQpAttributes(qp);
   return Verdict::Ok();
 }
 

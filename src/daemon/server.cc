@@ -820,6 +820,10 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       SV_BODY(protocol::ModifyQpRequest, req);
       return reply_empty(device_.ModifyQp(c, req));
     }
+    case Op::kSetQpUdpSport: {
+      SV_BODY(protocol::SetQpUdpSportRequest, req);
+      return reply_empty(device_.SetQpUdpSport(c, req));
+    }
     case Op::kQueryQp: {
       SV_BODY(protocol::HandleRequest, req);
       protocol::QueryQpReply out{};

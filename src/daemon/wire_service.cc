@@ -343,6 +343,7 @@ dp::WireQpConfig WireService::ConfigOf(const Qp& qp) const {
   if (index < gids.count) std::copy(gids.gids[index].raw, gids.gids[index].raw + 16, c.sgid);
   std::copy(a.ah_attr.grh.dgid.raw, a.ah_attr.grh.dgid.raw + 16, c.dgid);
   c.path = {a.ah_attr.grh.traffic_class, roce::HopLimitOnTheWire(a.ah_attr.grh.hop_limit)};
+  c.udp_sport = qp.udp_sport;
   return c;
 }
 

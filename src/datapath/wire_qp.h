@@ -41,6 +41,7 @@
 #include "common/ring_queue.h"
 #include "datapath/engine.h"
 #include "datapath/owner_memory.h"
+#include "roce/flow.h"
 #include "roce/packet.h"
 #include "roce/transport.h"
 
@@ -72,7 +73,14 @@ struct WireQpConfig {
   uint8_t sgid[16] = {};    // our address: the port's GID at the path's sgid_index
   uint8_t dgid[16] = {};    // RC/UC/XRC: the path's destination
   roce::PathIpFields path;  // RC/UC/XRC: the path's traffic class and hop limit (on the wire)
+  // The UDP source port of its packets: 0 derives it from qpn
+  // (roce::SourcePortOfQpn); mlx5dv_modify_qp_udp_sport sets one.
+  uint16_t udp_sport = 0;
 };
+
+inline uint16_t SourcePortOf(const WireQpConfig& config) {
+  return config.udp_sport != 0 ? config.udp_sport : roce::SourcePortOfQpn(config.qpn);
+}
 
 // What the transport needs from where it runs: the device's memory and rings
 // (Host) and the packet carrier.

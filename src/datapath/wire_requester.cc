@@ -344,7 +344,7 @@ WireQp::PacketSent WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t in
     sent_any_ = true;
   }
   const roce::PathIpFields& path = config_.type == IBV_QPT_UD ? wr.path : config_.path;
-  host_.SendPacket(sgid, dgid, roce::SourcePortOfQpn(config_.qpn), path, f, {payload, len});
+  host_.SendPacket(sgid, dgid, SourcePortOf(config_), path, f, {payload, len});
   counters_.packets_sent++;
   return PacketSent::kSent;
 }

@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 20;
+inline constexpr uint32_t kProtocolVersion = 21;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -98,6 +98,7 @@ enum class Op : uint16_t {
   // is the one fd), no reply: a memfd the device does not take is named in
   // vain, told ESTALE, and passed with the registration again.
   kOfferBacking,
+  kSetQpUdpSport,  // mlx5dv_modify_qp_udp_sport: SetQpUdpSportRequest, empty reply
   kCount
 };
 
@@ -311,6 +312,16 @@ struct ModifyQpRequest {
   uint32_t mask;  // ibv_qp_attr_mask
   ibv_qp_attr attr;
 };
+
+// The UDP source port of an RC or UC QP's RoCE v2 packets from now on
+// (mlx5dv_modify_qp_udp_sport; the QP in RTS). A modify that sets the path
+// (IBV_QP_AV) or a RESET returns the QP to the port derived from its number.
+struct SetQpUdpSportRequest {
+  Handle handle;
+  uint16_t udp_sport;  // not 0
+  uint16_t reserved;
+};
+static_assert(sizeof(SetQpUdpSportRequest) == 8);
 
 struct QueryQpReply {
   ibv_qp_attr attr;

@@ -75,7 +75,8 @@ const char* OpName(Op op) {
                                            "cm_migrate_done",
                                            "forget_backings",
                                            "call_doorbell",
-                                           "offer_backing"};
+                                           "offer_backing",
+                                           "set_qp_udp_sport"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -284,5 +284,52 @@ TEST_F(DvQpTest, ABadRawWqeFailsItsBatch) {
   EXPECT_EQ(ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, &wc), 0) << "a failed batch ran";
 }
 
+// mlx5dv_modify_qp_udp_sport(3): an RC or UC QP in RTS takes the port
+// (EOPNOTSUPP in another state or of another type, EINVAL for port 0), and
+// its traffic goes on. Over the network transport
+// (udp_sport_capture.sh), its packets after the call leave from that port
+// and those before from the port derived from its number; the QP numbers
+// are printed for that check.
+TEST_F(DvQpTest, UdpSportIsSetOnAnRcQpInRts) {
+  ibv_qp* a = Create(QpAttr(), nullptr);
+  ibv_qp* b = Create(QpAttr(), nullptr);
+  ibv_qp* ud = Create(QpAttr(IBV_QPT_UD), nullptr);
+  ASSERT_TRUE(a && b && ud) << strerror(errno);
+  EXPECT_EQ(mlx5dv_modify_qp_udp_sport(a, 55555), EOPNOTSUPP);  // RESET
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  EXPECT_EQ(mlx5dv_modify_qp_udp_sport(ud, 55555), EOPNOTSUPP);
+  std::vector<char> buf(8192, 0);
+  ibv_mr* mr = Register(buf.data(), buf.size());
+  ASSERT_NE(mr, nullptr);
+  // n SENDs of 64 bytes from A to B, each received.
+  const auto sends = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      ibv_sge rsge{reinterpret_cast<uintptr_t>(buf.data() + 4096), 64, mr->lkey};
+      ibv_recv_wr rwr{}, *rbad = nullptr;
+      rwr.sg_list = &rsge;
+      rwr.num_sge = 1;
+      ASSERT_EQ(ibv_post_recv(b, &rwr, &rbad), 0);
+      ibv_sge ssge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
+      ibv_send_wr swr{}, *sbad = nullptr;
+      swr.sg_list = &ssge;
+      swr.num_sge = 1;
+      swr.opcode = IBV_WR_SEND;
+      swr.send_flags = IBV_SEND_SIGNALED;
+      ASSERT_EQ(ibv_post_send(a, &swr, &sbad), 0);
+      for (int c = 0; c < 2; ++c) {
+        ibv_wc wc{};
+        ASSERT_TRUE(PollOne(&wc));
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      }
+    }
+  };
+  sends(8);
+  EXPECT_EQ(mlx5dv_modify_qp_udp_sport(a, 55555), 0);
+  EXPECT_EQ(mlx5dv_modify_qp_udp_sport(a, 0), EINVAL);
+  sends(8);
+  printf("udp_sport qpns: a=%u b=%u\n", a->qp_num, b->qp_num);
+}
+
 }  // namespace
 }  // namespace devx_it
