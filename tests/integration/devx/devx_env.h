@@ -61,12 +61,14 @@ struct Umem {
   mlx5dv_devx_umem* umem = nullptr;
 };
 
-// A verbs RC QP from RESET to RTS, connected to `remote` on this host.
-inline bool ConnectVerbsRc(ibv_context* ctx, ibv_qp* qp, uint32_t remote) {
+// A verbs RC QP from RESET to RTS, connected to `remote` on this host,
+// allowing its peer `access`.
+inline bool ConnectVerbsRc(ibv_context* ctx, ibv_qp* qp, uint32_t remote,
+                           unsigned access = IBV_ACCESS_REMOTE_WRITE) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  a.qp_access_flags = access;
   if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     return false;
   a = {};

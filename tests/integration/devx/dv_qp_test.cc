@@ -237,6 +237,76 @@ TEST_F(DvQpTest, RawWqesRunInOrderBetweenVerbsWrs) {
   EXPECT_STREQ(b_buf.data() + 1024, "raw write");
 }
 
+// Raw RDMA_READ and ATOMIC_FA WQEs (a remote address segment, an atomic
+// segment with big-endian operands) read and add as their verbs WRs do, and
+// complete as IBV_WC_DRIVER2 with the bytes they moved.
+TEST_F(DvQpTest, RawReadAndAtomicWqesMoveTheirBytes) {
+  mlx5dv_qp_init_attr raw = RawWqeAttr();
+  ibv_qp* a = Create(QpAttr(), &raw);
+  ibv_qp* b = Create(QpAttr(), nullptr);
+  ASSERT_TRUE(a && b) << strerror(errno);
+  constexpr unsigned kAccess = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num, kAccess));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num, kAccess));
+  alignas(8) static char a_buf[4096], b_buf[4096];
+  memset(a_buf, 0, sizeof(a_buf));
+  memset(b_buf, 0, sizeof(b_buf));
+  ibv_mr* a_mr = Register(a_buf, sizeof(a_buf));
+  ibv_mr* b_mr =
+      ibv_reg_mr(pd_, b_buf, sizeof(b_buf),
+                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  ASSERT_TRUE(a_mr && b_mr) << strerror(errno);
+  mrs_.push_back(b_mr);
+  strcpy(b_buf + 256, "read me raw");
+  const uint64_t counter = 40;
+  memcpy(b_buf + 1024, &counter, sizeof(counter));
+
+  struct {
+    mlx5_wqe_ctrl_seg ctrl;
+    mlx5_wqe_raddr_seg raddr;
+    mlx5_wqe_data_seg data;
+  } read{};
+  mlx5dv_set_ctrl_seg(&read.ctrl, 0, MLX5_OPCODE_RDMA_READ, 0, a->qp_num, MLX5_WQE_CTRL_CQ_UPDATE,
+                      3, 0, 0);
+  read.raddr.raddr = htobe64(reinterpret_cast<uintptr_t>(b_buf + 256));
+  read.raddr.rkey = htobe32(b_mr->rkey);
+  mlx5dv_set_data_seg(&read.data, 32, a_mr->lkey, reinterpret_cast<uintptr_t>(a_buf));
+  struct {
+    mlx5_wqe_ctrl_seg ctrl;
+    mlx5_wqe_raddr_seg raddr;
+    mlx5_wqe_atomic_seg atomic;
+    mlx5_wqe_data_seg data;
+  } add{};
+  mlx5dv_set_ctrl_seg(&add.ctrl, 0, MLX5_OPCODE_ATOMIC_FA, 0, a->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 4,
+                      0, 0);
+  add.raddr.raddr = htobe64(reinterpret_cast<uintptr_t>(b_buf + 1024));
+  add.raddr.rkey = htobe32(b_mr->rkey);
+  add.atomic.swap_add = htobe64(5);
+  mlx5dv_set_data_seg(&add.data, 8, a_mr->lkey, reinterpret_cast<uintptr_t>(a_buf + 512));
+
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
+  mlx5dv_qp_ex* mx = mlx5dv_qp_ex_from_ibv_qp_ex(qx);
+  ibv_wr_start(qx);
+  qx->wr_id = 11;
+  mlx5dv_wr_raw_wqe(mx, &read);
+  qx->wr_id = 12;
+  mlx5dv_wr_raw_wqe(mx, &add);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  for (uint64_t id : {11u, 12u}) {
+    ibv_wc wc{};
+    ASSERT_TRUE(PollOne(&wc)) << "WR " << id;
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.opcode, IBV_WC_DRIVER2);
+  }
+  EXPECT_STREQ(a_buf, "read me raw");
+  uint64_t fetched = 0, now = 0;
+  memcpy(&fetched, a_buf + 512, sizeof(fetched));
+  memcpy(&now, b_buf + 1024, sizeof(now));
+  EXPECT_EQ(fetched, 40u);
+  EXPECT_EQ(now, 45u);
+}
+
 // A raw WQE the device cannot read, or one on a QP not created for raw
 // WQEs, fails its whole batch at ibv_wr_complete: nothing of it runs. The
 // builders softverbs does not have fail with EOPNOTSUPP.
