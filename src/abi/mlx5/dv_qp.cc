@@ -1,9 +1,11 @@
 // mlx5dv_create_qp: a verbs QP with libmlx5's vendor attributes, and
-// mlx5dv_qp_ex_from_ibv_qp_ex, its mlx5 work request builders. The checks
-// are libmlx5's, in its order; what softverbs does not have answers
-// EOPNOTSUPP: DC QPs (IBV_QPT_DRIVER), the creation flags of Ethernet and
-// signature offloads, and every mlx5 send operation but the raw WQE on RC and
-// UC QPs (docs/devx.md, "mlx5dv_create_qp").
+// mlx5dv_qp_ex_from_ibv_qp_ex, its mlx5 work request builders. The vendor
+// attributes get libmlx5's checks, in its order, before ibv_create_qp_ex
+// checks the verbs ones (libmlx5 checks a few of those first: a request
+// wrong in both ways may get another errno). What softverbs does not have
+// answers EOPNOTSUPP: DC QPs (IBV_QPT_DRIVER), the creation flags of
+// Ethernet and signature offloads, and every mlx5 send operation but the
+// raw WQE on RC and UC QPs (docs/devx.md, "mlx5dv_create_qp and raw WQEs").
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
 
