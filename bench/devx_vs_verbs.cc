@@ -71,35 +71,8 @@ struct VerbsQp {
     qp = ibv_create_qp(s.pd, &init);
   }
   bool ToRts(uint32_t remote) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return false;
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = remote;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.hop_limit = 64;
-    ibv_query_gid(side.ctx, 1, 0, &a.ah_attr.grh.dgid);
-    if (ibv_modify_qp(qp, &a,
-                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-      return false;
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    return ibv_modify_qp(qp, &a,
-                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+    return devx_it::ConnectVerbsRc(side.ctx, qp, remote,
+                                   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   }
   void PostRecv() {
     ibv_sge sge{reinterpret_cast<uintptr_t>(side.buf.data() + 4096), 64, side.mr->lkey};

@@ -251,36 +251,8 @@ TEST(DevxWithVerbs, DevxQpAndVerbsQpExchangeSends) {
   init.cap = {8, 8, 1, 1, 0};
   ibv_qp* qp = ibv_create_qp(pd, &init);
   ASSERT_NE(qp, nullptr);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  ASSERT_EQ(
-      ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-      0);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = devx.queue->qpn();
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 1;
-  a.ah_attr.port_num = 1;
-  a.ah_attr.is_global = 1;  // RoCE: the path has a GID (this host's, index 0)
-  a.ah_attr.grh.hop_limit = 64;
-  ibv_query_gid(vctx, 1, 0, &a.ah_attr.grh.dgid);
-  ASSERT_EQ(ibv_modify_qp(qp, &a,
-                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-            0);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  ASSERT_EQ(ibv_modify_qp(qp, &a,
-                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
-            0);
+  // RoCE: the path has a GID (this host's, index 0); no remote access.
+  ASSERT_TRUE(ConnectVerbsRc(vctx, qp, devx.queue->qpn(), 0));
   ASSERT_TRUE(devx.queue->ToRts(qp->qp_num));
 
   // verbs -> DEVX: a SEND with immediate lands in the DEVX receive WQE.
