@@ -3,6 +3,8 @@
 // fails, capabilities handed back are >= those asked for.
 #pragma once
 
+#include <infiniband/verbs.h>
+
 #include <bit>
 #include <cstdint>
 
@@ -66,6 +68,12 @@ inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kLocalCaAckDelay = 15;
 inline constexpr uint32_t kMaxInlineData = 256;
 inline constexpr int kNumCompVectors = 1;
+// On-demand paging (docs/datapath.md, "On-demand paging"): a reliable
+// transport does every operation with ODP MRs. RC and XRC report them all,
+// mlx5's DC all but RECV (a DCT receives through its SRQ).
+inline constexpr uint32_t kOdpReliableOps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                            IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                            IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
 // Completion-event moderation (ibv_modify_cq): mlx5's ranges, the CQ
 // context's 16-bit cq_max_count and 12-bit cq_period (microseconds).
 inline constexpr uint16_t kMaxCqModerationCount = 0xffff;

@@ -20,6 +20,7 @@
 #include "datapath/recv_queue.h"
 #include "datapath/shm.h"
 #include "datapath/tag_matching.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::daemon {
 
@@ -188,9 +189,13 @@ void Device::PublishQp(const Qp& qp) {
 void Device::PublishQpAttributes(const Qp& qp) {
   if (!table_.valid()) return;
   dp::QpEntry* e = table_.QpSlot(qp.qpn);
-  e->qkey.store(qp.attr.qkey);
+  if (qp.type == verbs::kQptDcTgt) {
+    dp::SetDcAccessKey(e, qp.dc_access_key);
+  } else {
+    e->qkey.store(qp.attr.qkey);
+    e->dest_qpn.store(qp.attr.dest_qp_num);
+  }
   e->access.store(qp.attr.qp_access_flags);
-  e->dest_qpn.store(qp.attr.dest_qp_num);
   e->min_rnr_timer.store(qp.attr.min_rnr_timer);
   e->sl.store(qp.attr.ah_attr.sl);
   dp::RequesterAttributes r;
@@ -632,7 +637,9 @@ void Device::RaiseLastWqeReached(const Qp& qp, ibv_qp_state previous) {
   // IBA 11.6.3.1 / ibv_get_async_event(3): a QP associated with an SRQ that
   // moves to the error state reports that no further WQE will be consumed
   // from the SRQ on its behalf (nothing is in flight here: at once).
-  if (!qp.srq || qp.state != IBV_QPS_ERR || previous == IBV_QPS_ERR) return;
+  // A DCI holds the SRQ it was created with but takes nothing from it.
+  if (!qp.srq || qp.type == verbs::kQptDcIni || qp.state != IBV_QPS_ERR || previous == IBV_QPS_ERR)
+    return;
   for (Handle h : qp.handles) {
     PostEvent(qp_handles_.at(h).owner, IBV_EVENT_QP_LAST_WQE_REACHED, protocol::EventElement::kQp,
               h, qp.qpn);

@@ -128,6 +128,8 @@ struct Qp {
   // The UDP source port of its RoCE v2 packets (mlx5dv_modify_qp_udp_sport;
   // 0: derived from its number, roce/flow.h). RESET and a new path clear it.
   uint16_t udp_sport = 0;
+  // A DCT (verbs::kQptDcTgt): the access key a DCI's message must carry.
+  uint64_t dc_access_key = 0;
 };
 
 struct QpHandle {

@@ -5,6 +5,7 @@
 
 #include "common/device_limits.h"
 #include "daemon/device.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::daemon {
 
@@ -28,7 +29,7 @@ bool IsSupportedType(uint32_t type) {
     case IBV_QPT_XRC_RECV:
       return true;
     default:
-      return false;
+      return type == verbs::kQptDcIni || type == verbs::kQptDcTgt;
   }
 }
 
@@ -79,6 +80,11 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
       if (!recv_cq) return Verdict::Fail(EINVAL, "create_qp: recv_cq is not a CQ of this context");
     }
   }
+  // mlx5's DC QPs: a DCT receives through an SRQ only; a DCI sends only
+  // (an SRQ it names is held, as the kernel holds any QP's, and unused).
+  const bool is_dct = type == verbs::kQptDcTgt;
+  const bool is_dci = type == verbs::kQptDcIni;
+  if (is_dct && !req.srq) return Verdict::Fail(EINVAL, "create_qp: a DCT needs an SRQ");
   if (req.srq && !is_tgt && !is_ini) {
     srq = FindOwned(srqs_, c, req.srq);
     if (!srq) return Verdict::Fail(EINVAL, "create_qp: srq is not an SRQ of this context");
@@ -91,7 +97,7 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   }
   ibv_qp_cap cap = req.cap;
   if (is_tgt) cap = {};
-  if (is_ini || srq) cap.max_recv_wr = cap.max_recv_sge = 0;
+  if (is_ini || is_dci || srq) cap.max_recv_wr = cap.max_recv_sge = 0;
   for (Verdict v : {CheckCap("max_send_wr", cap.max_send_wr, lim::kMaxQpWr),
                     CheckCap("max_recv_wr", cap.max_recv_wr, lim::kMaxQpWr),
                     CheckCap("max_send_sge", cap.max_send_sge, lim::kMaxSge),
@@ -106,14 +112,14 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   // report what it holds, as mlx5 does, so that ibv_post_recv fails with
   // ENOMEM exactly after max_recv_wr outstanding WQEs (rdma-core's
   // full_rq_bad_flow posts cap.max_recv_wr + 1). kMaxQpWr is a power of two.
-  if (!srq && !is_ini && !is_tgt && cap.max_recv_wr) {
+  if (!srq && !is_ini && !is_tgt && !is_dci && cap.max_recv_wr) {
     cap.max_recv_wr = std::bit_ceil(cap.max_recv_wr);
   }
   // A send WQE holds its SGEs or its inline bytes in the same room, so the
   // inline room is at least that of the SGEs (rxe: max_send_sge x 16 bytes;
   // mlx5 reports its WQE's room too): rdma_xclient sends 16 inline bytes on
   // a QP that asked for one SGE and no inline data.
-  if (!is_tgt && cap.max_send_wr) {
+  if (!is_tgt && !is_dct && cap.max_send_wr) {
     cap.max_inline_data = std::min<uint32_t>(
         std::max<uint32_t>(cap.max_inline_data, cap.max_send_sge * sizeof(ibv_sge)),
         static_cast<uint32_t>(lim::kMaxInlineData));
@@ -133,8 +139,10 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   qp.cap = cap;
   qp.sq_sig_all = req.sq_sig_all ? 1 : 0;
   qp.create_flags = req.create_flags;
+  qp.dc_access_key = is_dct ? req.dc_access_key : 0;
   // The receive queue peers deliver into (header only with an SRQ or none).
-  qp.rq_fd = MakeRecvQueueFile(srq || is_ini || is_tgt ? 0 : cap.max_recv_wr, cap.max_recv_sge);
+  qp.rq_fd =
+      MakeRecvQueueFile(srq || is_ini || is_tgt || is_dci ? 0 : cap.max_recv_wr, cap.max_recv_sge);
   if (qp.rq_fd < 0) return Verdict::Fail(ENOMEM, "create_qp: cannot make the receive queue");
   if (pd) pd->users++;
   if (send_cq) send_cq->users++;

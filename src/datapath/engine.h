@@ -100,6 +100,10 @@ struct SendWr {
   // ibv_wr_set_xrc_srqn, which sets srqn_set: it is mandatory there).
   uint32_t remote_srqn = 0;
   bool srqn_set = false;
+  // mlx5's DCI: mlx5dv_wr_set_dc_addr named the target DCT (remote_qpn), its
+  // access key and the path (the AH's, as for UD); mandatory there.
+  bool dc_addr_set = false;
+  uint64_t dc_key = 0;
   // Not 0: an mlx5 WQE posted with mlx5dv_wr_raw_wqe, whose completion's
   // opcode is IBV_WC_DRIVER2, as libmlx5 reports a raw WQE's
   // (RequesterWcOpcode). Before the SGEs: the network transport's copy
@@ -254,7 +258,7 @@ struct LocalQp {
   uint32_t qpn;
   uint32_t type;  // ibv_qp_type (the legacy IBV_QPT_XRC arrives as IBV_QPT_XRC_SEND)
   uint32_t pdn;
-  uint32_t dest_qpn;  // RC/UC
+  uint32_t dest_qpn;  // RC/UC (a DCI's target is each WR's remote_qpn)
   uint32_t qkey;      // UD: used when remote_qkey has the high bit set
   uint32_t mtu_bytes;
   uint8_t sl;

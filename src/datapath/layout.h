@@ -29,7 +29,7 @@ namespace softverbs::datapath {
 // windows (MrEntry::window_of, bound_qpn); 10: no MrEntry::inflight (a peer
 // inside an access counts only in its access record); 11: CqEntry::recv_wqe;
 // 12: receive rings of twice the WQEs that may be posted.
-inline constexpr uint32_t kLayoutVersion = 12;
+inline constexpr uint32_t kLayoutVersion = 13;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -99,12 +99,12 @@ struct QpEntry {
   std::atomic<uint32_t> qpn;            // the QP number in this slot; 0 = free
   std::atomic<uint32_t> state;          // ibv_qp_state, or kQpGone
   std::atomic<uint32_t> generation;     // bumped each time the slot gets a new QP
-  std::atomic<uint32_t> type;           // ibv_qp_type
+  std::atomic<uint32_t> type;           // ibv_qp_type, or a DC type (verbs/qp_names.h)
   std::atomic<uint32_t> owner;          // client group of the creator (whose keys serve it)
   std::atomic<uint32_t> pdn;            // PD number (MR accesses must match it)
-  std::atomic<uint32_t> qkey;           // UD: Q_Key datagrams must carry
+  std::atomic<uint32_t> qkey;           // UD: Q_Key datagrams must carry; DCT: DC key, low word
   std::atomic<uint32_t> access;         // qp_access_flags (REMOTE_WRITE/READ/ATOMIC)
-  std::atomic<uint32_t> dest_qpn;       // RC/UC: the connected QP
+  std::atomic<uint32_t> dest_qpn;       // RC/UC: the connected QP; DCT: DC key, high word
   std::atomic<uint32_t> srqn;           // SRQ feeding this QP's receives; 0 = own RQ
   std::atomic<uint32_t> min_rnr_timer;  // responder's RNR NAK timer code (IBTA 9.7.5.2.8)
   std::atomic<uint32_t> sl;             // service level from the QP's address vector
@@ -119,6 +119,18 @@ struct QpEntry {
   std::atomic<uint32_t> wire_retired;
 };
 static_assert(sizeof(QpEntry) == 64);
+
+// A DCT has neither a Q_Key nor a connected QP: its 64-bit DC access key,
+// which every DCI's message must name, takes those two words (the device
+// writes it with the entry, the same value at each publication).
+inline void SetDcAccessKey(QpEntry* e, uint64_t key) {
+  e->qkey.store(static_cast<uint32_t>(key));
+  e->dest_qpn.store(static_cast<uint32_t>(key >> 32));
+}
+inline uint64_t DcAccessKeyOf(const QpEntry& e) {
+  return uint64_t{e.dest_qpn.load(std::memory_order_relaxed)} << 32 |
+         e.qkey.load(std::memory_order_relaxed);
+}
 
 // What a QP's requester needs of its attributes, as the device last
 // published them: ibv_modify_qp's mask is applied once, by the device, and

@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "datapath/ibta_opcode.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::datapath {
 
@@ -25,6 +26,10 @@ inline constexpr QpTypeSet kReliableRequesters =
     QpTypeBit(IBV_QPT_RC) | QpTypeBit(IBV_QPT_XRC_SEND);
 inline constexpr QpTypeSet kConnectedRequesters = kReliableRequesters | QpTypeBit(IBV_QPT_UC);
 inline constexpr QpTypeSet kAllRequesters = kConnectedRequesters | QpTypeBit(IBV_QPT_UD);
+// mlx5's DCI: a reliable requester whose every WR names its DCT
+// (mlx5dv_wr_set_dc_addr). It has SENDs, WRITEs, READs and atomics; no
+// memory-window, invalidate or ATOMIC WRITE operations here.
+inline constexpr QpTypeSet kDcRequester = QpTypeBit(verbs::kQptDcIni);
 
 // What the responder does with the request.
 enum class WrAction : uint8_t {
@@ -62,7 +67,7 @@ struct WrOpcodeInfo {
 inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
     {.name = "RDMA_WRITE",
      .action = WrAction::kWrite,
-     .qp_types = kConnectedRequesters,
+     .qp_types = kConnectedRequesters | kDcRequester,
      .headers = kHeaderReth,
      .wire_only = IbtaOperation::kWriteOnly,
      .wire_first = IbtaOperation::kWriteFirst,
@@ -72,7 +77,7 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .send_ops_flag = IBV_QP_EX_WITH_RDMA_WRITE},
     {.name = "RDMA_WRITE_WITH_IMM",
      .action = WrAction::kWrite,
-     .qp_types = kConnectedRequesters,
+     .qp_types = kConnectedRequesters | kDcRequester,
      .headers = kHeaderReth | kHeaderImmDt,
      .wire_only = IbtaOperation::kWriteOnlyWithImm,
      .wire_first = IbtaOperation::kWriteFirst,
@@ -85,7 +90,7 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .send_ops_flag = IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM},
     {.name = "SEND",
      .action = WrAction::kSend,
-     .qp_types = kAllRequesters,
+     .qp_types = kAllRequesters | kDcRequester,
      .wire_only = IbtaOperation::kSendOnly,
      .wire_first = IbtaOperation::kSendFirst,
      .inline_allowed = true,
@@ -93,7 +98,7 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .send_ops_flag = IBV_QP_EX_WITH_SEND},
     {.name = "SEND_WITH_IMM",
      .action = WrAction::kSend,
-     .qp_types = kAllRequesters,
+     .qp_types = kAllRequesters | kDcRequester,
      .headers = kHeaderImmDt,
      .wire_only = IbtaOperation::kSendOnlyWithImm,
      .wire_first = IbtaOperation::kSendFirst,
@@ -103,7 +108,7 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .send_ops_flag = IBV_QP_EX_WITH_SEND_WITH_IMM},
     {.name = "RDMA_READ",
      .action = WrAction::kRead,
-     .qp_types = kReliableRequesters,
+     .qp_types = kReliableRequesters | kDcRequester,
      .headers = kHeaderReth,
      .wire_only = IbtaOperation::kReadRequest,
      .remote_access = IBV_ACCESS_REMOTE_READ,
@@ -112,7 +117,7 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .send_ops_flag = IBV_QP_EX_WITH_RDMA_READ},
     {.name = "ATOMIC_CMP_AND_SWP",
      .action = WrAction::kAtomic,
-     .qp_types = kReliableRequesters,
+     .qp_types = kReliableRequesters | kDcRequester,
      .headers = kHeaderAtomicEth,
      .wire_only = IbtaOperation::kCompareSwap,
      .remote_access = IBV_ACCESS_REMOTE_ATOMIC,
@@ -121,7 +126,7 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .send_ops_flag = IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP},
     {.name = "ATOMIC_FETCH_AND_ADD",
      .action = WrAction::kAtomic,
-     .qp_types = kReliableRequesters,
+     .qp_types = kReliableRequesters | kDcRequester,
      .headers = kHeaderAtomicEth,
      .wire_only = IbtaOperation::kFetchAdd,
      .remote_access = IBV_ACCESS_REMOTE_ATOMIC,

@@ -84,7 +84,7 @@ Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
     return out;
   }
   if (qp.type != IBV_QPT_UD) {
-    RespondToSend(host, qp, wr, info, src, bytes, qp.dest_qpn, &out);
+    RespondToSend(host, qp, wr, info, src, bytes, ConnectedTargetOf(qp, wr), &out);
     return out;
   }
   if (bytes > qp.mtu_bytes) {

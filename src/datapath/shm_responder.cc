@@ -38,6 +38,7 @@ struct Target {
   PeerQp* peer = nullptr;
   uint32_t qpn = 0;
   uint32_t pdn = 0;
+  bool dct = false;  // an mlx5 DCT (verbs::kQptDcTgt)
 };
 
 // The responder detected an error on an RC/UC QP, in hardware's order: the
@@ -45,9 +46,17 @@ struct Target {
 // the receive's error completion, if the error consumed one, then the flush
 // of its own receive queue (an SRQ's is not flushed: other QPs use it) - so
 // a program that polls the error completion and queries the QP finds ERR.
+//
+// An mlx5 DCT serves every DCI that knows its key: the error is the
+// requester's (its NAK), the DCT reports a receive it consumed and stays
+// in RTR.
 void FailTarget(Host& host, const Target& t, const Completion* receive_error = nullptr) {
-  host.SetQpError(t.qpn);
   PeerQp& peer = *t.peer;
+  if (t.dct) {
+    if (receive_error) Complete(peer.recv_cq, peer.cq_event_fd, *receive_error);
+    return;
+  }
+  host.SetQpError(t.qpn);
   if (receive_error) Complete(peer.recv_cq, peer.cq_event_fd, *receive_error);
   if (!peer.srqn && peer.rq.valid()) {
     FlushRecvQueue(peer.rq, peer.recv_cq, peer.cq_event_fd, t.qpn);
@@ -62,12 +71,14 @@ Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQ
 }
 
 bool IsReliable(uint32_t type) {
-  return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
+  return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND || type == verbs::kQptDcIni;
 }
 
 // The QP type a requester of `type` talks to.
 uint32_t TargetTypeOf(uint32_t type) {
-  return type == IBV_QPT_XRC_SEND ? static_cast<uint32_t>(IBV_QPT_XRC_RECV) : type;
+  if (type == IBV_QPT_XRC_SEND) return IBV_QPT_XRC_RECV;
+  if (type == verbs::kQptDcIni) return verbs::kQptDcTgt;
+  return type;
 }
 
 // Finds the target QP of a work request and its receive side. For XRC the
@@ -85,6 +96,13 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
     return false;
   }
   *te_out = te;
+  const bool dct = qp.type == verbs::kQptDcIni;
+  if (dct && DcAccessKeyOf(*te) != wr.dc_key) {
+    // A DC access key violation: the DCT drops the message (as a Q_Key
+    // violation is dropped), and the DCI, unanswered, retries.
+    out->response = Response::kNoAnswer;
+    return false;
+  }
   if (qp.type != IBV_QPT_XRC_SEND) {
     PeerQp* p = ReachPeerQp(host, qp, target_qpn, te->generation.load());
     if (!p) {
@@ -94,7 +112,9 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
     t->peer = p;
     t->qpn = target_qpn;
     t->pdn = te->pdn.load();
-    if (qp.type != IBV_QPT_UD) RaiseCommEstOnce(host, te, target_qpn);
+    t->dct = dct;
+    // A DCT is never connected: no communication-established event.
+    if (qp.type != IBV_QPT_UD && !dct) RaiseCommEstOnce(host, te, target_qpn);
     return true;
   }
   PeerQp* srq = host.FindXrcSrq(wr.remote_srqn);
@@ -318,7 +338,7 @@ void RespondToRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpco
   MrGuards guards;
   QpEntry* te = nullptr;
   Target target;
-  if (!ReachTarget(host, qp, wr, qp.dest_qpn, &te, &target, out)) return;
+  if (!ReachTarget(host, qp, wr, ConnectedTargetOf(qp, wr), &te, &target, out)) return;
   PeerQp* peer = target.peer;
   // Responder checks: the QP's access flags, alignment, then the rkey.
   const uint32_t need = info.remote_access;

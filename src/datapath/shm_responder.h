@@ -6,7 +6,8 @@
 // places the bytes or does the atomic, writes the receive completion, and
 // answers in Outcome::response what a responder on the wire would (ACK,
 // RNR NAK, error NAK, or nothing). A responder error on an RC QP moves the
-// target to the error state, as the IBA's responder does.
+// target to the error state, as the IBA's responder does (an mlx5 DCT,
+// which serves every DCI that knows its key, stays in RTR).
 #pragma once
 
 #include <atomic>
@@ -31,14 +32,20 @@ inline void Nak(Outcome* out, ibv_wc_status status, VendorError why) {
   out->completion.vendor_err = why;
 }
 
+// The QP a connected requester's WR goes to: an RC/UC/XRC QP's connected
+// QP, a DCI's the DCT its WR names (mlx5dv_wr_set_dc_addr).
+inline uint32_t ConnectedTargetOf(const LocalQp& qp, const SendWr& wr) {
+  return qp.type == verbs::kQptDcIni ? wr.remote_qpn : qp.dest_qpn;
+}
+
 // SEND, SEND_WITH_IMM, SEND_WITH_INV of `bytes` bytes (src) to QP
-// target_qpn: qp.dest_qpn, or for UD the WR's remote QPN or one member of a
-// multicast group.
+// target_qpn: ConnectedTargetOf, or for UD the WR's remote QPN or one
+// member of a multicast group.
 void RespondToSend(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
                    const PieceList& src, uint32_t bytes, uint32_t target_qpn, Outcome* out);
 
 // RDMA WRITE (with immediate), RDMA READ, the atomics and ATOMIC WRITE of
-// `bytes` bytes at wr.remote_addr of qp.dest_qpn. `local` is the
+// `bytes` bytes at wr.remote_addr of ConnectedTargetOf. `local` is the
 // requester's side, already checked: a WRITE's source, a READ's
 // destination, an atomic's 8-byte result buffer.
 void RespondToRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,

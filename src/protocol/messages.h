@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 21;
+inline constexpr uint32_t kProtocolVersion = 22;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -286,7 +286,7 @@ struct QuerySrqReply {
 };
 
 struct CreateQpRequest {
-  uint32_t qp_type;  // ibv_qp_type
+  uint32_t qp_type;  // ibv_qp_type, or a DC type (verbs/qp_names.h)
   Handle pd;
   Handle send_cq;
   Handle recv_cq;
@@ -296,8 +296,9 @@ struct CreateQpRequest {
   uint32_t create_flags;
   ibv_qp_cap cap;
   uint32_t reserved;
+  uint64_t dc_access_key;  // a DCT: the key DCIs must name (mlx5dv_dc_init_attr)
 };
-static_assert(sizeof(CreateQpRequest) == 56);
+static_assert(sizeof(CreateQpRequest) == 64);
 
 struct CreateQpReply {
   Handle handle;

@@ -234,15 +234,18 @@ std::string CheckTransition(const ModifyVerdict& v, ibv_qp_type qp_type, QpTable
     return "IBV_QP_CUR_STATE is only allowed from RTR/RTS/SQD/SQE, not " +
            std::string(QpStateName(v.cur));
   }
-  const QpTransitionRule* rule = FindQpTransition(v.cur, v.next);
-  if (rule == nullptr) {
+  const QpTransitionMasks* found = FindTransitionMasks(column, v.cur, v.next);
+  if (found == nullptr) {
     std::string why = std::string(QpStateName(v.cur)) + "->" + std::string(QpStateName(v.next));
     if ((mask & IBV_QP_STATE) == 0) {
       why += " (no IBV_QP_STATE: the QP stays in " + std::string(QpStateName(v.cur)) + ")";
     }
+    if (column == QpTableColumn::kDci || column == QpTableColumn::kDct) {
+      return why + " is not a valid transition of an mlx5 " + std::string(QpTypeName(qp_type));
+    }
     return why + " is not a valid QP state transition";
   }
-  const QpTransitionMasks& masks = MasksFor(*rule, column);
+  const QpTransitionMasks& masks = *found;
   if (const uint32_t missing = masks.required & ~mask; missing != 0) {
     return TransitionName(v, qp_type) + " requires " + QpAttrMaskToString(missing);
   }

@@ -64,6 +64,8 @@ std::string_view QpStateName(ibv_qp_state state) {
 
 std::string_view QpTypeName(ibv_qp_type type) {
   if (type == kLegacyQptXrc) return "XRC";
+  if (type == kQptDcIni) return "DCI";
+  if (type == kQptDcTgt) return "DCT";
   switch (type) {
     case IBV_QPT_RC:
       return "RC";

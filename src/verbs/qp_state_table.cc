@@ -150,6 +150,44 @@ constexpr std::array kRules = {
 // §2.3 has 22 valid cells.
 static_assert(kRules.size() == 22);
 
+// mlx5_ib's DC rules. DCI: IBV_QP_STATE alone into RESET from anywhere
+// and into ERR from anywhere but RESET; DCT: two cells.
+constexpr QpTransitionMasks kStateOnly{};
+constexpr std::array kDcRules = {
+    DcTransitionRule{.cur = IBV_QPS_RESET, .next = IBV_QPS_RESET, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_RESET,
+                     .next = IBV_QPS_INIT,
+                     .dci = QpTransitionMasks{.required = kPkey | kPort},
+                     .dct = QpTransitionMasks{.required = kAccess | kPkey | kPort}},
+    DcTransitionRule{.cur = IBV_QPS_INIT, .next = IBV_QPS_RESET, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_INIT,
+                     .next = IBV_QPS_INIT,
+                     .dci = QpTransitionMasks{.optional = kPkey | kPort}},
+    DcTransitionRule{.cur = IBV_QPS_INIT,
+                     .next = IBV_QPS_RTR,
+                     .dci = QpTransitionMasks{.required = kPathMtu, .optional = kPkey},
+                     .dct = QpTransitionMasks{.required = kMinRnrTimer | kAv | kPathMtu}},
+    DcTransitionRule{.cur = IBV_QPS_INIT, .next = IBV_QPS_ERR, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_RTR, .next = IBV_QPS_RESET, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_RTR,
+                     .next = IBV_QPS_RTS,
+                     .dci = QpTransitionMasks{.required = kTimeout | kRetryCnt | kRnrRetry |
+                                                          kMaxRdAtomic | kSqPsn,
+                                              .optional = kMinRnrTimer}},
+    DcTransitionRule{.cur = IBV_QPS_RTR, .next = IBV_QPS_ERR, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_RTS, .next = IBV_QPS_RESET, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_RTS,
+                     .next = IBV_QPS_RTS,
+                     .dci = QpTransitionMasks{.optional = kMinRnrTimer}},
+    DcTransitionRule{.cur = IBV_QPS_RTS, .next = IBV_QPS_ERR, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_SQD, .next = IBV_QPS_RESET, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_SQD, .next = IBV_QPS_ERR, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_SQE, .next = IBV_QPS_RESET, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_SQE, .next = IBV_QPS_ERR, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_ERR, .next = IBV_QPS_RESET, .dci = kStateOnly},
+    DcTransitionRule{.cur = IBV_QPS_ERR, .next = IBV_QPS_ERR, .dci = kStateOnly},
+};
+
 // Indexed by QpTableColumn.
 constexpr std::array kColumnMembers = {
     &QpTransitionRule::ud,      &QpTransitionRule::uc,      &QpTransitionRule::rc,
@@ -176,6 +214,8 @@ std::optional<QpTableColumn> QpTableColumnFor(ibv_qp_type type) {
     case IBV_QPT_DRIVER:
       break;
   }
+  if (type == kQptDcIni) return QpTableColumn::kDci;
+  if (type == kQptDcTgt) return QpTableColumn::kDct;
   return std::nullopt;
 }
 
@@ -192,6 +232,25 @@ const QpTransitionRule* FindQpTransition(ibv_qp_state cur, ibv_qp_state next) {
 
 const QpTransitionMasks& MasksFor(const QpTransitionRule& rule, QpTableColumn column) {
   return rule.*kColumnMembers[static_cast<size_t>(column)];
+}
+
+std::span<const DcTransitionRule> DcTransitionRules() {
+  return kDcRules;
+}
+
+const QpTransitionMasks* FindTransitionMasks(QpTableColumn column, ibv_qp_state cur,
+                                             ibv_qp_state next) {
+  if (column == QpTableColumn::kDci || column == QpTableColumn::kDct) {
+    for (const DcTransitionRule& rule : kDcRules) {
+      if (rule.cur != cur || rule.next != next) continue;
+      const std::optional<QpTransitionMasks>& masks =
+          column == QpTableColumn::kDci ? rule.dci : rule.dct;
+      return masks ? &*masks : nullptr;
+    }
+    return nullptr;
+  }
+  const QpTransitionRule* rule = FindQpTransition(cur, next);
+  return rule ? &MasksFor(*rule, column) : nullptr;
 }
 
 }  // namespace softverbs::verbs

@@ -15,7 +15,9 @@ namespace softverbs::verbs {
 
 // The QP types that have a column in the table. Several ibv_qp_type values
 // share a column (see QpTableColumnFor).
-enum class QpTableColumn : uint8_t { kUd, kUc, kRc, kXrcIni, kXrcTgt, kRawPacket };
+// kDci and kDct are mlx5's DC QPs, whose cells are the mlx5 driver's own
+// (DcTransitionRules), not the IBA table's.
+enum class QpTableColumn : uint8_t { kUd, kUc, kRc, kXrcIni, kXrcTgt, kRawPacket, kDci, kDct };
 
 struct QpTransitionMasks {
   uint32_t required = 0;  // every bit must be present
@@ -34,8 +36,21 @@ struct QpTransitionRule {
   QpTransitionMasks raw_packet;
 };
 
+// mlx5's DC QPs follow the mlx5 driver's rules, not ib_modify_qp_is_ok's:
+// a DCI those of mlx5_ib's modify_dci_qp_is_ok, a DCT those of
+// mlx5_ib_modify_dct (RESET->INIT and INIT->RTR only: a DCT leaves RTR only
+// when it is destroyed). A column without masks in a row does not have
+// that cell.
+struct DcTransitionRule {
+  ibv_qp_state cur;
+  ibv_qp_state next;
+  std::optional<QpTransitionMasks> dci;
+  std::optional<QpTransitionMasks> dct;
+};
+
 // Column of `type`: XRC_SEND and the legacy IBV_QPT_XRC (5) use XRC_INI,
-// XRC_RECV uses XRC_TGT. nullopt for types without modify rules (DRIVER, ...).
+// XRC_RECV uses XRC_TGT, the DC types (verbs/qp_names.h) their own.
+// nullopt for types without modify rules (DRIVER, ...).
 std::optional<QpTableColumn> QpTableColumnFor(ibv_qp_type type);
 
 // All valid cells, one row each; a pair without a row is never valid.
@@ -44,8 +59,16 @@ std::span<const QpTransitionRule> QpTransitionRules();
 // The row for (cur, next), or nullptr if that transition does not exist.
 const QpTransitionRule* FindQpTransition(ibv_qp_state cur, ibv_qp_state next);
 
-// The masks of `rule` for one column.
+// The masks of `rule` for one column of the IBA table (not kDci, kDct).
 const QpTransitionMasks& MasksFor(const QpTransitionRule& rule, QpTableColumn column);
+
+// All cells of the DC columns, one row each.
+std::span<const DcTransitionRule> DcTransitionRules();
+
+// The masks of the (cur -> next) cell of any column, or nullptr if that
+// column has no such cell.
+const QpTransitionMasks* FindTransitionMasks(QpTableColumn column, ibv_qp_state cur,
+                                             ibv_qp_state next);
 
 }  // namespace softverbs::verbs
 

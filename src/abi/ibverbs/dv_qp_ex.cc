@@ -2,9 +2,11 @@
 
 #include <errno.h>
 
+#include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
 #include "datapath/mlx5_wqe.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::provider {
 namespace {
@@ -64,8 +66,28 @@ void RawWqe(mlx5dv_qp_ex* mq, const void* wqe) {
   wr.raw_wqe = 1;
 }
 
-void SetDcAddr(mlx5dv_qp_ex* mq, ibv_ah*, uint32_t, uint64_t) {
-  NotSupported(mq, "set_dc_addr");
+// The DCT the last WR goes to: its number and access key, and the path
+// of the AH as a UD WR takes it. Only a DCI has this builder in libmlx5.
+void SetDcAddr(mlx5dv_qp_ex* mq, ibv_ah* ah, uint32_t remote_dctn, uint64_t remote_dc_key) {
+  Qp* qp = QpOf(mq);
+  if (qp->type != verbs::kQptDcIni) {
+    NotSupported(mq, "set_dc_addr (on a QP that is not a DCI)");
+    return;
+  }
+  if (ah == nullptr) {
+    FailBatch(
+        qp, Reject(EINVAL, "mlx5dv_wr_set_dc_addr: DCI 0x%x: ah is NULL", qp->ibv.qp_base.qp_num));
+    return;
+  }
+  if (qp->batch.empty()) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_set_dc_addr: DCI 0x%x: no WR is open",
+                         qp->ibv.qp_base.qp_num));
+    return;
+  }
+  dp::SendWr& wr = qp->batch.back();
+  SetUdAddress(Context::From(qp->ibv.qp_base.context), ah, remote_dctn, 0, &wr);
+  wr.dc_key = remote_dc_key;
+  wr.dc_addr_set = true;
 }
 void SetDcAddrStream(mlx5dv_qp_ex* mq, ibv_ah*, uint32_t, uint64_t, uint16_t) {
   NotSupported(mq, "set_dc_addr_stream");

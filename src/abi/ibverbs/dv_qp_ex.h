@@ -3,8 +3,9 @@
 // ibv_wr_complete batch. softverbs builds mlx5dv_wr_raw_wqe (an RC or UC
 // QP created by mlx5dv_create_qp with MLX5DV_QP_EX_WITH_RAW_WQE): the WQE is
 // read as the DEVX queue engine reads one (datapath/mlx5_wqe.h) and runs as
-// the verbs WR it describes. Every other builder fails the batch with
-// EOPNOTSUPP (libmlx5 leaves them NULL where they do not apply).
+// the verbs WR it describes; and mlx5dv_wr_set_dc_addr on a DCI (the DCT a
+// WR goes to; docs/devx.md, "DC QPs"). Every other builder fails the batch
+// with EOPNOTSUPP (libmlx5 leaves them NULL where they do not apply).
 #pragma once
 
 #include <infiniband/mlx5dv.h>

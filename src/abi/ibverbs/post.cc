@@ -59,7 +59,7 @@ int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) 
     out->compare_add = in.wr.atomic.compare_add;
     out->swap = in.wr.atomic.swap;
   }
-  if (DatapathQpType(qp->ibv.qp_base.qp_type) == IBV_QPT_XRC_SEND) {
+  if (qp->type == IBV_QPT_XRC_SEND) {
     // The legacy wr.xrc_remote_srq_num sits at the same offset.
     out->remote_srqn = in.qp_type.xrc.remote_srqn;
     out->srqn_set = true;

@@ -5,6 +5,7 @@
 
 #include "abi/ibverbs/reject.h"
 #include "common/gid_table.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::provider {
 
@@ -29,10 +30,22 @@ int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
                   static_cast<unsigned long long>(wr.wr_id), wr.send_flags,
                   wr.send_flags & ~kKnownSendFlags);
   }
-  const ibv_qp_type type = DatapathQpType(qp->ibv.qp_base.qp_type);
+  const ibv_qp_type type = qp->type;
   if (type == IBV_QPT_XRC_SEND && !wr.srqn_set) {
     return Reject(EINVAL,
                   "ibv_wr_complete: XRC_SEND QP 0x%x: WR 0x%llx without ibv_wr_set_xrc_srqn",
+                  qp->ibv.qp_base.qp_num, static_cast<unsigned long long>(wr.wr_id));
+  }
+  if (type == verbs::kQptDcIni && !wr.dc_addr_set) {
+    return Reject(EINVAL,
+                  "ibv_post_send: DCI 0x%x: WR 0x%llx names no DCT (a DCI posts through ibv_wr_* "
+                  "with mlx5dv_wr_set_dc_addr)",
+                  qp->ibv.qp_base.qp_num, static_cast<unsigned long long>(wr.wr_id));
+  }
+  if (type == verbs::kQptDcIni && wr.off_host) {
+    return Reject(EOPNOTSUPP,
+                  "ibv_wr_complete: DCI 0x%x: WR 0x%llx: a DCT on another host is not reachable "
+                  "(DC runs on one host in softverbs; docs/devx.md)",
                   qp->ibv.qp_base.qp_num, static_cast<unsigned long long>(wr.wr_id));
   }
   // The opcode table says which QP types may post it (XRC_SEND is an RC

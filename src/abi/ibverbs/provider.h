@@ -223,6 +223,10 @@ struct Srq {
 struct Qp {
   ibv_qp_ex ibv;  // first; its leading member is struct ibv_qp
   Handle handle;
+  // The type the device and the data path know it by: ibv.qp_base.qp_type
+  // but for the legacy IBV_QPT_XRC (XRC_SEND) and mlx5's DC QPs (DRIVER to
+  // the application; verbs::kQptDcIni or kQptDcTgt here).
+  ibv_qp_type type = IBV_QPT_RC;
   uint32_t events_reported = 0;  // async events handed out (under ibv.qp_base.mutex)
   ibv_qp_cap cap;
   bool sq_sig_all = false;

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/raw_enum.h"
 #include "softverbs/xrc_legacy.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::provider {
 namespace {
@@ -47,17 +48,19 @@ Handle HandleOf(ibv_xrcd* xrcd) {
   return xrcd ? FromPublic<Xrcd>(xrcd)->handle : 0;
 }
 
+// `type` is the device's (Qp::type); the application sees its public one.
 Qp* NewQp(ibv_context* context, Handle handle, uint32_t qpn, ibv_qp_type type, void* qp_context) {
   auto* qp = new (std::nothrow) Qp{};
   if (!qp) return nullptr;
   qp->handle = handle;
+  qp->type = DatapathQpType(type);
   ibv_qp& q = qp->ibv.qp_base;
   q.context = context;
   q.qp_context = qp_context;
   q.handle = handle;
   q.qp_num = qpn;
   q.state = IBV_QPS_RESET;
-  q.qp_type = type;
+  q.qp_type = verbs::PublicQpType(type);
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
   InstallQpExOps(&qp->ibv);
@@ -67,10 +70,12 @@ Qp* NewQp(ibv_context* context, Handle handle, uint32_t qpn, ibv_qp_type type, v
 
 }  // namespace
 
-ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
-  if (!context || !attr) {
-    return RejectNull(EINVAL, "ibv_create_qp_ex: %s is NULL", !context ? "context" : "attr");
-  }
+namespace {
+
+// ibv_create_qp_ex of a QP the device knows as `type` (attr->qp_type, or a
+// DC type for attr->qp_type IBV_QPT_DRIVER); dc_access_key: a DCT's.
+ibv_qp* CreateQp(ibv_context* context, ibv_qp_init_attr_ex* attr, ibv_qp_type type,
+                 uint64_t dc_access_key) {
   // ibv_qp_type's range is 0..255 (IBV_QPT_DRIVER): beyond it the field may
   // not even be read as the enum; within it the daemon refuses the unknown.
   if (RawEnum(attr->qp_type) > 0xff) {
@@ -104,7 +109,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   uint64_t send_ops = 0;
   if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
     send_ops = attr->send_ops_flags;
-    if (send_ops & ~SupportedSendOpsFlags(attr->qp_type)) {
+    if (send_ops & ~SupportedSendOpsFlags(type)) {
       Log("ibv_create_qp_ex: send_ops_flags 0x%llx include operations this QP type cannot do",
           static_cast<unsigned long long>(send_ops));
       return FailNull<ibv_qp>(EOPNOTSUPP);
@@ -113,7 +118,8 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   Context* ctx = Context::From(context);
   if (int err = CheckMlx5AllocType("QP", "ibv_create_qp")) return FailNull<ibv_qp>(err);
   protocol::CreateQpRequest req{};
-  req.qp_type = attr->qp_type;
+  req.qp_type = type;
+  req.dc_access_key = dc_access_key;
   req.pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? HandleOf(attr->pd) : 0;
   req.send_cq = HandleOf(attr->send_cq);
   req.recv_cq = HandleOf(attr->recv_cq);
@@ -128,7 +134,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
                                   nullptr, 0, nullptr, &fds)) {
     return FailNull<ibv_qp>(err);
   }
-  Qp* qp = NewQp(context, rep.handle, rep.qpn, attr->qp_type, attr->qp_context);
+  Qp* qp = NewQp(context, rep.handle, rep.qpn, type, attr->qp_context);
   int map_err = qp ? (fds.empty() ? EPROTO : qp->rq_mapping.Map(fds[0])) : ENOMEM;
   for (int fd : fds) close(fd);
   if (map_err) {
@@ -144,7 +150,7 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   ibv_qp& q = qp->ibv.qp_base;
   q.pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
   q.send_cq = is_recv ? nullptr : attr->send_cq;
-  q.recv_cq = (is_recv || attr->qp_type == IBV_QPT_XRC_SEND) ? nullptr : attr->recv_cq;
+  q.recv_cq = (is_recv || type == IBV_QPT_XRC_SEND) ? nullptr : attr->recv_cq;
   q.srq = attr->srq;
   qp->cap = rep.cap;
   qp->rq.Attach(qp->rq_mapping.base());
@@ -167,6 +173,29 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     ctx->qps.insert(qp);  // put in error if the device dies (device_fatal.h)
   }
   return &q;
+}
+
+}  // namespace
+
+ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  if (!context || !attr) {
+    return RejectNull(EINVAL, "ibv_create_qp_ex: %s is NULL", !context ? "context" : "attr");
+  }
+  // IBV_QPT_DRIVER is mlx5dv_create_qp's (softverbs_create_dc_qp); the
+  // device refuses it here.
+  return CreateQp(context, attr, attr->qp_type, 0);
+}
+
+ibv_qp* CreateDcQp(ibv_context* context, ibv_qp_init_attr_ex* attr, bool dct,
+                   uint64_t dc_access_key) {
+  if (!context || !attr) {
+    return RejectNull(EINVAL, "mlx5dv_create_qp: %s is NULL", !context ? "context" : "attr");
+  }
+  if (attr->qp_type != IBV_QPT_DRIVER) {
+    return RejectNull(EINVAL, "mlx5dv_create_qp: a DC QP is of type IBV_QPT_DRIVER");
+  }
+  return CreateQp(context, attr, dct ? verbs::kQptDcTgt : verbs::kQptDcIni,
+                  dct ? dc_access_key : 0);
 }
 
 ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr) {
@@ -301,10 +330,9 @@ SV_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask,
   init_attr->recv_cq = qp->recv_cq;
   init_attr->srq = qp->srq;
   init_attr->cap = rep.init_cap;
-  // The daemon knows a legacy IBV_QPT_XRC QP as XRC_SEND; report the type
-  // the application created.
-  init_attr->qp_type =
-      qp->qp_type == kLegacyQptXrc ? kLegacyQptXrc : static_cast<ibv_qp_type>(rep.qp_type);
+  // The daemon knows a legacy IBV_QPT_XRC QP as XRC_SEND and a DC QP by its
+  // DC type; report the type the application created.
+  init_attr->qp_type = qp->qp_type;
   init_attr->sq_sig_all = static_cast<int>(rep.sq_sig_all);
   // As libibverbs: the cached state follows a query that asked for it.
   if (attr_mask & IBV_QP_STATE) qp->state = attr->qp_state;

@@ -138,9 +138,7 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   full.cq_mod_caps.max_cq_period = lim::kMaxCqModerationPeriodUs;
   // On-demand paging (docs/datapath.md, "On-demand paging"): explicit and
   // implicit MRs, every operation of the transports the device has.
-  constexpr uint32_t kOdpOps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
-                               IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
-                               IBV_ODP_SUPPORT_SRQ_RECV;
+  constexpr uint32_t kOdpOps = lim::kOdpReliableOps;
   full.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
   full.odp_caps.per_transport_caps.rc_odp_caps = kOdpOps;
   full.odp_caps.per_transport_caps.uc_odp_caps =

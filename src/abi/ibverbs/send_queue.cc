@@ -31,7 +31,7 @@ dp::LocalQp LocalView(Context* ctx, Qp* qp, const dp::RequesterAttributes& reque
   const ibv_mtu mtu =
       q.qp_type == IBV_QPT_UD ? ctx->active_mtu : static_cast<ibv_mtu>(requester.path_mtu);
   return {q.qp_num,
-          static_cast<uint32_t>(DatapathQpType(q.qp_type)),
+          static_cast<uint32_t>(qp->type),
           qp->pdn,
           e ? load(e->dest_qpn) : 0,
           e ? load(e->qkey) : 0,
@@ -88,7 +88,7 @@ class QpPort {
  private:
   // IBA 10.3.1: UD and UC QPs move to SQE on a requester error.
   bool Unreliable() const {
-    const ibv_qp_type type = DatapathQpType(qp_->ibv.qp_base.qp_type);
+    const ibv_qp_type type = qp_->type;
     return type == IBV_QPT_UD || type == IBV_QPT_UC;
   }
   Context* ctx_;

@@ -6,6 +6,7 @@
 
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mr_backing.h"
+#include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/self_maps.h"
 #include "common/log.h"
@@ -69,6 +70,11 @@ SV_EXPORT int softverbs_dv_set_cqe_size(ibv_cq* cq, uint32_t cqe_size) {
 SV_EXPORT void softverbs_dv_set_send_ops(ibv_qp* qp, uint64_t mlx5_send_ops) {
   if (qp != nullptr)
     FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp))->dv_ex.send_ops = mlx5_send_ops;
+}
+
+SV_EXPORT ibv_qp* softverbs_create_dc_qp(ibv_context* context, ibv_qp_init_attr_ex* attr, int dct,
+                                         uint64_t dc_access_key) {
+  return CreateDcQp(context, attr, dct != 0, dc_access_key);
 }
 
 SV_EXPORT mlx5dv_qp_ex* softverbs_dv_qp_ex(ibv_qp_ex* qp) {

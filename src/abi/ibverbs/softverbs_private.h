@@ -121,6 +121,10 @@ int softverbs_dv_set_cqe_size(struct ibv_cq* cq, uint32_t cqe_size);
  */
 struct mlx5dv_qp_ex;
 void softverbs_dv_set_send_ops(struct ibv_qp* qp, uint64_t mlx5_send_ops);
+/* mlx5dv_create_qp of a DC QP (attr->qp_type IBV_QPT_DRIVER): a DCI, or a
+ * DCT (dct != 0) with its access key; ibv_create_qp_ex's checks and errno. */
+struct ibv_qp* softverbs_create_dc_qp(struct ibv_context* context, struct ibv_qp_init_attr_ex* attr,
+                                      int dct, uint64_t dc_access_key);
 struct mlx5dv_qp_ex* softverbs_dv_qp_ex(struct ibv_qp_ex* qp);
 
 #ifdef __cplusplus

@@ -15,7 +15,7 @@ namespace softverbs::provider {
 
 // Whether wr, posted on qp, goes over the network.
 inline bool GoesOverWire(const Qp* qp, const datapath::SendWr& wr) {
-  return qp->ibv.qp_base.qp_type == IBV_QPT_UD ? wr.off_host : RequesterOf(qp).path_leaves_host;
+  return qp->type == IBV_QPT_UD ? wr.off_host : RequesterOf(qp).path_leaves_host;
 }
 
 // Hands wr to the device. 0, or ENOMEM when the QP's send queue holds

@@ -8,6 +8,7 @@
 
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
+#include "common/device_limits.h"
 #include "datapath/timers.h"
 
 using softverbs::mlx5::Reject;
@@ -73,7 +74,7 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   // written and its bit kept, zero when the device lacks the capability
   // (none of them exists on softverbs: CQE compression, SW parsing, striding
   // RQ, tunnel offloads, DCI streams, dynamic BF registers, flow action
-  // flags, DC ODP, signature and crypto offloads, the DMA memcpy length).
+  // flags, signature and crypto offloads, the DMA memcpy length).
   // The core clock register and LAG ports are answered only when the
   // device has them: their bits are cleared.
   uint64_t answered = 0;
@@ -90,10 +91,14 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   answer(MLX5DV_CONTEXT_MASK_DCI_STREAMS, attrs_out->dci_streams_caps);
   answer(MLX5DV_CONTEXT_MASK_DYN_BFREGS, attrs_out->max_dynamic_bfregs);
   answer(MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS, attrs_out->flow_action_flags);
-  answer(MLX5DV_CONTEXT_MASK_DC_ODP_CAPS, attrs_out->dc_odp_caps);
   answer(MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, attrs_out->sig_caps);
   answer(MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, attrs_out->max_wr_memcpy_length);
   answer(MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, attrs_out->crypto_caps);
+  // DC QPs (on one host, docs/devx.md) take ODP MRs as RC QPs do.
+  if (attrs_out->comp_mask & MLX5DV_CONTEXT_MASK_DC_ODP_CAPS) {
+    attrs_out->dc_odp_caps = softverbs::limits::kOdpReliableOps & ~uint32_t{IBV_ODP_SUPPORT_RECV};
+    answered |= MLX5DV_CONTEXT_MASK_DC_ODP_CAPS;
+  }
   // The clock info mlx5dv_get_clock_info reads is made at each call (below):
   // it never goes stale, so any period is right; libmlx5 reports how often
   // the kernel rewrites its page.

@@ -3,9 +3,11 @@
 // attributes get libmlx5's checks, in its order, before ibv_create_qp_ex
 // checks the verbs ones (libmlx5 checks a few of those first: a request
 // wrong in both ways may get another errno). What softverbs does not have
-// answers EOPNOTSUPP: DC QPs (IBV_QPT_DRIVER), the creation flags of
-// Ethernet and signature offloads, and every mlx5 send operation but the
-// raw WQE on RC and UC QPs (docs/devx.md, "mlx5dv_create_qp and raw WQEs").
+// answers EOPNOTSUPP: DCI streams, the creation flags of Ethernet and
+// signature offloads, and every mlx5 send operation but the raw WQE on RC
+// and UC QPs (docs/devx.md, "mlx5dv_create_qp and raw WQEs"). DC QPs
+// (IBV_QPT_DRIVER: a DCI or a DCT) are made by softverbs_create_dc_qp and
+// run on one host (docs/devx.md, "DC QPs").
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
 
@@ -28,6 +30,29 @@ constexpr uint32_t kSupportedCreateFlags =
 constexpr uint64_t kKnownSendOps = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST |
                                    MLX5DV_QP_EX_WITH_MKEY_CONFIGURE | MLX5DV_QP_EX_WITH_RAW_WQE |
                                    MLX5DV_QP_EX_WITH_MEMCPY;
+
+// libmlx5's create_dct: the verbs comp_mask PD alone (no send operations:
+// a DCT does not send), the vendor comp_mask DC and creation flags, of
+// which only the scatter-to-CQE switch.
+int CheckDctAttributes(const ibv_qp_init_attr_ex& attr, const mlx5dv_qp_init_attr& dv) {
+  if (attr.comp_mask & ~uint32_t{IBV_QP_INIT_ATTR_PD}) {
+    return softverbs::mlx5::Reject(
+        EINVAL, "mlx5dv_create_qp: a DCT takes comp_mask IBV_QP_INIT_ATTR_PD only (0x%x)",
+        attr.comp_mask);
+  }
+  if (dv.comp_mask & ~(MLX5DV_QP_INIT_ATTR_MASK_DC | MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS)) {
+    return softverbs::mlx5::Reject(
+        EINVAL, "mlx5dv_create_qp: a DCT takes the DC and create-flags vendor masks only (0x%llx)",
+        static_cast<unsigned long long>(dv.comp_mask));
+  }
+  if ((dv.comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
+      (dv.create_flags & ~uint32_t{MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE})) {
+    return softverbs::mlx5::Reject(
+        EINVAL, "mlx5dv_create_qp: create_flags 0x%x on a DCT (only DISABLE_SCATTER_TO_CQE)",
+        dv.create_flags);
+  }
+  return 0;
+}
 
 // What the vendor attributes ask that softverbs refuses, as an errno (0:
 // nothing). Logged here.
@@ -65,13 +90,22 @@ int CheckVendorAttributes(const ibv_qp_init_attr_ex& attr, const mlx5dv_qp_init_
       return softverbs::mlx5::Reject(
           EINVAL, "mlx5dv_create_qp: IBV_QPT_DRIVER without MLX5DV_QP_INIT_ATTR_MASK_DC");
     }
-    if (dv.dc_init_attr.dc_type != MLX5DV_DCTYPE_DCT &&
-        dv.dc_init_attr.dc_type != MLX5DV_DCTYPE_DCI) {
+    if (dv.dc_init_attr.dc_type == MLX5DV_DCTYPE_DCT) return CheckDctAttributes(attr, dv);
+    if (dv.dc_init_attr.dc_type != MLX5DV_DCTYPE_DCI) {
       return softverbs::mlx5::Reject(EINVAL, "mlx5dv_create_qp: dc_type %u is neither DCT nor DCI",
                                      dv.dc_init_attr.dc_type);
     }
-    return softverbs::mlx5::Reject(EOPNOTSUPP,
-                                   "mlx5dv_create_qp: DC QPs are not supported by softverbs");
+    if (dv.comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) {
+      // The device reports no DCI stream capability (max_log_num_concurent
+      // and max_log_num_errored 0): libmlx5 refuses more than that.
+      const auto& streams = dv.dc_init_attr.dci_streams;
+      if (streams.log_num_concurent > 0 || streams.log_num_errored > 0) {
+        return softverbs::mlx5::Reject(
+            EINVAL, "mlx5dv_create_qp: DCI streams above the device's (none: dci_streams_caps 0)");
+      }
+      return softverbs::mlx5::Reject(
+          EOPNOTSUPP, "mlx5dv_create_qp: DCI streams are not supported by softverbs");
+    }
   }
   const uint64_t ops =
       (dv.comp_mask & MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS) ? dv.send_ops_flags : 0;
@@ -106,6 +140,13 @@ SV_MLX5_EXPORT ibv_qp* mlx5dv_create_qp(ibv_context* context, ibv_qp_init_attr_e
     return RejectNull(EOPNOTSUPP, "mlx5dv_create_qp: the context is not softverbs'");
   }
   if (qp_attr == nullptr) return RejectNull(EINVAL, "mlx5dv_create_qp: qp_attr is NULL");
+  // libmlx5: send operations on a DCT are EINVAL before anything else.
+  if (mlx5_qp_attr != nullptr && (qp_attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+      qp_attr->qp_type == IBV_QPT_DRIVER &&
+      (mlx5_qp_attr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DC) &&
+      mlx5_qp_attr->dc_init_attr.dc_type == MLX5DV_DCTYPE_DCT) {
+    return RejectNull(EINVAL, "mlx5dv_create_qp: a DCT has no send operations (send_ops_flags)");
+  }
   uint64_t send_ops = 0;
   if (mlx5_qp_attr != nullptr) {
     if (int err = CheckVendorAttributes(*qp_attr, *mlx5_qp_attr)) {
@@ -118,8 +159,15 @@ SV_MLX5_EXPORT ibv_qp* mlx5dv_create_qp(ibv_context* context, ibv_qp_init_attr_e
   } else if (qp_attr->qp_type == IBV_QPT_DRIVER) {
     return RejectNull(EINVAL, "mlx5dv_create_qp: IBV_QPT_DRIVER needs mlx5 attributes (DC)");
   }
-  ibv_qp* qp = ibv_create_qp_ex(context, qp_attr);
-  if (qp == nullptr) return nullptr;  // ibv_create_qp_ex explained it and set errno
+  ibv_qp* qp = nullptr;
+  if (qp_attr->qp_type == IBV_QPT_DRIVER) {
+    const bool dct = mlx5_qp_attr->dc_init_attr.dc_type == MLX5DV_DCTYPE_DCT;
+    qp = softverbs_create_dc_qp(context, qp_attr, dct ? 1 : 0,
+                                dct ? mlx5_qp_attr->dc_init_attr.dct_access_key : 0);
+  } else {
+    qp = ibv_create_qp_ex(context, qp_attr);
+  }
+  if (qp == nullptr) return nullptr;  // the create explained it and set errno
   softverbs_dv_set_send_ops(qp, send_ops);
   return qp;
 }

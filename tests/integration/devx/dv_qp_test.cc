@@ -143,10 +143,16 @@ TEST_F(DvQpTest, CreateDvQpTakesLibmlx5sAttributes) {
   EXPECT_EQ(Refused(QpAttr(), &dv), EINVAL);  // DC needs IBV_QPT_DRIVER
   ibv_qp_init_attr_ex driver = QpAttr();
   driver.qp_type = IBV_QPT_DRIVER;
+  // DC QPs exist (dc_test.cc has their rules): raw WQEs are RC's and UC's,
+  // and a DCT needs an SRQ.
+  dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+  dv.send_ops_flags = MLX5DV_QP_EX_WITH_RAW_WQE;
   EXPECT_EQ(Refused(driver, &dv), EOPNOTSUPP);
+  dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC;
+  dv.send_ops_flags = 0;
   dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCT;
   driver.comp_mask = IBV_QP_INIT_ATTR_PD;
-  EXPECT_EQ(Refused(driver, &dv), EOPNOTSUPP);
+  EXPECT_EQ(Refused(driver, &dv), EINVAL);
   dv.comp_mask = 0;
   EXPECT_EQ(Refused(driver, &dv), EINVAL);
   EXPECT_EQ(Refused(driver, nullptr), EINVAL);

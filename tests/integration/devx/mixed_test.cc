@@ -47,7 +47,7 @@ TEST_F(DevxTest, IsSupportedAndQueryDevice) {
   dv.comp_mask = ~0ull;  // ask for everything
   ASSERT_EQ(mlx5dv_query_device(ctx_, &dv), 0);
   // As libmlx5: the capability fields are answered (zero: none exists
-  // here); the clock info's update period since there is clock info; the
+  // here, but DC ODP); the clock info's update period since there is clock info; the
   // core clock register and LAG ports only when present.
   const uint64_t answered =
       MLX5DV_CONTEXT_MASK_CQE_COMPRESION | MLX5DV_CONTEXT_MASK_SWP |
@@ -64,7 +64,10 @@ TEST_F(DevxTest, IsSupportedAndQueryDevice) {
   EXPECT_EQ(dv.striding_rq_caps.supported_qpts, 0u);
   EXPECT_EQ(dv.tunnel_offloads_caps, 0u);
   EXPECT_EQ(dv.max_dynamic_bfregs, 0u);
-  EXPECT_EQ(dv.dc_odp_caps, 0u);
+  // DC QPs take ODP MRs as RC QPs do (a DCT receives through its SRQ).
+  EXPECT_EQ(dv.dc_odp_caps, static_cast<uint32_t>(IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_WRITE |
+                                                  IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
+                                                  IBV_ODP_SUPPORT_SRQ_RECV));
   EXPECT_EQ(dv.max_wr_memcpy_length, 0u);
   EXPECT_EQ(dv.crypto_caps.flags, 0u);
   dv.comp_mask = MLX5DV_CONTEXT_MASK_HCA_CORE_CLOCK | MLX5DV_CONTEXT_MASK_SWP;
@@ -106,8 +109,8 @@ TEST_F(DevxTest, ClockInfoTurnsTheDeviceClockIntoWallClockTime) {
   // Read before the clock info and before now: at most now, and close to it
   // (bounded generously for a loaded machine).
   EXPECT_LE(wall, now_ns);
-  EXPECT_LT(now_ns - wall, 2000000000ull) << "the device time converts to "
-                                          << (now_ns - wall) / 1e9 << " s ago";
+  EXPECT_LT(now_ns - wall, 2000000000ull)
+      << "the device time converts to " << (now_ns - wall) / 1e9 << " s ago";
   // A later device time converts to a later wall time, by as much.
   EXPECT_EQ(mlx5dv_ts_to_ns(&info, device_ts + 12345) - wall, 12345u);
   EXPECT_EQ(mlx5dv_get_clock_info(ctx_, nullptr), EINVAL);

@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "modify_request_fixture.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::verbs {
 namespace {
@@ -318,6 +319,55 @@ TEST(QpTypeTest, TypesWithoutRulesAreEinval) {
                                         kDeviceLimits, kRocePort);
   EXPECT_EQ(v.err, EINVAL);
   EXPECT_EQ(v.why, "QP type 255 (DRIVER) has no modify rules");
+}
+
+// --- mlx5's DC QPs: the driver's cells, not the IBA table's ---
+
+ModifyVerdict CheckDc(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next, uint32_t mask) {
+  ibv_qp_attr attr = ValidAttr();
+  attr.qp_state = next;
+  return CheckModifyQp(type, cur, attr, mask, kDeviceLimits, kRocePort);
+}
+
+constexpr uint32_t kDciToRts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                               IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
+
+TEST(DcModifyTest, DciTakesModifyDciQpIsOksMasks) {
+  constexpr uint32_t kToInit = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+  EXPECT_ACCEPTED(CheckDc(kQptDcIni, IBV_QPS_RESET, IBV_QPS_INIT, kToInit));
+  EXPECT_REJECTED(CheckDc(kQptDcIni, IBV_QPS_RESET, IBV_QPS_INIT, kToInit | IBV_QP_ACCESS_FLAGS),
+                  "RESET->INIT on DCI does not accept IBV_QP_ACCESS_FLAGS");
+  EXPECT_ACCEPTED(CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT));
+  EXPECT_ACCEPTED(CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_PATH_MTU));
+  EXPECT_REJECTED(CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QP_STATE),
+                  "INIT->RTR on DCI requires IBV_QP_PATH_MTU");
+  EXPECT_REJECTED(CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_RTR,
+                          IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN),
+                  "INIT->RTR on DCI does not accept IBV_QP_DEST_QPN");
+  EXPECT_ACCEPTED(CheckDc(kQptDcIni, IBV_QPS_RTR, IBV_QPS_RTS, kDciToRts));
+  EXPECT_ACCEPTED(
+      CheckDc(kQptDcIni, IBV_QPS_RTS, IBV_QPS_RTS, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER));
+  EXPECT_REJECTED(CheckDc(kQptDcIni, IBV_QPS_RTS, IBV_QPS_SQD, IBV_QP_STATE),
+                  "RTS->SQD is not a valid transition of an mlx5 DCI");
+  EXPECT_ACCEPTED(CheckDc(kQptDcIni, IBV_QPS_RTS, IBV_QPS_ERR, IBV_QP_STATE));
+  EXPECT_ACCEPTED(CheckDc(kQptDcIni, IBV_QPS_ERR, IBV_QPS_RESET, IBV_QP_STATE));
+  EXPECT_REJECTED(CheckDc(kQptDcIni, IBV_QPS_RESET, IBV_QPS_ERR, IBV_QP_STATE),
+                  "RESET->ERR is not a valid transition of an mlx5 DCI");
+}
+
+TEST(DcModifyTest, DctTakesModifyDctsTwoCells) {
+  constexpr uint32_t kToInit = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  constexpr uint32_t kToRtr = IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU;
+  EXPECT_ACCEPTED(CheckDc(kQptDcTgt, IBV_QPS_RESET, IBV_QPS_INIT, kToInit));
+  EXPECT_REJECTED(CheckDc(kQptDcTgt, IBV_QPS_RESET, IBV_QPS_INIT, kToInit & ~IBV_QP_ACCESS_FLAGS),
+                  "RESET->INIT on DCT requires IBV_QP_ACCESS_FLAGS");
+  EXPECT_ACCEPTED(CheckDc(kQptDcTgt, IBV_QPS_INIT, IBV_QPS_RTR, kToRtr));
+  EXPECT_REJECTED(CheckDc(kQptDcTgt, IBV_QPS_INIT, IBV_QPS_RTR, kToRtr | IBV_QP_PKEY_INDEX),
+                  "INIT->RTR on DCT does not accept IBV_QP_PKEY_INDEX");
+  for (ibv_qp_state next : {IBV_QPS_RTS, IBV_QPS_ERR, IBV_QPS_RESET}) {
+    EXPECT_EQ(CheckDc(kQptDcTgt, IBV_QPS_RTR, next, IBV_QP_STATE).err, EINVAL) << next;
+  }
+  EXPECT_EQ(CheckDc(kQptDcTgt, IBV_QPS_INIT, IBV_QPS_INIT, IBV_QP_STATE).err, EINVAL);
 }
 
 // --- IBV_QP_CUR_STATE ---
