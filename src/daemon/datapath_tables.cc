@@ -135,7 +135,9 @@ bool Device::MrSlotFree(uint32_t index) const {
 }
 
 uint32_t Device::AllocateQpn() {
-  return qpns_.Allocate([&](uint32_t qpn) { return qps_.count(qpn) || !QpSlotFree(qpn); });
+  return qpns_.Allocate([&](uint32_t qpn) {
+    return qps_.count(qpn) || reserved_qpns_.count(qpn) || !QpSlotFree(qpn);
+  });
 }
 
 uint32_t Device::AllocateMrIndex() {

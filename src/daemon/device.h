@@ -136,6 +136,10 @@ class Device {
   Verdict CreateQp(ClientId c, const protocol::CreateQpRequest& req, protocol::CreateQpReply* out);
   Verdict ModifyQp(ClientId c, const protocol::ModifyQpRequest& req);
   Verdict SetQpUdpSport(ClientId c, const protocol::SetQpUdpSportRequest& req);
+  // mlx5dv_reserved_qpn_alloc/_dealloc: a QP number of the device's space
+  // that no QP gets while the context holds it (rdma_cm's external QPs).
+  Verdict AllocReservedQpn(ClientId c, protocol::ReservedQpn* out);
+  Verdict FreeReservedQpn(ClientId c, const protocol::ReservedQpn& req);
   Verdict QueryQp(ClientId c, Handle qp, protocol::QueryQpReply* out);
   Verdict DestroyQp(ClientId c, Handle qp);
   Verdict OpenQp(ClientId c, const protocol::OpenQpRequest& req, protocol::OpenQpReply* out);
@@ -348,7 +352,8 @@ class Device {
   std::map<uint32_t, Handle> mr_by_index_;  // an MR's key index -> its handle
   std::map<Handle, Cq> cqs_;
   std::map<Handle, Srq> srqs_;
-  std::map<uint32_t, Qp> qps_;  // by QP number
+  std::map<uint32_t, Qp> qps_;                  // by QP number
+  std::map<uint32_t, ClientId> reserved_qpns_;  // reserved QP number -> the context holding it
   std::map<Handle, QpHandle> qp_handles_;
   std::map<Handle, Ah> ahs_;
   std::map<Handle, Xrcd> xrcds_;

@@ -232,4 +232,22 @@ void Device::DestroyQpObject(uint32_t qpn) {
   if (xrcd) ReleaseXrcdUse(xrcd);
 }
 
+Verdict Device::AllocReservedQpn(ClientId c, protocol::ReservedQpn* out) {
+  const uint32_t qpn = AllocateQpn();
+  if (qpn == 0) return Verdict::Fail(ENOMEM, "reserved_qpn_alloc: no QP number left");
+  reserved_qpns_[qpn] = c;
+  *out = {qpn, 0};
+  return Verdict::Ok();
+}
+
+Verdict Device::FreeReservedQpn(ClientId c, const protocol::ReservedQpn& req) {
+  auto it = reserved_qpns_.find(req.qpn);
+  if (it == reserved_qpns_.end() || it->second != c) {
+    return Verdict::Fail(EINVAL, "reserved_qpn_dealloc: QP number 0x" + ToHex(req.qpn) +
+                                     " is not reserved by this context");
+  }
+  reserved_qpns_.erase(it);
+  return Verdict::Ok();
+}
+
 }  // namespace softverbs::daemon

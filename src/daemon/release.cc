@@ -1,7 +1,7 @@
 // What happens to a client's objects when it goes away, as when the kernel
 // closes a dead process's verbs file: QPs first (their multicast attachments
-// with them), then AHs, SRQs, CQs, memory windows, MRs, PDs and XRC domain
-// references.
+// with them), then AHs, SRQs, CQs, memory windows, MRs, PDs, XRC domain
+// references and reserved QP numbers.
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +70,9 @@ void Device::ReleaseClients(const std::vector<ClientId>& members) {
     xrcds_.at(id).opens--;
     FreeXrcdIfUnused(id);
   }
+  std::erase_if(reserved_qpns_, [&](const auto& entry) {
+    return std::find(members.begin(), members.end(), entry.second) != members.end();
+  });
   for (ClientId m : members) {
     if (auto it = mem_fds_.find(m); it != mem_fds_.end()) {
       close(it->second);

@@ -824,6 +824,14 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       SV_BODY(protocol::SetQpUdpSportRequest, req);
       return reply_empty(device_.SetQpUdpSport(c, req));
     }
+    case Op::kAllocReservedQpn: {
+      protocol::ReservedQpn out{};
+      return reply(device_.AllocReservedQpn(c, &out), out);
+    }
+    case Op::kFreeReservedQpn: {
+      SV_BODY(protocol::ReservedQpn, req);
+      return reply_empty(device_.FreeReservedQpn(c, req));
+    }
     case Op::kQueryQp: {
       SV_BODY(protocol::HandleRequest, req);
       protocol::QueryQpReply out{};

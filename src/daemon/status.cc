@@ -86,6 +86,7 @@ std::string Device::StatusJson() const {
                {"cq", cqs_.size()},
                {"srq", srqs_.size()},
                {"qp", qps_.size()},
+               {"reserved_qpn", reserved_qpns_.size()},
                {"ah", ahs_.size()},
                {"xrcd", xrcds_.size()},
                {"dm", dms_.size()},

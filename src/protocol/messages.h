@@ -18,7 +18,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 22;
+inline constexpr uint32_t kProtocolVersion = 23;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -99,6 +99,10 @@ enum class Op : uint16_t {
   // vain, told ESTALE, and passed with the registration again.
   kOfferBacking,
   kSetQpUdpSport,  // mlx5dv_modify_qp_udp_sport: SetQpUdpSportRequest, empty reply
+  // mlx5dv_reserved_qpn_alloc: no body, ReservedQpn reply; _dealloc:
+  // ReservedQpn, empty reply.
+  kAllocReservedQpn,
+  kFreeReservedQpn,
   kCount
 };
 
@@ -323,6 +327,13 @@ struct SetQpUdpSportRequest {
   uint16_t reserved;
 };
 static_assert(sizeof(SetQpUdpSportRequest) == 8);
+
+// A QP number reserved for the context: no QP is ever given it while it is.
+struct ReservedQpn {
+  uint32_t qpn;
+  uint32_t reserved;
+};
+static_assert(sizeof(ReservedQpn) == 8);
 
 struct QueryQpReply {
   ibv_qp_attr attr;

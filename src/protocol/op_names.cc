@@ -76,7 +76,9 @@ const char* OpName(Op op) {
                                            "forget_backings",
                                            "call_doorbell",
                                            "offer_backing",
-                                           "set_qp_udp_sport"};
+                                           "set_qp_udp_sport",
+                                           "alloc_reserved_qpn",
+                                           "free_reserved_qpn"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";
