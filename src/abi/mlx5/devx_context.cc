@@ -67,9 +67,10 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
     return Reject(EOPNOTSUPP, "mlx5dv_query_device: the context is not softverbs'");
   }
   // CQE version 1 is what QUERY_HCA_CAP reports (cqe_version); no MPW, no
-  // 128-byte CQEs, no real-time timestamps.
+  // real-time timestamps.
   attrs_out->version = 0;
-  attrs_out->flags = MLX5DV_CONTEXT_FLAGS_CQE_V1;
+  // 128-byte CQEs are padded (dv_cq.cc).
+  attrs_out->flags = MLX5DV_CONTEXT_FLAGS_CQE_V1 | MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD;
   // As libmlx5's _mlx5dv_query_device: each of these fields asked for is
   // written and its bit kept, zero when the device lacks the capability
   // (none of them exists on softverbs: CQE compression, SW parsing, striding

@@ -1,9 +1,13 @@
 // mlx5dv_create_cq: a verbs extended CQ with libmlx5's vendor attributes.
 // The CQ is softverbs' own (polled with ibv_poll_cq or ibv_start_poll); what
 // the attributes change is its mlx5 view (mlx5dv_init_obj): the size of its
-// CQEs, 64 or 128 bytes. CQE compression and 128-byte padding are refused as
-// libmlx5 refuses them on a device without those capabilities (softverbs
-// reports none: mlx5dv_query_device), with EINVAL.
+// CQEs, 64 or 128 bytes. A 128-byte CQE carries its 64-byte CQE in the
+// second half and nothing in the first (no data scattered to the CQE): it
+// is padded, so MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD is granted on 128-byte
+// CQEs (mlx5dv_query_device reports MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD) and,
+// as libmlx5 answers, EINVAL on 64-byte ones. CQE compression is refused as
+// libmlx5 refuses it on a device without it (cqe_comp_caps.max_num 0),
+// with EINVAL.
 #include <cstdlib>
 
 #include "abi/ibverbs/softverbs_private.h"
@@ -66,10 +70,9 @@ SV_MLX5_EXPORT ibv_cq_ex* mlx5dv_create_cq(ibv_context* context, ibv_cq_init_att
         return RejectNull(EINVAL, "mlx5dv_create_cq: flags 0x%x have bits libmlx5 does not know",
                           mlx5_cq_attr->flags);
       }
-      if (mlx5_cq_attr->flags & MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD) {
+      if ((mlx5_cq_attr->flags & MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD) && cqe_size != 128) {
         return RejectNull(EINVAL,
-                          "mlx5dv_create_cq: %u-byte CQE padding is not supported "
-                          "(MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD is not reported)",
+                          "mlx5dv_create_cq: CQE padding needs 128-byte CQEs, not %u-byte ones",
                           cqe_size);
       }
     }

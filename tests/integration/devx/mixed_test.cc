@@ -58,7 +58,8 @@ TEST_F(DevxTest, IsSupportedAndQueryDevice) {
       MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD | MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE;
   EXPECT_EQ(dv.comp_mask, answered);
   EXPECT_GT(dv.max_clock_info_update_nsec, 0u);
-  EXPECT_EQ(dv.flags, static_cast<uint64_t>(MLX5DV_CONTEXT_FLAGS_CQE_V1));
+  EXPECT_EQ(dv.flags,
+            static_cast<uint64_t>(MLX5DV_CONTEXT_FLAGS_CQE_V1 | MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD));
   EXPECT_EQ(dv.version, 0u);
   EXPECT_EQ(dv.cqe_comp_caps.max_num, 0u);
   EXPECT_EQ(dv.striding_rq_caps.supported_qpts, 0u);
@@ -452,9 +453,14 @@ TEST_F(DevxTest, CreateDvCqTakesLibmlx5sAttributes) {
   EXPECT_TRUE(refused(dv));
   dv = {};
   dv.comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_FLAGS | MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE;
-  dv.cqe_size = 128;
-  dv.flags = MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD;
+  dv.cqe_size = 64;
+  dv.flags = MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD;  // padding is of 128-byte CQEs
   EXPECT_TRUE(refused(dv));
+  dv.cqe_size = 128;
+  ibv_cq_ex* padded = create(&dv);
+  ASSERT_NE(padded, nullptr) << strerror(errno);
+  EXPECT_EQ(cqe_size_of(padded), 128u);
+  EXPECT_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(padded)), 0);
   dv.flags = MLX5DV_CQ_INIT_ATTR_FLAGS_RESERVED;
   EXPECT_TRUE(refused(dv));
   dv = {};
