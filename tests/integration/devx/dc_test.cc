@@ -11,8 +11,20 @@
 // the DCI and not the DCT, no receive with no RNR retries is an RNR error,
 // and a WR without a DC address, a legacy ibv_post_send on a DCI or a DC
 // address on an RC QP is refused before anything is sent.
+// Across processes (a forked child with a context of its own, talking to
+// this process through pipes) it is the same: a DCT in one process serves
+// another's DCI (SEND, WRITE and READ); a process that dies takes its DCT
+// with it, as a NIC drops a dead process's objects, so a DCI addressing it
+// is left unanswered (retries exhausted), while a dead process's DCI leaves
+// the DCT it reached serving the others.
 #include <endian.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -73,6 +85,157 @@ struct Dct {
   ibv_cq* cq = nullptr;
   ibv_srq* srq = nullptr;
 };
+
+// Reads `len` bytes of `fd`, all within `timeout_ms`; false on a timeout,
+// an EOF (the writer died) or an error.
+bool ReadWithin(int fd, void* buf, size_t len, int timeout_ms = 5000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto* p = static_cast<uint8_t*>(buf);
+  while (len > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    const int ready = poll(&pfd, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    const ssize_t n = read(fd, p, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A forked child running body(up, down), which _exits with what body
+// returns: `up` carries what it tells this process, `down` what this
+// process tells it. The child opens a context of its own (a context does
+// not cross fork) and touches none of this process's objects. It is killed
+// and reaped if the test ends before Reap.
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    for (int fd : {up_[0], up_[1], down_[0], down_[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+
+  template <typename Body>
+  bool Start(Body&& body) {
+    signal(SIGPIPE, SIG_IGN);  // writing to a dead child's pipe is EPIPE, not death
+    if (pipe2(up_, O_CLOEXEC) != 0 || pipe2(down_, O_CLOEXEC) != 0) return false;
+    pid_ = fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      close(up_[0]);
+      close(down_[1]);
+      _exit(body(up_[1], down_[0]));
+    }
+    close(up_[1]);  // so that a child that dies is an EOF
+    close(down_[0]);
+    up_[1] = down_[0] = -1;
+    return true;
+  }
+
+  pid_t pid() const { return pid_; }
+  bool Read(void* buf, size_t len, int timeout_ms = 5000) const {
+    return ReadWithin(up_[0], buf, len, timeout_ms);
+  }
+  bool Write(const void* buf, size_t len) const {
+    return write(down_[1], buf, len) == static_cast<ssize_t>(len);
+  }
+
+  // How the child ended ("exit 0", "exit 21", "signal 9"), waiting 10 s at
+  // most for it ("killed: still running after 10 s" then).
+  std::string Reap() {
+    if (reaped_) return how_;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int status = 0;
+    pid_t got = 0;
+    while ((got = waitpid(pid_, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      usleep(1000);
+    }
+    if (got == 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      how_ = "killed: still running after 10 s";
+    } else if (got != pid_) {
+      how_ = std::string("waitpid: ") + strerror(errno);
+    } else if (WIFEXITED(status)) {
+      how_ = "exit " + std::to_string(WEXITSTATUS(status));
+    } else {
+      how_ = "signal " + std::to_string(WTERMSIG(status));
+    }
+    reaped_ = true;
+    return how_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::string how_;
+  int up_[2] = {-1, -1};
+  int down_[2] = {-1, -1};
+};
+
+// In a child: says on stderr which step failed; `code` is its exit code.
+int ChildFailed(int code, const std::string& what) {
+  fprintf(stderr, "dc_test child %d, exit %d: %s\n", getpid(), code, what.c_str());
+  return code;
+}
+
+// Waits (5 s at most) until `softverbs status` lists no client of process
+// `pid`: the device released all it held. The device learns of a process's
+// exit asynchronously, after waitpid may have returned.
+bool DeviceReleased(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const nlohmann::json status = Status();
+    if (status.is_object() && status.contains("clients") && ClientOf(status, pid).is_null()) {
+      return true;
+    }
+    usleep(10000);
+  }
+  return false;
+}
+
+// What a child serving a DCT tells its parent: the DCT's number and its
+// MR (laid out as the fixture's buffer, kRemote and all).
+struct DctOffer {
+  uint32_t dctn = 0;
+  uint32_t rkey = 0;
+  uint64_t addr = 0;
+};
+
+// A child's DCT and what it needs, in the child's own context; its MR
+// covers `mem` (kBufSize bytes).
+struct DctProcess {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_srq* srq = nullptr;
+  uint8_t* mem = nullptr;
+  ibv_mr* mr = nullptr;
+  ibv_qp* dct = nullptr;
+  DctOffer Offer() const { return {dct->qp_num, mr->rkey, reinterpret_cast<uintptr_t>(mem)}; }
+};
+
+constexpr unsigned kDctProcessAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+// What the DCI of one process sends and writes to another's DCT, and what
+// it reads back from there (at kRemote + 256).
+constexpr char kAcrossSend[] = "a SEND to a DCT in another process";
+constexpr char kAcrossWrite[] = "written into another process";
+constexpr char kAcrossRead[] = "read back from another process";
+constexpr char kFromADyingDci[] = "from a DCI whose process is about to die";
 
 mlx5dv_qp_init_attr DcInit(mlx5dv_dc_type type, uint64_t key = 0) {
   mlx5dv_qp_init_attr dv{};
@@ -288,10 +451,15 @@ class DcTest : public DevxTest {
   // alone in its batch.
   int Send(ibv_qp* dci, const Dct& dct, uint32_t offset, uint32_t len, uint64_t wr_id,
            uint64_t key = kKey) {
+    return SendTo(dci, dct.qp->qp_num, offset, len, wr_id, key);
+  }
+  // The same to DCT number `dctn` (of this process or not).
+  int SendTo(ibv_qp* dci, uint32_t dctn, uint32_t offset, uint32_t len, uint64_t wr_id,
+             uint64_t key = kKey) {
     return Batch(dci, [&](ibv_qp_ex* qx, mlx5dv_qp_ex* mx) {
       qx->wr_id = wr_id;
       ibv_wr_send(qx);
-      mlx5dv_wr_set_dc_addr(mx, ah_, dct.qp->qp_num, key);
+      mlx5dv_wr_set_dc_addr(mx, ah_, dctn, key);
       ibv_wr_set_sge(qx, mr_->lkey, Addr(offset), len);
     });
   }
@@ -320,12 +488,17 @@ class DcTest : public DevxTest {
   // The next receive of `dct`: `msg` from `dci`, in its slot and nothing
   // past it; the completion in *out.
   void ExpectReceived(const Dct& dct, ibv_qp* dci, const std::string& msg, ibv_wc* out = nullptr) {
+    ExpectReceived(dct, dci->qp_num, msg, out);
+  }
+  // The same from DCI number `src_qp` (of this process or not).
+  void ExpectReceived(const Dct& dct, uint32_t src_qp, const std::string& msg,
+                      ibv_wc* out = nullptr) {
     ibv_wc wc{};
     ASSERT_TRUE(Poll(dct.cq, &wc)) << "DCT 0x" << std::hex << dct.qp->qp_num << " received nothing";
     ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
     EXPECT_EQ(wc.opcode, IBV_WC_RECV);
     EXPECT_EQ(wc.qp_num, dct.qp->qp_num);
-    EXPECT_EQ(wc.src_qp, dci->qp_num);
+    EXPECT_EQ(wc.src_qp, src_qp);
     EXPECT_EQ(wc.byte_len, msg.size());
     EXPECT_EQ(wc.wc_flags & IBV_WC_GRH, 0u) << "a DCT's receive has no GRH";
     ASSERT_LT(wc.wr_id, uint64_t{kRecv / kSlot});
@@ -335,6 +508,153 @@ class DcTest : public DevxTest {
       ASSERT_EQ(slot[i], kUntouched) << "byte " << i << " of the receive buffer was written";
     }
     if (out) *out = wc;
+  }
+
+  // In a child: a DCT in RTR allowing kDctProcessAccess, on a context, PD,
+  // CQ, SRQ and MR (over fresh memory) of the child's own, one receive
+  // posted (slot 0, filled with kUntouched) and kAcrossRead at kRemote +
+  // 256. 0, or the exit code of the step that failed.
+  int MakeDctProcess(DctProcess* p) const {
+    p->ctx = OpenDevx();
+    if (p->ctx == nullptr) return ChildFailed(10, std::string("open: ") + strerror(errno));
+    p->pd = ibv_alloc_pd(p->ctx);
+    p->cq = p->pd ? ibv_create_cq(p->ctx, 64, nullptr, nullptr, 0) : nullptr;
+    ibv_srq_init_attr srq_attr{};
+    srq_attr.attr.max_wr = 32;
+    srq_attr.attr.max_sge = 1;
+    p->srq = p->cq ? ibv_create_srq(p->pd, &srq_attr) : nullptr;
+    if (p->srq == nullptr) return ChildFailed(11, std::string("PD/CQ/SRQ: ") + strerror(errno));
+    void* mem = mmap(nullptr, kBufSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return ChildFailed(12, std::string("mmap: ") + strerror(errno));
+    p->mem = static_cast<uint8_t*>(mem);
+    p->mr = ibv_reg_mr(p->pd, p->mem, kBufSize, IBV_ACCESS_LOCAL_WRITE | kDctProcessAccess);
+    if (p->mr == nullptr) return ChildFailed(13, std::string("ibv_reg_mr: ") + strerror(errno));
+    ibv_qp_init_attr_ex attr{};
+    attr.qp_type = IBV_QPT_DRIVER;
+    attr.send_cq = attr.recv_cq = p->cq;
+    attr.srq = p->srq;
+    attr.pd = p->pd;
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+    mlx5dv_qp_init_attr dv = DcInit(MLX5DV_DCTYPE_DCT, kKey);
+    p->dct = mlx5dv_create_qp(p->ctx, &attr, &dv);
+    if (p->dct == nullptr) return ChildFailed(14, std::string("DCT: ") + strerror(errno));
+    if (!DctToRtr(p->dct, kDctProcessAccess)) {
+      return ChildFailed(15, std::string("DCT to RTR: ") + strerror(errno));
+    }
+    memcpy(p->mem + kRemote + 256, kAcrossRead, sizeof(kAcrossRead) - 1);
+    memset(p->mem + kRecv, kUntouched, kSlot);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(p->mem + kRecv), kSlot, p->mr->lkey};
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = 0;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    if (ibv_post_srq_recv(p->srq, &wr, &bad) != 0) return ChildFailed(16, "ibv_post_srq_recv");
+    return 0;
+  }
+
+  // The child of ADctInAnotherProcessServesThisProcesssDci: offers its DCT
+  // (up), learns the parent's DCI (down), checks the SEND it receives,
+  // then, told (down) that the parent's WRITE and READ completed, what was
+  // written; destroys it all and says 'k' (up).
+  int ServeADct(int up, int down) const {
+    DctProcess p;
+    if (int failed = MakeDctProcess(&p)) return failed;
+    const DctOffer offer = p.Offer();
+    if (write(up, &offer, sizeof(offer)) != sizeof(offer)) return ChildFailed(20, "offering");
+    uint32_t dci = 0;
+    if (!ReadWithin(down, &dci, 4)) return ChildFailed(21, "no DCI number from the parent");
+    ibv_wc wc{};
+    if (!Poll(p.cq, &wc)) return ChildFailed(22, "the DCT received nothing");
+    const std::string msg = kAcrossSend;
+    if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV || wc.wr_id != 0) {
+      return ChildFailed(23, std::string("receive: ") + ibv_wc_status_str(wc.status) + ", opcode " +
+                                 std::to_string(wc.opcode) + ", wr_id " + std::to_string(wc.wr_id));
+    }
+    if (wc.qp_num != p.dct->qp_num || wc.src_qp != dci) {
+      return ChildFailed(24, "receive: qp_num " + std::to_string(wc.qp_num) + " (DCT " +
+                                 std::to_string(p.dct->qp_num) + "), src_qp " +
+                                 std::to_string(wc.src_qp) + " (DCI " + std::to_string(dci) + ")");
+    }
+    if (wc.byte_len != msg.size() || memcmp(p.mem + kRecv, msg.data(), msg.size()) != 0 ||
+        p.mem[kRecv + msg.size()] != kUntouched) {
+      return ChildFailed(25, "received " + std::to_string(wc.byte_len) + " bytes: " +
+                                 std::string(reinterpret_cast<char*>(p.mem + kRecv), msg.size()));
+    }
+    char done = 0;
+    if (!ReadWithin(down, &done, 1)) return ChildFailed(26, "the parent never said done");
+    const std::string written = kAcrossWrite;
+    if (memcmp(p.mem + kRemote, written.data(), written.size()) != 0 ||
+        p.mem[kRemote + written.size()] != 0) {
+      return ChildFailed(
+          27, "written: " + std::string(reinterpret_cast<char*>(p.mem + kRemote), written.size()));
+    }
+    if (!Quiet(p.cq)) return ChildFailed(28, "the DCT completed more than the SEND");
+    if (ibv_destroy_qp(p.dct) || ibv_dereg_mr(p.mr) || ibv_destroy_srq(p.srq) ||
+        ibv_destroy_cq(p.cq) || ibv_dealloc_pd(p.pd) || ibv_close_device(p.ctx)) {
+      return ChildFailed(29, "teardown");
+    }
+    if (write(up, "k", 1) != 1) return ChildFailed(30, "reporting");
+    return 0;
+  }
+
+  // The child of ADctWhoseProcessDiedLeavesTheDciUnanswered: offers its
+  // DCT (a receive posted) and, told to (down), exits without destroying
+  // anything.
+  int OfferADctAndDie(int up, int down) const {
+    DctProcess p;
+    if (int failed = MakeDctProcess(&p)) return failed;
+    const DctOffer offer = p.Offer();
+    if (write(up, &offer, sizeof(offer)) != sizeof(offer)) return ChildFailed(20, "offering");
+    char die = 0;
+    if (!ReadWithin(down, &die, 1)) return ChildFailed(21, "the parent never said die");
+    return 0;  // _exit: the device releases what the process held
+  }
+
+  // The child of ADciInAProcessThatDiesLeavesTheDctServing: learns the
+  // parent's DCT (down), tells its DCI's number (up), sends kFromADyingDci
+  // there, and once that completed exits without destroying anything.
+  int SendFromADciAndDie(int up, int down) const {
+    uint32_t dctn = 0;
+    if (!ReadWithin(down, &dctn, 4)) return ChildFailed(20, "no DCT number from the parent");
+    ibv_context* ctx = OpenDevx();
+    if (ctx == nullptr) return ChildFailed(10, std::string("open: ") + strerror(errno));
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    ibv_cq* cq = pd ? ibv_create_cq(ctx, 8, nullptr, nullptr, 0) : nullptr;
+    ibv_ah_attr av{};
+    FillAv(&av);
+    ibv_ah* ah = cq ? ibv_create_ah(pd, &av) : nullptr;
+    if (ah == nullptr) return ChildFailed(11, std::string("PD/CQ/AH: ") + strerror(errno));
+    void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return ChildFailed(12, std::string("mmap: ") + strerror(errno));
+    memcpy(mem, kFromADyingDci, sizeof(kFromADyingDci) - 1);
+    ibv_mr* mr = ibv_reg_mr(pd, mem, 4096, IBV_ACCESS_LOCAL_WRITE);
+    if (mr == nullptr) return ChildFailed(13, std::string("ibv_reg_mr: ") + strerror(errno));
+    ibv_qp_init_attr_ex attr{};
+    attr.qp_type = IBV_QPT_DRIVER;
+    attr.send_cq = attr.recv_cq = cq;
+    attr.cap.max_send_wr = 8;
+    attr.cap.max_send_sge = 1;
+    attr.pd = pd;
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+    mlx5dv_qp_init_attr dv = DcInit(MLX5DV_DCTYPE_DCI);
+    ibv_qp* dci = mlx5dv_create_qp(ctx, &attr, &dv);
+    if (dci == nullptr) return ChildFailed(14, std::string("DCI: ") + strerror(errno));
+    if (!DciToRts(dci)) return ChildFailed(15, std::string("DCI to RTS: ") + strerror(errno));
+    if (write(up, &dci->qp_num, 4) != 4) return ChildFailed(21, "telling the DCI's number");
+    const int err = Batch(dci, [&](ibv_qp_ex* qx, mlx5dv_qp_ex* mx) {
+      qx->wr_id = 1;
+      ibv_wr_send(qx);
+      mlx5dv_wr_set_dc_addr(mx, ah, dctn, kKey);
+      ibv_wr_set_sge(qx, mr->lkey, reinterpret_cast<uintptr_t>(mem), sizeof(kFromADyingDci) - 1);
+    });
+    if (err != 0) return ChildFailed(22, std::string("ibv_wr_complete: ") + strerror(err));
+    ibv_wc wc{};
+    if (!Poll(cq, &wc)) return ChildFailed(23, "the SEND never completed");
+    if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 1) {
+      return ChildFailed(24, std::string("SEND: ") + ibv_wc_status_str(wc.status));
+    }
+    return 0;  // _exit: the device releases what the process held
   }
 
   size_t QpCount() { return Status()["objects"]["qp"].get<size_t>(); }
@@ -899,6 +1219,121 @@ TEST_F(DcTest, ADcAddressOnAnRcQpFailsItsBatch) {
   EXPECT_TRUE(Quiet(b_cq));
   EXPECT_TRUE(Quiet(dct.cq));
   EXPECT_EQ(At(kRecv)[0], kUntouched);
+}
+
+// A DCT in another process (a forked child, its own context, PD, SRQ and
+// MR) serves this process's DCI as one of its own: the SEND lands in the
+// child's SRQ with the child's DCT as qp_num and this DCI as src_qp, the
+// WRITE lands in the child's memory and the READ brings the child's bytes
+// back. The child checks its side and says so, and exits 0.
+TEST_F(DcTest, ADctInAnotherProcessServesThisProcesssDci) {
+  ChildProcess child;
+  ASSERT_TRUE(child.Start([this](int up, int down) { return ServeADct(up, down); }))
+      << strerror(errno);
+  DctOffer dct;
+  ASSERT_TRUE(child.Read(&dct, sizeof(dct))) << "no DCT from the child, child: " << child.Reap();
+  ibv_qp* dci = NewDciInRts();
+  ASSERT_NE(dci, nullptr) << strerror(errno);
+  ASSERT_TRUE(child.Write(&dci->qp_num, 4)) << "child: " << child.Reap();
+
+  const std::string to_send = kAcrossSend, to_write = kAcrossWrite, to_read = kAcrossRead;
+  const uint32_t send_src = Stage(0, to_send), write_src = Stage(1, to_write);
+  memset(At(kLocal), kUntouched, 64);
+  const uint32_t lkey = mr_->lkey;
+  ASSERT_EQ(Batch(dci,
+                  [&](ibv_qp_ex* qx, mlx5dv_qp_ex* mx) {
+                    qx->wr_id = 1;
+                    ibv_wr_send(qx);
+                    mlx5dv_wr_set_dc_addr(mx, ah_, dct.dctn, kKey);
+                    ibv_wr_set_sge(qx, lkey, Addr(send_src), to_send.size());
+                    qx->wr_id = 2;
+                    ibv_wr_rdma_write(qx, dct.rkey, dct.addr + kRemote);
+                    mlx5dv_wr_set_dc_addr(mx, ah_, dct.dctn, kKey);
+                    ibv_wr_set_sge(qx, lkey, Addr(write_src), to_write.size());
+                    qx->wr_id = 3;
+                    ibv_wr_rdma_read(qx, dct.rkey, dct.addr + kRemote + 256);
+                    mlx5dv_wr_set_dc_addr(mx, ah_, dct.dctn, kKey);
+                    ibv_wr_set_sge(qx, lkey, Addr(kLocal), to_read.size());
+                  }),
+            0);
+  ASSERT_NO_FATAL_FAILURE(ExpectSent(dci, 1, IBV_WC_SEND));
+  ASSERT_NO_FATAL_FAILURE(ExpectSent(dci, 2, IBV_WC_RDMA_WRITE));
+  ASSERT_NO_FATAL_FAILURE(ExpectSent(dci, 3, IBV_WC_RDMA_READ));
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(At(kLocal)), to_read.size()), to_read);
+  EXPECT_EQ(At(kLocal)[to_read.size()], kUntouched);
+  EXPECT_TRUE(Quiet(dci_cq_));
+
+  ASSERT_TRUE(child.Write("d", 1)) << "child: " << child.Reap();
+  char verdict = 0;
+  EXPECT_TRUE(child.Read(&verdict, 1, 15000)) << "no verdict from the child";
+  EXPECT_EQ(verdict, 'k');
+  EXPECT_EQ(child.Reap(), "exit 0");
+}
+
+// A child makes a DCT (a receive posted), which a DCI of this process
+// reaches, and dies without destroying it; the device releases it with the
+// rest of the child's objects (its client leaves `softverbs status`, one
+// QP fewer). The next SEND of the same DCI to that DCT number goes
+// unanswered: the DCI (short timeout, one retry) completes it with
+// IBV_WC_RETRY_EXC_ERR and goes to ERR, as to a DCT a NIC dropped.
+TEST_F(DcTest, ADctWhoseProcessDiedLeavesTheDciUnanswered) {
+  // Made before the child dies: no QP made after the release may take the
+  // dead DCT's number.
+  ibv_qp* dci = NewDciInRts(/*timeout=*/2, /*retry_cnt=*/1);
+  ASSERT_NE(dci, nullptr) << strerror(errno);
+  ChildProcess child;
+  ASSERT_TRUE(child.Start([this](int up, int down) { return OfferADctAndDie(up, down); }))
+      << strerror(errno);
+  DctOffer dct;
+  ASSERT_TRUE(child.Read(&dct, sizeof(dct))) << "no DCT from the child, child: " << child.Reap();
+  const nlohmann::json alive = ClientOf(Status(), child.pid());
+  ASSERT_TRUE(alive.is_object()) << "softverbs status lists no client of the child";
+  bool listed = false;
+  for (const auto& qp : alive["qp"]) listed |= qp.value("qpn", 0u) == dct.dctn;
+  EXPECT_TRUE(listed) << "the child's DCT is not among its QPs: " << alive["qp"].dump();
+  const size_t qps = QpCount();
+  ASSERT_EQ(SendTo(dci, dct.dctn, Stage(0, "to a live DCT"), 13, 1), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectSent(dci, 1));
+
+  ASSERT_TRUE(child.Write("x", 1)) << "child: " << child.Reap();
+  ASSERT_EQ(child.Reap(), "exit 0");
+  ASSERT_TRUE(DeviceReleased(child.pid())) << "the dead child is still a client after 5 s";
+  EXPECT_EQ(QpCount(), qps - 1);
+
+  ASSERT_EQ(SendTo(dci, dct.dctn, Stage(1, "to a dead DCT"), 13, 2), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectFailed(dci, 2, IBV_WC_RETRY_EXC_ERR));
+  EXPECT_EQ(State(dci), IBV_QPS_ERR);
+  EXPECT_TRUE(Quiet(dci_cq_));
+}
+
+// A child's DCI sends to this process's DCT and the child dies without
+// destroying it: the receive stays, from the child's DCI number, and once
+// the device released the child the DCT is still in RTR and receives from
+// a DCI of this process.
+TEST_F(DcTest, ADciInAProcessThatDiesLeavesTheDctServing) {
+  Dct dct = NewDct();
+  ASSERT_NE(dct.qp, nullptr) << strerror(errno);
+  ASSERT_TRUE(PostRecv(dct.srq, 0));
+  ASSERT_TRUE(PostRecv(dct.srq, 1));
+  ChildProcess child;
+  ASSERT_TRUE(child.Start([this](int up, int down) { return SendFromADciAndDie(up, down); }))
+      << strerror(errno);
+  ASSERT_TRUE(child.Write(&dct.qp->qp_num, 4)) << "child: " << child.Reap();
+  uint32_t child_dci = 0;
+  ASSERT_TRUE(child.Read(&child_dci, 4)) << "no DCI from the child, child: " << child.Reap();
+  ASSERT_EQ(child.Reap(), "exit 0");
+  ASSERT_NO_FATAL_FAILURE(ExpectReceived(dct, child_dci, kFromADyingDci));
+
+  ASSERT_TRUE(DeviceReleased(child.pid())) << "the dead child is still a client after 5 s";
+  EXPECT_EQ(State(dct.qp), IBV_QPS_RTR);
+  EXPECT_TRUE(Quiet(dct.cq));
+  ibv_qp* dci = NewDciInRts();
+  ASSERT_NE(dci, nullptr) << strerror(errno);
+  const std::string msg = "after the other process died";
+  ASSERT_EQ(Send(dci, dct, Stage(0, msg), msg.size(), 2), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectSent(dci, 2));
+  ASSERT_NO_FATAL_FAILURE(ExpectReceived(dct, dci, msg));
+  EXPECT_EQ(State(dct.qp), IBV_QPS_RTR);
 }
 
 }  // namespace
