@@ -205,7 +205,11 @@ void Device::PublishQpAttributes(const Qp& qp) {
   r.retry_cnt = qp.attr.retry_cnt;
   r.rnr_retry = qp.attr.rnr_retry;
   r.path_mtu = static_cast<uint8_t>(qp.attr.path_mtu);
-  r.path_leaves_host = (qp.attr_set_mask & IBV_QP_AV) && PathLeavesHost(gids_, qp.attr.ah_attr);
+  // A DC QP's path is each WR's: its own address vector (a DCI's default,
+  // a DCT's own address) takes nothing over the network.
+  const bool dc = qp.type == verbs::kQptDcIni || qp.type == verbs::kQptDcTgt;
+  r.path_leaves_host =
+      !dc && (qp.attr_set_mask & IBV_QP_AV) && PathLeavesHost(gids_, qp.attr.ah_attr);
   e->requester.store(dp::PackRequester(r));
   // COMM_EST is raised once per arrival in RTR; a QP back before RTR may
   // raise it again.

@@ -151,7 +151,9 @@ constexpr std::array kRules = {
 static_assert(kRules.size() == 22);
 
 // mlx5_ib's DC rules. DCI: IBV_QP_STATE alone into RESET from anywhere
-// and into ERR from anywhere but RESET; DCT: two cells.
+// and into ERR from anywhere but RESET; an address vector at INIT->RTR
+// (UCX's dc_mlx5 passes one: the DCI's default path, each WR names its
+// own); DCT: two cells.
 constexpr QpTransitionMasks kStateOnly{};
 constexpr std::array kDcRules = {
     DcTransitionRule{.cur = IBV_QPS_RESET, .next = IBV_QPS_RESET, .dci = kStateOnly},
@@ -165,7 +167,7 @@ constexpr std::array kDcRules = {
                      .dci = QpTransitionMasks{.optional = kPkey | kPort}},
     DcTransitionRule{.cur = IBV_QPS_INIT,
                      .next = IBV_QPS_RTR,
-                     .dci = QpTransitionMasks{.required = kPathMtu, .optional = kPkey},
+                     .dci = QpTransitionMasks{.required = kPathMtu, .optional = kPkey | kAv},
                      .dct = QpTransitionMasks{.required = kMinRnrTimer | kAv | kPathMtu}},
     DcTransitionRule{.cur = IBV_QPS_INIT, .next = IBV_QPS_ERR, .dci = kStateOnly},
     DcTransitionRule{.cur = IBV_QPS_RTR, .next = IBV_QPS_RESET, .dci = kStateOnly},

@@ -10,12 +10,16 @@
 
 #include "abi/ibverbs/provider.h"
 #include "datapath/engine.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::provider {
 
 // Whether wr, posted on qp, goes over the network.
+// A UD QP's and a DCI's path is each WR's (a DCI's off the host is refused
+// before: post_checks.h).
 inline bool GoesOverWire(const Qp* qp, const datapath::SendWr& wr) {
-  return qp->type == IBV_QPT_UD ? wr.off_host : RequesterOf(qp).path_leaves_host;
+  return qp->type == IBV_QPT_UD || qp->type == verbs::kQptDcIni ? wr.off_host
+                                                                : RequesterOf(qp).path_leaves_host;
 }
 
 // Hands wr to the device. 0, or ENOMEM when the QP's send queue holds

@@ -885,6 +885,51 @@ TEST_F(DcTest, SendLandsInTheDctsSrqWithoutAGrh) {
   EXPECT_TRUE(Quiet(dct.cq));
 }
 
+// A DCI given a default path at INIT->RTR (UCX's dc_mlx5 passes one, with
+// the port and SL only, or with a GID elsewhere) still takes each WR's own
+// path: its SEND to a DCT of this host arrives.
+TEST_F(DcTest, ADciWithADefaultPathSendsWhereEachWrSays) {
+  Dct dct = NewDct();
+  ASSERT_TRUE(dct.qp) << strerror(errno);
+  ASSERT_TRUE(PostRecv(dct.srq, 0));
+  ASSERT_TRUE(PostRecv(dct.srq, 1));
+  for (bool elsewhere : {false, true}) {
+    ibv_qp* dci = NewDci();
+    ASSERT_NE(dci, nullptr) << strerror(errno);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    ASSERT_EQ(ibv_modify_qp(dci, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), 0);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.hop_limit = 64;
+    if (elsewhere) {
+      // ::ffff:198.51.100.77, an address of no host here (TEST-NET-2).
+      const uint8_t gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 77};
+      memcpy(a.ah_attr.grh.dgid.raw, gid, 16);
+    }
+    ASSERT_EQ(ibv_modify_qp(dci, &a, IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV), 0)
+        << strerror(errno);
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    ASSERT_EQ(ibv_modify_qp(dci, &a,
+                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
+              0);
+    const std::string msg = elsewhere ? "default path elsewhere" : "default path, no GID";
+    ASSERT_EQ(Send(dci, dct, Stage(0, msg), msg.size(), 7), 0);
+    ASSERT_NO_FATAL_FAILURE(ExpectSent(dci, 7));
+    ASSERT_NO_FATAL_FAILURE(ExpectReceived(dct, dci, msg));
+  }
+}
+
 // SEND_WITH_IMM: the receive says IBV_WC_WITH_IMM and carries the
 // immediate as sent.
 TEST_F(DcTest, SendWithImmCarriesTheImmediate) {

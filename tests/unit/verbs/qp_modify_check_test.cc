@@ -339,6 +339,9 @@ TEST(DcModifyTest, DciTakesModifyDciQpIsOksMasks) {
                   "RESET->INIT on DCI does not accept IBV_QP_ACCESS_FLAGS");
   EXPECT_ACCEPTED(CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_INIT, IBV_QP_STATE | IBV_QP_PORT));
   EXPECT_ACCEPTED(CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_PATH_MTU));
+  // UCX's dc_mlx5 gives its DCIs a default path.
+  EXPECT_ACCEPTED(
+      CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV));
   EXPECT_REJECTED(CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_RTR, IBV_QP_STATE),
                   "INIT->RTR on DCI requires IBV_QP_PATH_MTU");
   EXPECT_REJECTED(CheckDc(kQptDcIni, IBV_QPS_INIT, IBV_QPS_RTR,
