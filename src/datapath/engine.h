@@ -116,7 +116,9 @@ struct SendWr {
   uint32_t bind_lkey = 0;
   uint64_t bind_length = 0;
   uint32_t bind_access = 0;
-  // Data: scatter/gather entries, or inline bytes (IBV_SEND_INLINE).
+  // Data: inline bytes (IBV_SEND_INLINE), then the scatter/gather entries.
+  // A verbs WR has one or the other; an mlx5 WQE may carry an inline
+  // segment before its data segments (UCX sends a header so).
   uint32_t num_sge = 0;
   RecvSge sge[kMaxSendSge];
   uint32_t inline_len = 0;
@@ -135,11 +137,10 @@ inline ibv_wc_opcode RequesterWcOpcode(const SendWr& wr) {
   return wr.raw_wqe != 0 ? IBV_WC_DRIVER2 : WrOpcode(wr.opcode).send_wc;
 }
 
-// The bytes a send work request carries: its inline data or the sum of its
+// The bytes a send work request carries: its inline data and the sum of its
 // SGEs (an atomic's 8 bytes are the caller's to count).
 inline uint32_t WrBytes(const SendWr& wr) {
-  if (wr.send_flags & IBV_SEND_INLINE) return wr.inline_len;
-  uint64_t n = 0;
+  uint64_t n = (wr.send_flags & IBV_SEND_INLINE) ? wr.inline_len : 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) n += wr.sge[i].length;
   return static_cast<uint32_t>(n);
 }

@@ -88,6 +88,8 @@ const char* WqeErrorName(WqeError error) {
       return "inline data longer than max_inline_data";
     case WqeError::kInlineOverrun:
       return "inline byte count runs past the WQE";
+    case WqeError::kInlineAfterData:
+      return "an inline segment after a data segment";
     case WqeError::kAtomicSge:
       return "an atomic needs exactly one 8-byte data segment";
   }
@@ -144,12 +146,14 @@ WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqeb
     offset += kSegBytes;
   }
   if (!info.gather) return WqeError::kNone;
-  // Data segments, or one inline segment (its bytes follow, padded to 16).
+  // Inline segments (their bytes follow, padded to 16), then data
+  // segments; an inline segment after a data segment is not read here.
   while (offset < bytes) {
     uint32_t word;
     memcpy(&word, wqe + offset, sizeof(word));
     const uint32_t byte_count = be32toh(word);
     if (byte_count & MLX5_INLINE_SEG) {
+      if (wr.num_sge != 0) return WqeError::kInlineAfterData;
       const uint32_t len = byte_count & ~MLX5_INLINE_SEG;
       if (len > kMaxInline || wr.inline_len + len > kMaxInline) return WqeError::kInlineTooLong;
       if (offset + sizeof(mlx5_wqe_inl_data_seg) + len > bytes) return WqeError::kInlineOverrun;
@@ -165,7 +169,6 @@ WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqeb
     if (wr.num_sge == kMaxSendSge) return WqeError::kTooManySges;
     wr.sge[wr.num_sge++] = {be64toh(data.addr), byte_count, be32toh(data.lkey)};
   }
-  if ((wr.send_flags & IBV_SEND_INLINE) && wr.num_sge != 0) return WqeError::kBadDs;
   if (info.atomic && (wr.num_sge != 1 || wr.sge[0].length != 8)) return WqeError::kAtomicSge;
   return WqeError::kNone;
 }

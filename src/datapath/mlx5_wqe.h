@@ -58,13 +58,14 @@ const SendOpcodeInfo* FindSendOpcode(uint8_t opcode);
 // ConnectX does for a WQE it cannot parse, or LOCAL_LENGTH_ERR).
 enum class WqeError : uint8_t {
   kNone,
-  kUnknownOpcode,  // opcode not in kSendOpcodes (or not supported by this device)
-  kBadDs,          // ds is 0, smaller than the segments the opcode needs, or wraps the ring
-  kQpnMismatch,    // qpn_ds names another QP
-  kTooManySges,    // more data segments than a work request holds (device max_sge)
-  kInlineTooLong,  // inline data longer than the device's max_inline_data
-  kInlineOverrun,  // the inline byte count runs past the WQE's ds
-  kAtomicSge,      // an atomic without exactly one 8-byte data segment
+  kUnknownOpcode,    // opcode not in kSendOpcodes (or not supported by this device)
+  kBadDs,            // ds is 0, smaller than the segments the opcode needs, or wraps the ring
+  kQpnMismatch,      // qpn_ds names another QP
+  kTooManySges,      // more data segments than a work request holds (device max_sge)
+  kInlineTooLong,    // inline data longer than the device's max_inline_data
+  kInlineOverrun,    // the inline byte count runs past the WQE's ds
+  kInlineAfterData,  // inline bytes after a data segment (inline first is what is read)
+  kAtomicSge,        // an atomic without exactly one 8-byte data segment
 };
 const char* WqeErrorName(WqeError error);
 

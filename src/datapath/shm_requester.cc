@@ -15,12 +15,12 @@ namespace softverbs::datapath {
 
 namespace {
 
-// Source pieces of a SEND or WRITE: inline bytes or the local SGEs.
+// Source pieces of a SEND or WRITE: the inline bytes, then the local SGEs.
 VendorError GatherSource(Host& host, MrGuards& guards, const LocalQp& qp, const SendWr& wr,
                          PieceList* src) {
   if (wr.send_flags & IBV_SEND_INLINE) {
     src->Add({const_cast<uint8_t*>(wr.inline_data), -1, 0, wr.inline_len});
-    return kVendorNone;
+    if (wr.num_sge == 0) return kVendorNone;
   }
   return AddKeyedPieces(host, guards, wr.sge, wr.num_sge, false, qp.pdn, host.client_id(), 0, src);
 }

@@ -133,7 +133,7 @@ static VendorError CheckLocal(WireHost& host, const WireQpConfig& qp, const Send
     *status = IBV_WC_LOC_LEN_ERR;
     return kVendorMessageTooLong;
   }
-  if (wr.send_flags & IBV_SEND_INLINE) return kVendorNone;
+  if ((wr.send_flags & IBV_SEND_INLINE) && wr.num_sge == 0) return kVendorNone;
   RecvSge sge[kMaxSendSge];
   std::copy(wr.sge, wr.sge + wr.num_sge, sge);
   if (info.action == WrAction::kAtomic) sge[0].length = 8;
@@ -305,12 +305,20 @@ WireQp::PacketSent WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t in
   if (!read && info.action != WrAction::kAtomic && offset < p.bytes) {
     len = static_cast<uint32_t>(std::min<uint64_t>(mtu, p.bytes - offset));
     len = std::min<uint32_t>(len, sizeof(buffer));
+    // The packet's bytes [offset, offset + len): first from the inline
+    // bytes, then from the SGEs that follow them.
     PieceList src;
-    if (wr.send_flags & IBV_SEND_INLINE) {
-      src.Add({const_cast<uint8_t*>(wr.inline_data + offset), -1, 0, len});
-    } else {
+    const uint64_t inline_bytes = (wr.send_flags & IBV_SEND_INLINE) ? wr.inline_len : 0;
+    if (offset < inline_bytes) {
+      const uint32_t from_inline =
+          static_cast<uint32_t>(std::min<uint64_t>(len, inline_bytes - offset));
+      src.Add({const_cast<uint8_t*>(wr.inline_data + offset), -1, 0, from_inline});
+    }
+    if (offset + len > inline_bytes) {
+      const uint64_t sge_offset = offset > inline_bytes ? offset - inline_bytes : 0;
+      const uint64_t sge_len = offset + len - std::max<uint64_t>(offset, inline_bytes);
       RecvSge slice[kMaxSendSge];
-      const uint32_t n = SliceSges(wr.sge, wr.num_sge, offset, len, slice);
+      const uint32_t n = SliceSges(wr.sge, wr.num_sge, sge_offset, sge_len, slice);
       *why = AddKeyedPieces(host_, guards, slice, n, false, config_.pdn, config_.owner, 0, &src);
       if (*why != kVendorNone) return PacketSent::kLocalError;
     }

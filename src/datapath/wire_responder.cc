@@ -593,8 +593,7 @@ void WireQp::CompleteReceive(const roce::TransportFields& f, uint32_t byte_len,
 
 void WireQp::SendResponse(roce::TransportFields& f, std::span<const uint8_t> payload) {
   f.dest_qp = config_.dest_qpn;
-  host_.SendPacket(config_.sgid, config_.dgid, SourcePortOf(config_), config_.path, f,
-                   payload);
+  host_.SendPacket(config_.sgid, config_.dgid, SourcePortOf(config_), config_.path, f, payload);
   counters_.packets_sent++;
 }
 

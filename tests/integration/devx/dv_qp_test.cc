@@ -243,6 +243,91 @@ TEST_F(DvQpTest, RawWqesRunInOrderBetweenVerbsWrs) {
   EXPECT_STREQ(b_buf.data() + 1024, "raw write");
 }
 
+// A raw SEND and a raw RDMA_WRITE whose gather list is an inline segment
+// followed by a data segment (as UCX's rc_mlx5 sends a header and a
+// payload) deliver the inline bytes, then the data segment's.
+TEST_F(DvQpTest, AnInlineSegmentThenADataSegmentArriveAsOneMessage) {
+  mlx5dv_qp_init_attr raw = RawWqeAttr();
+  ibv_qp* a = Create(QpAttr(), &raw);
+  ibv_qp* b = Create(QpAttr(), nullptr);
+  ASSERT_TRUE(a && b) << strerror(errno);
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  std::vector<char> a_buf(4096, 0), b_buf(16384, 0);
+  ibv_mr* a_mr = Register(a_buf.data(), a_buf.size());
+  ibv_mr* b_mr = Register(b_buf.data(), b_buf.size());
+  ASSERT_TRUE(a_mr && b_mr);
+  ibv_sge recv_sge{reinterpret_cast<uintptr_t>(b_buf.data()), 8192, b_mr->lkey};
+  ibv_recv_wr rwr{}, *bad_recv = nullptr;
+  rwr.wr_id = 200;
+  rwr.sg_list = &recv_sge;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(b, &rwr, &bad_recv), 0);
+  const std::string header = "hdr:12345678";  // 12 bytes inline
+  // Longer than a path MTU: over the network its later packets take their
+  // bytes from the data segment alone.
+  std::string payload;
+  for (int i = 0; payload.size() < 3000; ++i) payload += "payload " + std::to_string(i) + ";";
+  memcpy(a_buf.data(), payload.data(), payload.size());
+  const ibv_sge data{reinterpret_cast<uintptr_t>(a_buf.data()),
+                     static_cast<uint32_t>(payload.size()), a_mr->lkey};
+  // ctrl, [raddr], inline (4-byte count + 12 bytes: one segment), data.
+  struct alignas(16) MixedWqe {
+    uint8_t seg[4][16];
+  };
+  const auto make = [&](uint8_t opcode, uint64_t raddr) {
+    MixedWqe w{};
+    const bool write = opcode == MLX5_OPCODE_RDMA_WRITE;
+    const uint8_t ds = write ? 4 : 3;
+    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(w.seg[0]), 0, opcode, 0, a->qp_num,
+                        MLX5_WQE_CTRL_CQ_UPDATE, ds, 0, 0);
+    int next = 1;
+    if (write) {
+      auto* r = reinterpret_cast<mlx5_wqe_raddr_seg*>(w.seg[next++]);
+      r->raddr = htobe64(raddr);
+      r->rkey = htobe32(b_mr->rkey);
+    }
+    const uint32_t count = htobe32(MLX5_INLINE_SEG | static_cast<uint32_t>(header.size()));
+    memcpy(w.seg[next], &count, 4);
+    memcpy(w.seg[next] + 4, header.data(), header.size());
+    ++next;
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(w.seg[next]), data.length, data.lkey,
+                        data.addr);
+    return w;
+  };
+  const MixedWqe send = make(MLX5_OPCODE_SEND, 0);
+  const MixedWqe write =
+      make(MLX5_OPCODE_RDMA_WRITE, reinterpret_cast<uintptr_t>(b_buf.data()) + 8192);
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
+  mlx5dv_qp_ex* mx = mlx5dv_qp_ex_from_ibv_qp_ex(qx);
+  ASSERT_NE(mx, nullptr);
+  ibv_wr_start(qx);
+  qx->wr_id = 1;
+  mlx5dv_wr_raw_wqe(mx, &send);
+  qx->wr_id = 2;
+  mlx5dv_wr_raw_wqe(mx, &write);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  const std::string whole = header + payload;
+  int sent = 0;
+  for (int i = 0; i < 3; ++i) {
+    ibv_wc wc{};
+    ASSERT_TRUE(PollOne(&wc)) << "completion " << i;
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    if (wc.qp_num == a->qp_num) {
+      EXPECT_EQ(wc.opcode, IBV_WC_DRIVER2);
+      ++sent;
+    } else {
+      EXPECT_EQ(wc.wr_id, 200u);
+      EXPECT_EQ(wc.byte_len, whole.size());
+    }
+  }
+  EXPECT_EQ(sent, 2);
+  EXPECT_EQ(std::string(b_buf.data(), whole.size()), whole);
+  EXPECT_EQ(std::string(b_buf.data() + 8192, whole.size()), whole);
+  EXPECT_EQ(b_buf[whole.size()], 0);  // nothing past the messages
+  EXPECT_EQ(b_buf[8192 + whole.size()], 0);
+}
+
 // Raw RDMA_READ and ATOMIC_FA WQEs (a remote address segment, an atomic
 // segment with big-endian operands) read and add as their verbs WRs do, and
 // complete as IBV_WC_DRIVER2 with the bytes they moved.

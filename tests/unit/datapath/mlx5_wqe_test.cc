@@ -117,6 +117,28 @@ TEST(Mlx5SendWqe, InlineWrite) {
   EXPECT_EQ(memcmp(wqe.wr.inline_data, "hello", 5), 0);
 }
 
+// UCX's am_zcopy: an inline header, then the payload's data segments.
+TEST(Mlx5SendWqe, InlineHeaderThenDataSegments) {
+  SendRing ring(4);
+  std::array<uint8_t, 16> inl{};
+  const uint32_t count = htobe32(MLX5_INLINE_SEG | 6);
+  memcpy(inl.data(), &count, 4);
+  memcpy(inl.data() + 4, "header", 6);
+  ring.Write(
+      0, {Ctrl(0, MLX5_OPCODE_SEND, 4, 0), inl, Data(100, 0x501, 0x1000), Data(28, 0x502, 0x2000)});
+  ParsedSendWqe wqe;
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kNone);
+  EXPECT_TRUE(wqe.wr.send_flags & IBV_SEND_INLINE);
+  ASSERT_EQ(wqe.wr.inline_len, 6u);
+  EXPECT_EQ(memcmp(wqe.wr.inline_data, "header", 6), 0);
+  ASSERT_EQ(wqe.wr.num_sge, 2u);
+  EXPECT_EQ(wqe.wr.sge[1].addr, 0x2000u);
+  EXPECT_EQ(WrBytes(wqe.wr), 6u + 100u + 28u);
+  // Inline bytes after a data segment are not read: a named error.
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 3, 0), Data(100, 0x501, 0x1000), inl});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kInlineAfterData);
+}
+
 TEST(Mlx5SendWqe, MalformedWqesAreNamedErrors) {
   SendRing ring(4);
   ParsedSendWqe wqe;
