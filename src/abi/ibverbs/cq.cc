@@ -394,7 +394,7 @@ SV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   // (event_lifetime.h).
   ctx->Untrack(c->handle);
   ForgetModeratedCq(ctx, c);
-  ForgetDvQueue(ctx, false, c->cqn);  // mlx5 buffers of mlx5dv_init_obj, if any
+  ForgetDvQueue(ctx, DvQueueKind::kCq, c->cqn);  // mlx5 buffers of mlx5dv_init_obj, if any
   DropUnreadEventsOfDestroyedObjects(ctx);
   uint32_t comp_events_reported = 0;
   if (cq->channel) {

@@ -100,6 +100,22 @@ struct DevxQp {
   OwnedBuffer owned;       // and the mlx5 buffers made for it
 };
 
+// mlx5dv_init_obj on a verbs SRQ: libmlx5's linked list of receive WQEs
+// (a 16-byte next segment, then data segments) whose posted count is in
+// its doorbell record; each WQE is posted into the verbs SRQ with its
+// index as wr_id, which the receive CQE reports as wqe_counter.
+struct DevxSrq {
+  uint32_t srqn = 0;
+  Srq* verbs_srq = nullptr;
+  uint8_t* buf = nullptr;
+  uint32_t wqe_cnt = 0;  // a power of two
+  uint32_t stride = 0;
+  volatile uint32_t* dbr = nullptr;
+  uint16_t consumed = 0;  // WQEs taken from the list (the doorbell counter wraps at 16 bits)
+  uint16_t next = 0;      // the index of the next WQE to take: the list's head
+  OwnedBuffer owned;
+};
+
 }  // namespace
 
 struct DevxEngine {
@@ -108,6 +124,7 @@ struct DevxEngine {
   std::mutex mutex;
   std::map<uint32_t, std::unique_ptr<DevxCq>> cqs;
   std::map<uint32_t, std::unique_ptr<DevxQp>> qps;
+  std::map<uint32_t, std::unique_ptr<DevxSrq>> srqs;
   std::atomic<bool> stop{false};
   std::thread thread;
 };
@@ -173,6 +190,29 @@ bool ServiceReceiveQueue(DevxQp& qp) {
     (void)mlx5::ParseRecvWqe(wqe, qp.rq_stride, sge, qp.shadow_rq.max_sge(), &num);
     if (!qp.shadow_rq.Post(qp.rq_head, sge, num)) break;  // full: the peers have not caught up
     ++qp.rq_head;
+    busy = true;
+  }
+  return busy;
+}
+
+// Takes the WQEs posted on an SRQ's mlx5 list, in list order, into the
+// verbs SRQ (under its producer lock: ibv_post_srq_recv may not be mixed
+// with the mlx5 view, but the lock keeps the ring sound if it is).
+bool ServiceSrq(DevxSrq& srq) {
+  const auto producer = static_cast<uint16_t>(LoadBe32(srq.dbr));
+  bool busy = false;
+  std::lock_guard lock(srq.verbs_srq->post_lock);
+  while (static_cast<uint16_t>(producer - srq.consumed) != 0) {
+    const uint8_t* wqe = srq.buf + size_t{srq.next & (srq.wqe_cnt - 1u)} * srq.stride;
+    dp::RecvSge sge[dp::kMaxSendSge];
+    uint32_t num = 0;
+    (void)mlx5::ParseRecvWqe(wqe + mlx5::kSegBytes, srq.stride - mlx5::kSegBytes, sge,
+                             srq.verbs_srq->rq.max_sge(), &num);
+    if (!srq.verbs_srq->rq.Post(srq.next, sge, num)) break;  // full: the peers have not caught up
+    uint16_t next_index;
+    memcpy(&next_index, wqe + offsetof(mlx5_wqe_srq_next_seg, next_wqe_index), sizeof(next_index));
+    srq.next = be16toh(next_index);
+    ++srq.consumed;
     busy = true;
   }
   return busy;
@@ -339,6 +379,7 @@ void EngineLoop(DevxEngine* engine) {
     bool busy = false;
     {
       std::lock_guard lock(engine->mutex);
+      for (auto& [srqn, srq] : engine->srqs) busy = ServiceSrq(*srq) || busy;
       for (auto& [qpn, qp] : engine->qps) busy = ServiceQp(engine->ctx, *qp) || busy;
       for (auto& [cqn, cq] : engine->cqs) busy = ServiceCq(*cq) || busy;
     }
@@ -398,14 +439,20 @@ void StopDevxQueues(Context* ctx) {
   delete engine;
 }
 
-void ForgetDvQueue(Context* ctx, bool qp, uint32_t number) {
+void ForgetDvQueue(Context* ctx, DvQueueKind kind, uint32_t number) {
   DevxEngine* engine = ctx->devx_engine;
   if (engine == nullptr) return;
   std::lock_guard lock(engine->mutex);
-  if (qp) {
-    engine->qps.erase(number);
-  } else {
-    engine->cqs.erase(number);
+  switch (kind) {
+    case DvQueueKind::kQp:
+      engine->qps.erase(number);
+      break;
+    case DvQueueKind::kCq:
+      engine->cqs.erase(number);
+      break;
+    case DvQueueKind::kSrq:
+      engine->srqs.erase(number);
+      break;
   }
 }
 
@@ -600,5 +647,43 @@ SV_EXPORT int softverbs_dv_init_cq(ibv_cq* ibcq, softverbs_dv_queue* out) {
   out->cqe_size = cq.stride;
   out->dbr = cq.dbr;
   out->uar = DummyUarPage();
+  return 0;
+}
+
+SV_EXPORT int softverbs_dv_init_srq(ibv_srq* ibsrq, softverbs_dv_queue* out) {
+  if (ibsrq == nullptr || out == nullptr) return EINVAL;
+  Srq* s = FromPublic<Srq>(ibsrq);
+  if (s->type != IBV_SRQT_BASIC || !s->rq.valid()) return EOPNOTSUPP;
+  Context* ctx = Context::From(ibsrq->context);
+  DevxEngine* engine = EngineOf(ctx);
+  std::lock_guard lock(engine->mutex);
+  auto it = engine->srqs.find(s->srqn);
+  if (it == engine->srqs.end()) {
+    auto srq = std::make_unique<DevxSrq>();
+    srq->srqn = s->srqn;
+    srq->verbs_srq = s;
+    // libmlx5's layout: a next segment and the data segments, 32 bytes at
+    // least, a power of two; as many WQEs as the SRQ holds, and the list
+    // linked in index order, its head 0 and its tail the last WQE.
+    srq->stride = std::max<uint32_t>(
+        32, dp::RoundUpPow2(mlx5::kSegBytes * (1 + std::max<uint32_t>(1, s->rq.max_sge()))));
+    srq->wqe_cnt = dp::RoundUpPow2(std::max<uint32_t>(2, s->rq.max_wr()));
+    const size_t bytes = size_t{srq->wqe_cnt} * srq->stride;
+    if (!srq->owned.Allocate(bytes + 64)) return ENOMEM;
+    srq->buf = srq->owned.at(0);
+    for (uint32_t i = 0; i < srq->wqe_cnt; ++i) {
+      const uint16_t next = htobe16(static_cast<uint16_t>((i + 1) & (srq->wqe_cnt - 1)));
+      memcpy(srq->buf + size_t{i} * srq->stride + offsetof(mlx5_wqe_srq_next_seg, next_wqe_index),
+             &next, sizeof(next));
+    }
+    srq->dbr = reinterpret_cast<volatile uint32_t*>(srq->owned.at(bytes));
+    it = engine->srqs.emplace(s->srqn, std::move(srq)).first;
+  }
+  const DevxSrq& srq = *it->second;
+  *out = {};
+  out->rq_buf = srq.buf;
+  out->rq_wqe_cnt = srq.wqe_cnt;
+  out->rq_stride = srq.stride;
+  out->dbr = srq.dbr;
   return 0;
 }

@@ -3,7 +3,8 @@
 // thread per context, started by the first DEVX queue, that
 //   - reads the receive counter of each QP's doorbell record and copies new
 //     mlx5 receive WQEs into the QP's shadow receive queue, where senders
-//     (verbs QPs, or other DEVX engines) claim them;
+//     (verbs QPs, or other DEVX engines) claim them; and so for the linked
+//     list of a verbs SRQ given mlx5 buffers (mlx5dv_init_obj);
 //   - reads the send counter and executes new send WQEs through the same
 //     work-request engine as ibv_post_send (datapath::Execute), with the
 //     QP's RNR and ACK-timeout retries, error completions and flushes;
@@ -22,8 +23,9 @@ namespace softverbs::provider {
 // copy of the context has no engine thread, it only forgets the engine.
 void StopDevxQueues(Context* ctx);
 
-// A verbs QP or CQ is being destroyed: if mlx5dv_init_obj gave it mlx5
-// buffers, the engine stops serving them and frees them.
-void ForgetDvQueue(Context* ctx, bool qp, uint32_t number);
+// A verbs QP, CQ or SRQ is being destroyed: if mlx5dv_init_obj gave it
+// mlx5 buffers, the engine stops serving them and frees them.
+enum class DvQueueKind { kQp, kCq, kSrq };
+void ForgetDvQueue(Context* ctx, DvQueueKind kind, uint32_t number);
 
 }  // namespace softverbs::provider

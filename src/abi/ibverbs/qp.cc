@@ -357,7 +357,7 @@ SV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   DropUnreadEventsOfDestroyedObjects(ctx);
   WaitUnderMutex(&qp->mutex, &qp->cond, [&] { return qp->events_completed == q->events_reported; });
   ForgetQp(ctx, q);
-  ForgetDvQueue(ctx, true, qp->qp_num);  // mlx5 buffers of mlx5dv_init_obj, if any
+  ForgetDvQueue(ctx, DvQueueKind::kQp, qp->qp_num);  // mlx5 buffers of mlx5dv_init_obj, if any
   // The QP is unpublished: nothing completes on it any more.
   CleanQpCompletions(q);
   if (qp->recv_cq && !qp->srq && q->cap.max_recv_wr != 0) {

@@ -109,6 +109,9 @@ struct softverbs_dv_queue {
 };
 int softverbs_dv_init_qp(struct ibv_qp* qp, struct softverbs_dv_queue* out);
 int softverbs_dv_init_cq(struct ibv_cq* cq, struct softverbs_dv_queue* out);
+/* A basic SRQ: rq_buf, rq_wqe_cnt and rq_stride are libmlx5's linked list of
+ * receive WQEs (next_wqe_index linked in index order), dbr[0] its counter. */
+int softverbs_dv_init_srq(struct ibv_srq* srq, struct softverbs_dv_queue* out);
 /* mlx5dv_create_cq's CQE size (64 or 128) for the CQ's mlx5 view, set right
  * after the CQ is created, before anything can ask for the view. Returns 0
  * or EINVAL (another size). */

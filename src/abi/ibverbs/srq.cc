@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi/ibverbs/devx_queues.h"
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mlx5_alloc_type.h"
@@ -185,6 +186,7 @@ SV_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   DropUnreadEventsOfDestroyedObjects(ctx);
   WaitUnderMutex(&srq->mutex, &srq->cond,
                  [&] { return srq->events_completed == s->events_reported; });
+  ForgetDvQueue(ctx, DvQueueKind::kSrq, s->srqn);  // mlx5 buffers of mlx5dv_init_obj, if any
   UnuseParentDomain(srq->pd);
   pthread_cond_destroy(&srq->cond);
   pthread_mutex_destroy(&srq->mutex);

@@ -1,9 +1,10 @@
 // mlx5dv_init_obj: the mlx5 view of verbs objects. An RC QP and a CQ get
 // mlx5 buffers and doorbell records that the context's DEVX queue engine
 // serves (docs/devx.md, "mlx5dv_init_obj on verbs queues"): software that
-// writes mlx5 WQEs and polls mlx5 CQEs on verbs-created queues runs. Other
-// QP types and SRQs report their numbers only (buffers NULL); optional
-// comp_mask fields are cleared except MLX5DV_SRQ_MASK_SRQN.
+// writes mlx5 WQEs and polls mlx5 CQEs on verbs-created queues runs; so
+// does a basic SRQ's linked list of receive WQEs. Other QP types and other
+// SRQs report their numbers only (buffers NULL); optional comp_mask fields
+// are cleared except MLX5DV_SRQ_MASK_SRQN.
 // RWQ, DM and AH objects do not exist on softverbs: EOPNOTSUPP.
 #include <cstring>
 
@@ -75,6 +76,10 @@ int InitCq(ibv_cq* in, mlx5dv_cq* out) {
   return 0;
 }
 
+// A basic SRQ gets libmlx5's linked list of receive WQEs, which the engine
+// takes into the SRQ in list order (as a ConnectX follows next_wqe_index);
+// its receive CQEs report the WQE's index (wqe_counter). Post either
+// through the list or with ibv_post_srq_recv, not both.
 int InitSrq(ibv_srq* in, mlx5dv_srq* out) {
   if (int err = CheckObj("srq", in, out)) return err;
   const bool wants_srqn = out->comp_mask & MLX5DV_SRQ_MASK_SRQN;
@@ -83,6 +88,15 @@ int InitSrq(ibv_srq* in, mlx5dv_srq* out) {
     out->srqn = softverbs_srq_number(in);
     out->comp_mask = MLX5DV_SRQ_MASK_SRQN;
   }
+  softverbs_dv_queue q{};
+  const int err = softverbs_dv_init_srq(in, &q);
+  if (err == EOPNOTSUPP) return 0;  // an XRC or tag-matching SRQ: its number only
+  if (err) return Reject(err, "mlx5dv_init_obj: srq: no mlx5 buffers");
+  out->buf = q.rq_buf;
+  out->dbrec = const_cast<__be32*>(reinterpret_cast<volatile __be32*>(q.dbr));
+  out->stride = q.rq_stride;
+  out->head = 0;
+  out->tail = q.rq_wqe_cnt - 1;
   return 0;
 }
 

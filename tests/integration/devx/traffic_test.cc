@@ -499,5 +499,165 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
 INSTANTIATE_TEST_SUITE_P(CqeSizes, DvOnVerbs, ::testing::Values(64u, 128u),
                          [](const auto& info) { return "Cqe" + std::to_string(info.param); });
 
+// mlx5dv_init_obj on a verbs SRQ: libmlx5's linked list of receive WQEs
+// (head 0, tail the last WQE, next_wqe_index in index order, 32-byte
+// WQEs for one SGE). Receive WQEs posted by following the list - here
+// first relinked out of index order after its head, then posted and freed
+// as libmlx5's
+// mlx5_post_srq_recv and mlx5_free_srq_wqe do, for three times the list's
+// length - take the messages in list order, and each receive CQE names
+// its WQE's index (wqe_counter).
+TEST(DvSrqOnVerbs, Mlx5ReceiveWqesFollowTheSrqsList) {
+  ibv_context* a_ctx = ibv_open_device(FindSoftverbs());
+  ibv_context* b_ctx = ibv_open_device(FindSoftverbs());
+  ASSERT_TRUE(a_ctx && b_ctx);
+  ibv_pd* a_pd = ibv_alloc_pd(a_ctx);
+  ibv_pd* b_pd = ibv_alloc_pd(b_ctx);
+  std::vector<uint8_t> a_buf(8192, 0), b_buf(8192, 0);
+  ibv_mr* a_mr = ibv_reg_mr(a_pd, a_buf.data(), a_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* b_mr = ibv_reg_mr(b_pd, b_buf.data(), b_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(a_mr && b_mr);
+  ibv_srq_init_attr srq_attr{};
+  srq_attr.attr.max_wr = 8;
+  srq_attr.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(a_pd, &srq_attr);
+  ASSERT_NE(srq, nullptr) << strerror(errno);
+  ibv_cq* a_cq = ibv_create_cq(a_ctx, 64, nullptr, nullptr, 0);
+  ibv_cq* b_cq = ibv_create_cq(b_ctx, 64, nullptr, nullptr, 0);
+  ASSERT_TRUE(a_cq && b_cq);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = a_cq;
+  init.srq = srq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap = {16, 0, 1, 0, 0};
+  ibv_qp* a_qp = ibv_create_qp(a_pd, &init);
+  ibv_qp* b_qp = RcQp(b_pd, b_cq);
+  ASSERT_TRUE(a_qp && b_qp) << strerror(errno);
+  ASSERT_TRUE(ConnectVerbsRc(a_ctx, a_qp, b_qp->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(b_ctx, b_qp, a_qp->qp_num));
+
+  mlx5dv_srq dv_srq{};
+  dv_srq.comp_mask = MLX5DV_SRQ_MASK_SRQN;
+  mlx5dv_cq dv_cq{};
+  mlx5dv_obj obj{};
+  obj.srq.in = srq;
+  obj.srq.out = &dv_srq;
+  obj.cq.in = a_cq;
+  obj.cq.out = &dv_cq;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_SRQ | MLX5DV_OBJ_CQ), 0);
+  ASSERT_NE(dv_srq.buf, nullptr);
+  ASSERT_NE(dv_srq.dbrec, nullptr);
+  EXPECT_EQ(dv_srq.stride, 32u);
+  EXPECT_EQ(dv_srq.head, 0u);
+  const uint32_t count = dv_srq.tail + 1;
+  ASSERT_GE(count, 4u);
+  ASSERT_EQ(count & (count - 1), 0u) << "the list holds a power of two of WQEs";
+  EXPECT_TRUE(dv_srq.comp_mask & MLX5DV_SRQ_MASK_SRQN);
+  auto* list = static_cast<uint8_t*>(dv_srq.buf);
+  const auto next_of = [&](uint32_t i) {
+    return reinterpret_cast<mlx5_wqe_srq_next_seg*>(list + size_t{i} * dv_srq.stride);
+  };
+  for (uint32_t i = 0; i < count; ++i) {
+    EXPECT_EQ(be16toh(next_of(i)->next_wqe_index), (i + 1) % count) << "WQE " << i;
+  }
+
+  uint32_t cq_index = 0;
+  const auto poll_cqe = [&]() -> mlx5_cqe64* {
+    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) +
+                                              size_t{cq_index % dv_cq.cqe_cnt} * 64);
+    const uint8_t owner = (cq_index / dv_cq.cqe_cnt) & 1;
+    for (int i = 0; i < 20000000; ++i) {
+      const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+      if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) {
+        ++cq_index;
+        return cqe;
+      }
+      sched_yield();
+    }
+    return nullptr;
+  };
+  // libmlx5's post: the WQE at head gets the buffer, head follows its next
+  // index, the counter in the doorbell record counts the posts.
+  uint32_t head = 0, tail = dv_srq.tail, posted = 0;
+  const auto post = [&](uint32_t index) {
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(next_of(index) + 1), 64, a_mr->lkey,
+                        reinterpret_cast<uintptr_t>(a_buf.data() + 64 * index));
+    ++posted;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&dv_srq.dbrec[0], htobe32(posted & 0xffff), __ATOMIC_RELEASE);
+  };
+  const auto send = [&](const std::string& text) {
+    memcpy(b_buf.data(), text.c_str(), text.size() + 1);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(b_buf.data()), static_cast<uint32_t>(text.size() + 1),
+                b_mr->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(b_qp, &wr, &bad) != 0) return false;
+    ibv_wc wc{};
+    int n = 0;
+    for (int i = 0; i < 50000000 && n == 0; ++i) n = ibv_poll_cq(b_cq, 1, &wc);
+    return n == 1 && wc.status == IBV_WC_SUCCESS;
+  };
+  const auto expect_received = [&](uint32_t index, const std::string& text) {
+    mlx5_cqe64* cqe = poll_cqe();
+    ASSERT_NE(cqe, nullptr) << "no CQE for " << text;
+    EXPECT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_RESP_SEND);
+    EXPECT_EQ(be16toh(cqe->wqe_counter), index) << text;
+    EXPECT_EQ(be32toh(cqe->byte_cnt), text.size() + 1);
+    EXPECT_STREQ(reinterpret_cast<char*>(a_buf.data() + 64 * index), text.c_str());
+    dv_cq.dbrec[0] = htobe32(cq_index & 0xffffff);
+  };
+
+  // The list relinked after its head, 0 -> 3 -> 1 -> 2 (a ConnectX starts
+  // at the head it was created with and follows next_wqe_index): four posts
+  // take those WQEs, and four messages land in that order.
+  const uint32_t order[] = {0, 3, 1, 2};
+  next_of(0)->next_wqe_index = htobe16(3);
+  next_of(3)->next_wqe_index = htobe16(1);
+  next_of(1)->next_wqe_index = htobe16(2);
+  next_of(2)->next_wqe_index = htobe16(4 % count);
+  // The WQEs after 3 stay linked after 2: the list still holds them all.
+  for (uint32_t i = 0; i < 4; ++i) {
+    post(head);
+    head = be16toh(next_of(head)->next_wqe_index);
+  }
+  for (uint32_t i = 0; i < 4; ++i) {
+    const std::string text = "relinked " + std::to_string(i);
+    ASSERT_TRUE(send(text));
+    ASSERT_NO_FATAL_FAILURE(expect_received(order[i], text));
+  }
+  // libmlx5's free: a consumed WQE goes after the tail. Then one post and
+  // one message at a time, three times around the list.
+  const auto free_wqe = [&](uint32_t index) {
+    next_of(tail)->next_wqe_index = htobe16(static_cast<uint16_t>(index));
+    tail = index;
+  };
+  for (uint32_t index : order) free_wqe(index);
+  for (uint32_t round = 0; round < 3 * count; ++round) {
+    const uint32_t index = head;
+    post(index);
+    head = be16toh(next_of(index)->next_wqe_index);
+    const std::string text = "message " + std::to_string(round);
+    ASSERT_TRUE(send(text));
+    ASSERT_NO_FATAL_FAILURE(expect_received(index, text));
+    free_wqe(index);
+  }
+
+  EXPECT_EQ(ibv_destroy_qp(a_qp), 0);
+  EXPECT_EQ(ibv_destroy_qp(b_qp), 0);
+  EXPECT_EQ(ibv_destroy_srq(srq), 0);
+  EXPECT_EQ(ibv_destroy_cq(a_cq), 0);
+  EXPECT_EQ(ibv_destroy_cq(b_cq), 0);
+  ibv_dereg_mr(a_mr);
+  ibv_dereg_mr(b_mr);
+  ibv_dealloc_pd(a_pd);
+  ibv_dealloc_pd(b_pd);
+  ibv_close_device(a_ctx);
+  ibv_close_device(b_ctx);
+}
+
 }  // namespace
 }  // namespace devx_it
