@@ -248,3 +248,11 @@ SV_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
   if (!dm) return;
   delete FromDm(dm);
 }
+
+SV_EXPORT int softverbs_dm_view(ibv_dm* ibdm, void** buf, uint64_t* length) {
+  if (ibdm == nullptr || buf == nullptr || length == nullptr) return EINVAL;
+  const Dm* dm = FromDm(ibdm);
+  *buf = dm->bytes;
+  *length = dm->length;
+  return 0;
+}

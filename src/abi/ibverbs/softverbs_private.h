@@ -109,6 +109,9 @@ struct softverbs_dv_queue {
 };
 int softverbs_dv_init_qp(struct ibv_qp* qp, struct softverbs_dv_queue* out);
 int softverbs_dv_init_cq(struct ibv_cq* cq, struct softverbs_dv_queue* out);
+/* Device memory (ibv_alloc_dm): its bytes in this process and its length
+ * (mlx5dv_init_obj's view; stores there are what ibv_memcpy_to_dm does). */
+int softverbs_dm_view(struct ibv_dm* dm, void** buf, uint64_t* length);
 /* A basic SRQ: rq_buf, rq_wqe_cnt and rq_stride are libmlx5's linked list of
  * receive WQEs (next_wqe_index linked in index order), dbr[0] its counter. */
 int softverbs_dv_init_srq(struct ibv_srq* srq, struct softverbs_dv_queue* out);

@@ -5,7 +5,8 @@
 // does a basic SRQ's linked list of receive WQEs. Other QP types and other
 // SRQs report their numbers only (buffers NULL); optional comp_mask fields
 // are cleared except MLX5DV_SRQ_MASK_SRQN.
-// RWQ, DM and AH objects do not exist on softverbs: EOPNOTSUPP.
+// Device memory gets its bytes. RWQs (not on softverbs) and AHs (their
+// mlx5 address vectors are not emulated): EOPNOTSUPP.
 #include <cstring>
 
 #include "abi/ibverbs/softverbs_private.h"
@@ -18,7 +19,8 @@ namespace {
 
 constexpr uint64_t kKnownTypes = MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_RWQ |
                                  MLX5DV_OBJ_DM | MLX5DV_OBJ_AH | MLX5DV_OBJ_PD;
-constexpr uint64_t kSupportedTypes = MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_PD;
+constexpr uint64_t kSupportedTypes =
+    MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_DM | MLX5DV_OBJ_PD;
 
 bool OnSoftverbs(ibv_context* context) {
   return context != nullptr && softverbs_is_device(context->device);
@@ -100,6 +102,22 @@ int InitSrq(ibv_srq* in, mlx5dv_srq* out) {
   return 0;
 }
 
+// Device memory: its bytes, as libmlx5 maps the device's memory into the
+// process (stores and loads there are ibv_memcpy_to_dm's and _from_dm's);
+// no remote VA (MLX5DV_DM_MASK_REMOTE_VA: MEMIC operations do not exist).
+int InitDm(ibv_dm* in, mlx5dv_dm* out) {
+  if (int err = CheckObj("dm", in, out)) return err;
+  void* buf = nullptr;
+  uint64_t length = 0;
+  if (int err = softverbs_dm_view(in, &buf, &length)) {
+    return Reject(err, "mlx5dv_init_obj: dm: not softverbs' device memory");
+  }
+  out->buf = buf;
+  out->length = length;
+  out->comp_mask = 0;
+  return 0;
+}
+
 int InitPd(ibv_pd* in, mlx5dv_pd* out) {
   if (int err = CheckObj("pd", in, out)) return err;
   out->pdn = softverbs_pd_number(in);
@@ -118,12 +136,13 @@ SV_MLX5_EXPORT int mlx5dv_init_obj(mlx5dv_obj* obj, uint64_t obj_type) {
   }
   obj_type &= kKnownTypes;
   if (obj_type & ~kSupportedTypes) {
-    return Reject(EOPNOTSUPP, "mlx5dv_init_obj: RWQ, DM and AH objects do not exist on softverbs");
+    return Reject(EOPNOTSUPP, "mlx5dv_init_obj: RWQ and AH objects have no mlx5 view on softverbs");
   }
   int err = 0;
   if (!err && (obj_type & MLX5DV_OBJ_QP)) err = InitQp(obj->qp.in, obj->qp.out);
   if (!err && (obj_type & MLX5DV_OBJ_CQ)) err = InitCq(obj->cq.in, obj->cq.out);
   if (!err && (obj_type & MLX5DV_OBJ_SRQ)) err = InitSrq(obj->srq.in, obj->srq.out);
+  if (!err && (obj_type & MLX5DV_OBJ_DM)) err = InitDm(obj->dm.in, obj->dm.out);
   if (!err && (obj_type & MLX5DV_OBJ_PD)) err = InitPd(obj->pd.in, obj->pd.out);
   return ReturnErrno(err);
 }

@@ -499,6 +499,95 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
 INSTANTIATE_TEST_SUITE_P(CqeSizes, DvOnVerbs, ::testing::Values(64u, 128u),
                          [](const auto& info) { return "Cqe" + std::to_string(info.param); });
 
+// mlx5dv_init_obj on device memory: its bytes, as libmlx5 maps a
+// ConnectX's memory. Stores there are what ibv_memcpy_to_dm writes (and
+// what a peer's RDMA READ of a DM MR brings back); a peer's RDMA WRITE into
+// the DM MR is read there.
+TEST(DvDmOnVerbs, TheDmsBytesAreItsMemory) {
+  ibv_context* a_ctx = ibv_open_device(FindSoftverbs());
+  ibv_context* b_ctx = ibv_open_device(FindSoftverbs());
+  ASSERT_TRUE(a_ctx && b_ctx);
+  ibv_pd* a_pd = ibv_alloc_pd(a_ctx);
+  ibv_pd* b_pd = ibv_alloc_pd(b_ctx);
+  ibv_alloc_dm_attr dm_attr{};
+  dm_attr.length = 256;
+  ibv_dm* dm = ibv_alloc_dm(a_ctx, &dm_attr);
+  ASSERT_NE(dm, nullptr) << strerror(errno);
+  ibv_mr* dm_mr = ibv_reg_dm_mr(a_pd, dm, 0, 256,
+                                IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE |
+                                    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(dm_mr, nullptr) << strerror(errno);
+  mlx5dv_dm dv_dm{};
+  dv_dm.comp_mask = MLX5DV_DM_MASK_REMOTE_VA;
+  mlx5dv_obj obj{};
+  obj.dm.in = dm;
+  obj.dm.out = &dv_dm;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_DM), 0);
+  ASSERT_NE(dv_dm.buf, nullptr);
+  EXPECT_EQ(dv_dm.length, 256u);
+  EXPECT_EQ(dv_dm.comp_mask, 0u);  // no remote VA: no MEMIC operations here
+  auto* bytes = static_cast<volatile uint8_t*>(dv_dm.buf);
+
+  // A store through the view is what ibv_memcpy_from_dm reads; a copy to
+  // the DM is what the view reads.
+  const char stored[] = "stored in the view!";  // 20 bytes: whole words
+  for (size_t i = 0; i < sizeof(stored); ++i) bytes[i] = static_cast<uint8_t>(stored[i]);
+  char back[sizeof(stored)] = {};
+  ASSERT_EQ(ibv_memcpy_from_dm(back, dm, 0, sizeof(back)), 0);
+  EXPECT_STREQ(back, stored);
+  const char copied[] = "copied to the DM";  // 17 bytes -> 20 with the padding below
+  char padded[20] = {};
+  memcpy(padded, copied, sizeof(copied));
+  ASSERT_EQ(ibv_memcpy_to_dm(dm, 64, padded, sizeof(padded)), 0);
+  EXPECT_EQ(memcmp(const_cast<uint8_t*>(bytes) + 64, padded, sizeof(padded)), 0);
+
+  // A peer reads the view's store and writes what the view then reads.
+  ibv_cq* a_cq = ibv_create_cq(a_ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* b_cq = ibv_create_cq(b_ctx, 16, nullptr, nullptr, 0);
+  ibv_qp* a_qp = RcQp(a_pd, a_cq);
+  ibv_qp* b_qp = RcQp(b_pd, b_cq);
+  ASSERT_TRUE(a_qp && b_qp);
+  ASSERT_TRUE(
+      ConnectVerbsRc(a_ctx, a_qp, b_qp->qp_num, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE));
+  ASSERT_TRUE(ConnectVerbsRc(b_ctx, b_qp, a_qp->qp_num));
+  std::vector<char> b_buf(256, 0);
+  ibv_mr* b_mr = ibv_reg_mr(b_pd, b_buf.data(), b_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(b_mr, nullptr);
+  const auto rdma = [&](ibv_wr_opcode opcode, uint64_t dm_offset, char* local, uint32_t len) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(local), len, b_mr->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = dm_offset;  // zero-based
+    wr.wr.rdma.rkey = dm_mr->rkey;
+    if (ibv_post_send(b_qp, &wr, &bad) != 0) return false;
+    ibv_wc wc{};
+    int n = 0;
+    for (int i = 0; i < 50000000 && n == 0; ++i) n = ibv_poll_cq(b_cq, 1, &wc);
+    return n == 1 && wc.status == IBV_WC_SUCCESS;
+  };
+  ASSERT_TRUE(rdma(IBV_WR_RDMA_READ, 0, b_buf.data(), sizeof(stored)));
+  EXPECT_STREQ(b_buf.data(), stored);
+  const char written[] = "written by the peer";  // 20 bytes
+  memcpy(b_buf.data() + 128, written, sizeof(written));
+  ASSERT_TRUE(rdma(IBV_WR_RDMA_WRITE, 128, b_buf.data() + 128, sizeof(written)));
+  EXPECT_EQ(memcmp(const_cast<uint8_t*>(bytes) + 128, written, sizeof(written)), 0);
+
+  EXPECT_EQ(ibv_destroy_qp(a_qp), 0);
+  EXPECT_EQ(ibv_destroy_qp(b_qp), 0);
+  EXPECT_EQ(ibv_destroy_cq(a_cq), 0);
+  EXPECT_EQ(ibv_destroy_cq(b_cq), 0);
+  EXPECT_EQ(ibv_dereg_mr(b_mr), 0);
+  EXPECT_EQ(ibv_dereg_mr(dm_mr), 0);
+  EXPECT_EQ(ibv_free_dm(dm), 0);
+  ibv_dealloc_pd(a_pd);
+  ibv_dealloc_pd(b_pd);
+  ibv_close_device(a_ctx);
+  ibv_close_device(b_ctx);
+}
+
 // mlx5dv_init_obj on a verbs SRQ: libmlx5's linked list of receive WQEs
 // (head 0, tail the last WQE, next_wqe_index in index order, 32-byte
 // WQEs for one SGE). Receive WQEs posted by following the list - here
