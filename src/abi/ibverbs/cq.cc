@@ -326,6 +326,9 @@ ibv_cq_ex* CreateCqExOp(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     CqOf(cq)->parent_domain = attr->parent_domain;
     UseParentDomain(attr->parent_domain);
   }
+  if (cq && (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS)) {
+    CqOf(cq)->ignore_overrun = (attr->flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN) != 0;
+  }
   return cq;
 }
 

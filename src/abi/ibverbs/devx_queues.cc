@@ -69,9 +69,10 @@ struct DevxCq {
   uint32_t stride = 64;
   volatile uint32_t* dbr = nullptr;
   dp::SharedMapping ring_mapping;
-  dp::CqRing ring;        // the shadow ring producers push completions into
-  uint64_t producer = 0;  // CQEs written (the owner bit is bit log_ncqe of it)
-  OwnedBuffer owned;      // mlx5dv_init_obj on a verbs CQ: its CQE buffer
+  dp::CqRing ring;              // the shadow ring producers push completions into
+  uint64_t producer = 0;        // CQEs written (the owner bit is bit log_ncqe of it)
+  bool ignore_overrun = false;  // a verbs CQ made with IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN
+  OwnedBuffer owned;            // mlx5dv_init_obj on a verbs CQ: its CQE buffer
 };
 
 struct DevxQp {
@@ -343,8 +344,11 @@ bool ServiceCq(DevxCq& cq) {
   bool busy = false;
   dp::Completion c;
   while (cq.ring.Peek(&c)) {
+    // Full: up to the consumer index, unless the CQ ignores overruns (its
+    // consumer keeps up without writing the index, as UCX's release builds
+    // do; a ConnectX then writes on).
     const uint32_t consumer = LoadBe32(cq.dbr) & mlx5::kCqConsumerMask;
-    if (((cq.producer - consumer) & mlx5::kCqConsumerMask) >= cq.ncqe) break;  // CQ full
+    if (!cq.ignore_overrun && ((cq.producer - consumer) & mlx5::kCqConsumerMask) >= cq.ncqe) break;
     uint8_t* slot = cq.buf + (cq.producer & (cq.ncqe - 1)) * cq.stride;
     uint8_t* cqe =
         slot + (cq.stride - mlx5::kCqeBytes);  // a 128-byte CQE ends with the 64-byte one
@@ -637,6 +641,7 @@ SV_EXPORT int softverbs_dv_init_cq(ibv_cq* ibcq, softverbs_dv_queue* out) {
       cq->buf[size_t{i} * cq->stride + cq->stride - 1] = MLX5_CQE_INVALID << 4;
     }
     cq->dbr = reinterpret_cast<volatile uint32_t*>(cq->owned.at(cqe_bytes));
+    cq->ignore_overrun = c->ignore_overrun;
     cq->ring.Attach(c->ring_mapping.base());
     it = engine->cqs.emplace(c->cqn, std::move(cq)).first;
   }

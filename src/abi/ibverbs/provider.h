@@ -200,6 +200,9 @@ struct Cq {
   // The size of a CQE in the CQ's mlx5 view (mlx5dv_init_obj): 64, or 128
   // when mlx5dv_create_cq asked for it.
   uint32_t mlx5_cqe_size = 64;
+  // IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: its mlx5 view is written whatever
+  // the consumer index says (the consumer promises to keep up).
+  bool ignore_overrun = false;
 };
 
 // A QP's own receive queue completes on cq from its creation until its

@@ -499,6 +499,81 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
 INSTANTIATE_TEST_SUITE_P(CqeSizes, DvOnVerbs, ::testing::Values(64u, 128u),
                          [](const auto& info) { return "Cqe" + std::to_string(info.param); });
 
+// A CQ made with IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: its mlx5 view gets
+// every CQE though the consumer index in its doorbell record stays 0 (UCX's
+// release builds never write it), three times around the CQ; without the
+// flag the view stops once it is full.
+TEST(DvCqOnVerbs, IgnoreOverrunWritesOnWhateverTheConsumerIndex) {
+  for (bool ignore : {true, false}) {
+    SCOPED_TRACE(ignore ? "IGNORE_OVERRUN" : "no flag");
+    ibv_context* ctx = ibv_open_device(FindSoftverbs());
+    ASSERT_NE(ctx, nullptr);
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    ibv_cq_init_attr_ex attr{};
+    attr.cqe = 4;
+    attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+    attr.flags = ignore ? IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN : 0;
+    ibv_cq_ex* cq_ex = ibv_create_cq_ex(ctx, &attr);
+    ASSERT_NE(cq_ex, nullptr) << strerror(errno);
+    ibv_cq* cq = ibv_cq_ex_to_cq(cq_ex);
+    ibv_cq* peer_cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+    ibv_qp* a = RcQp(pd, cq);
+    ibv_qp* b = RcQp(pd, peer_cq);
+    ASSERT_TRUE(a && b);
+    ASSERT_TRUE(ConnectVerbsRc(ctx, a, b->qp_num));
+    ASSERT_TRUE(ConnectVerbsRc(ctx, b, a->qp_num));
+    std::vector<uint8_t> buf(4096, 0);
+    ibv_mr* mr =
+        ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(mr, nullptr);
+    mlx5dv_cq dv_cq{};
+    mlx5dv_obj obj{};
+    obj.cq.in = cq;
+    obj.cq.out = &dv_cq;
+    ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ), 0);
+    const uint32_t rounds = 3 * dv_cq.cqe_cnt;
+    uint32_t seen = 0;
+    for (uint32_t i = 0; i < rounds; ++i) {
+      // A signaled 8-byte WRITE of A: one CQE on A's CQ.
+      ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 8, mr->lkey};
+      ibv_send_wr wr{}, *bad = nullptr;
+      wr.wr_id = i;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf.data() + 1024);
+      wr.wr.rdma.rkey = mr->rkey;
+      ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+      auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) +
+                                                size_t{i % dv_cq.cqe_cnt} * 64);
+      const uint8_t owner = (i / dv_cq.cqe_cnt) & 1;
+      bool arrived = false;
+      // Long enough for a CQE that comes; bounded for one that does not.
+      for (int spin = 0; spin < (ignore || i < dv_cq.cqe_cnt ? 20000000 : 200000); ++spin) {
+        const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+        if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) {
+          arrived = true;
+          break;
+        }
+        sched_yield();
+      }
+      if (!arrived) break;
+      EXPECT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_REQ);
+      ++seen;
+    }
+    // The consumer index was never written.
+    EXPECT_EQ(seen, ignore ? rounds : dv_cq.cqe_cnt);
+    EXPECT_EQ(ibv_destroy_qp(a), 0);
+    EXPECT_EQ(ibv_destroy_qp(b), 0);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    EXPECT_EQ(ibv_destroy_cq(peer_cq), 0);
+    ibv_dereg_mr(mr);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+  }
+}
+
 // mlx5dv_init_obj on device memory: its bytes, as libmlx5 maps a
 // ConnectX's memory. Stores there are what ibv_memcpy_to_dm writes (and
 // what a peer's RDMA READ of a DM MR brings back); a peer's RDMA WRITE into
