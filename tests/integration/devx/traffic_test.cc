@@ -387,18 +387,53 @@ ibv_cq* CreateCqWithCqes(ibv_context* ctx, uint32_t cqe_size) {
   return cq ? ibv_cq_ex_to_cq(cq) : nullptr;
 }
 
+// Two contexts on softverbs0, A's and B's, with a PD each, closed after the
+// test; a test destroys what it made on them.
+class VerbsPeers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ctx = ibv_open_device(FindSoftverbs());
+    b_ctx = ibv_open_device(FindSoftverbs());
+    ASSERT_TRUE(a_ctx && b_ctx);
+    a_pd = ibv_alloc_pd(a_ctx);
+    b_pd = ibv_alloc_pd(b_ctx);
+    ASSERT_TRUE(a_pd && b_pd);
+  }
+  void TearDown() override {
+    if (a_pd) ibv_dealloc_pd(a_pd);
+    if (b_pd) ibv_dealloc_pd(b_pd);
+    if (a_ctx) ibv_close_device(a_ctx);
+    if (b_ctx) ibv_close_device(b_ctx);
+  }
+  ibv_context* a_ctx = nullptr;
+  ibv_context* b_ctx = nullptr;
+  ibv_pd* a_pd = nullptr;
+  ibv_pd* b_pd = nullptr;
+};
+
+// The CQE at `index` of a CQ's mlx5 view once its owner bit says software
+// owns it (libmlx5's get_cqe: the 64-byte CQE ends its entry), or nullptr
+// after `spins` looks.
+mlx5_cqe64* WaitCqe(const mlx5dv_cq& cq, uint32_t index, int spins = 20000000) {
+  auto* cqe =
+      reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(cq.buf) +
+                                    size_t{index % cq.cqe_cnt} * cq.cqe_size + (cq.cqe_size - 64));
+  const uint8_t owner = (index / cq.cqe_cnt) & 1;
+  for (int i = 0; i < spins; ++i) {
+    const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+    if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) return cqe;
+    sched_yield();
+  }
+  return nullptr;
+}
+
 // mlx5dv_init_obj on verbs queues: mlx5 WQEs posted on a verbs RC QP's
 // buffers are executed, and its CQ's completions arrive as mlx5 CQEs - in
 // the second half of each entry when the CQ has 128-byte CQEs.
-class DvOnVerbs : public ::testing::TestWithParam<uint32_t> {};
+class DvOnVerbs : public VerbsPeers, public ::testing::WithParamInterface<uint32_t> {};
 
 TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
   const uint32_t cqe_size = GetParam();
-  ibv_context* a_ctx = ibv_open_device(FindSoftverbs());
-  ibv_context* b_ctx = ibv_open_device(FindSoftverbs());
-  ASSERT_TRUE(a_ctx && b_ctx);
-  ibv_pd* a_pd = ibv_alloc_pd(a_ctx);
-  ibv_pd* b_pd = ibv_alloc_pd(b_ctx);
   std::vector<uint8_t> a_buf(8192, 0), b_buf(8192, 0);
   ibv_mr* a_mr = ibv_reg_mr(a_pd, a_buf.data(), a_buf.size(), IBV_ACCESS_LOCAL_WRITE);
   ibv_mr* b_mr = ibv_reg_mr(b_pd, b_buf.data(), b_buf.size(), IBV_ACCESS_LOCAL_WRITE);
@@ -448,19 +483,7 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
   EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data()), "mlx5 wqe");
 
   // A's CQ: the send's CQE.
-  auto poll_cqe = [&](uint32_t index) -> mlx5_cqe64* {
-    // libmlx5's get_cqe: the 64-byte CQE ends its entry.
-    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) + index * cqe_size +
-                                              (cqe_size - 64));
-    const uint8_t owner = (index / dv_cq.cqe_cnt) & 1;
-    for (int i = 0; i < 20000000; ++i) {
-      const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
-      if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) return cqe;
-      sched_yield();
-    }
-    return nullptr;
-  };
-  mlx5_cqe64* sent = poll_cqe(0);
+  mlx5_cqe64* sent = WaitCqe(dv_cq, 0);
   ASSERT_NE(sent, nullptr);
   EXPECT_EQ(mlx5dv_get_cqe_opcode(sent), MLX5_CQE_REQ);
   dv_cq.dbrec[0] = htobe32(1);
@@ -478,7 +501,7 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
   swr.opcode = IBV_WR_SEND;
   swr.send_flags = IBV_SEND_SIGNALED;
   ASSERT_EQ(ibv_post_send(b_qp, &swr, &sbad), 0);
-  mlx5_cqe64* received = poll_cqe(1);
+  mlx5_cqe64* received = WaitCqe(dv_cq, 1);
   ASSERT_NE(received, nullptr);
   EXPECT_EQ(mlx5dv_get_cqe_opcode(received), MLX5_CQE_RESP_SEND);
   EXPECT_EQ(be32toh(received->byte_cnt), 11u);
@@ -490,10 +513,6 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
   EXPECT_EQ(ibv_destroy_cq(b_cq), 0);
   ibv_dereg_mr(a_mr);
   ibv_dereg_mr(b_mr);
-  ibv_dealloc_pd(a_pd);
-  ibv_dealloc_pd(b_pd);
-  ibv_close_device(a_ctx);
-  ibv_close_device(b_ctx);
 }
 
 INSTANTIATE_TEST_SUITE_P(CqeSizes, DvOnVerbs, ::testing::Values(64u, 128u),
@@ -545,20 +564,9 @@ TEST(DvCqOnVerbs, IgnoreOverrunWritesOnWhateverTheConsumerIndex) {
       wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf.data() + 1024);
       wr.wr.rdma.rkey = mr->rkey;
       ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
-      auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) +
-                                                size_t{i % dv_cq.cqe_cnt} * 64);
-      const uint8_t owner = (i / dv_cq.cqe_cnt) & 1;
-      bool arrived = false;
       // Long enough for a CQE that comes; bounded for one that does not.
-      for (int spin = 0; spin < (ignore || i < dv_cq.cqe_cnt ? 20000000 : 200000); ++spin) {
-        const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
-        if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) {
-          arrived = true;
-          break;
-        }
-        sched_yield();
-      }
-      if (!arrived) break;
+      mlx5_cqe64* cqe = WaitCqe(dv_cq, i, ignore || i < dv_cq.cqe_cnt ? 20000000 : 200000);
+      if (cqe == nullptr) break;
       EXPECT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_REQ);
       ++seen;
     }
@@ -578,12 +586,9 @@ TEST(DvCqOnVerbs, IgnoreOverrunWritesOnWhateverTheConsumerIndex) {
 // ConnectX's memory. Stores there are what ibv_memcpy_to_dm writes (and
 // what a peer's RDMA READ of a DM MR brings back); a peer's RDMA WRITE into
 // the DM MR is read there.
-TEST(DvDmOnVerbs, TheDmsBytesAreItsMemory) {
-  ibv_context* a_ctx = ibv_open_device(FindSoftverbs());
-  ibv_context* b_ctx = ibv_open_device(FindSoftverbs());
-  ASSERT_TRUE(a_ctx && b_ctx);
-  ibv_pd* a_pd = ibv_alloc_pd(a_ctx);
-  ibv_pd* b_pd = ibv_alloc_pd(b_ctx);
+using DvDmOnVerbs = VerbsPeers;
+
+TEST_F(DvDmOnVerbs, TheDmsBytesAreItsMemory) {
   ibv_alloc_dm_attr dm_attr{};
   dm_attr.length = 256;
   ibv_dm* dm = ibv_alloc_dm(a_ctx, &dm_attr);
@@ -657,26 +662,18 @@ TEST(DvDmOnVerbs, TheDmsBytesAreItsMemory) {
   EXPECT_EQ(ibv_dereg_mr(b_mr), 0);
   EXPECT_EQ(ibv_dereg_mr(dm_mr), 0);
   EXPECT_EQ(ibv_free_dm(dm), 0);
-  ibv_dealloc_pd(a_pd);
-  ibv_dealloc_pd(b_pd);
-  ibv_close_device(a_ctx);
-  ibv_close_device(b_ctx);
 }
 
 // mlx5dv_init_obj on a verbs SRQ: libmlx5's linked list of receive WQEs
 // (head 0, tail the last WQE, next_wqe_index in index order, 32-byte
 // WQEs for one SGE). Receive WQEs posted by following the list - here
 // first relinked out of index order after its head, then posted and freed
-// as libmlx5's
-// mlx5_post_srq_recv and mlx5_free_srq_wqe do, for three times the list's
-// length - take the messages in list order, and each receive CQE names
-// its WQE's index (wqe_counter).
-TEST(DvSrqOnVerbs, Mlx5ReceiveWqesFollowTheSrqsList) {
-  ibv_context* a_ctx = ibv_open_device(FindSoftverbs());
-  ibv_context* b_ctx = ibv_open_device(FindSoftverbs());
-  ASSERT_TRUE(a_ctx && b_ctx);
-  ibv_pd* a_pd = ibv_alloc_pd(a_ctx);
-  ibv_pd* b_pd = ibv_alloc_pd(b_ctx);
+// as libmlx5's mlx5_post_srq_recv and mlx5_free_srq_wqe do, for three times
+// the list's length - take the messages in list order, and each receive CQE
+// names its WQE's index (wqe_counter).
+using DvSrqOnVerbs = VerbsPeers;
+
+TEST_F(DvSrqOnVerbs, Mlx5ReceiveWqesFollowTheSrqsList) {
   std::vector<uint8_t> a_buf(8192, 0), b_buf(8192, 0);
   ibv_mr* a_mr = ibv_reg_mr(a_pd, a_buf.data(), a_buf.size(), IBV_ACCESS_LOCAL_WRITE);
   ibv_mr* b_mr = ibv_reg_mr(b_pd, b_buf.data(), b_buf.size(), IBV_ACCESS_LOCAL_WRITE);
@@ -726,20 +723,6 @@ TEST(DvSrqOnVerbs, Mlx5ReceiveWqesFollowTheSrqsList) {
   }
 
   uint32_t cq_index = 0;
-  const auto poll_cqe = [&]() -> mlx5_cqe64* {
-    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) +
-                                              size_t{cq_index % dv_cq.cqe_cnt} * 64);
-    const uint8_t owner = (cq_index / dv_cq.cqe_cnt) & 1;
-    for (int i = 0; i < 20000000; ++i) {
-      const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
-      if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) {
-        ++cq_index;
-        return cqe;
-      }
-      sched_yield();
-    }
-    return nullptr;
-  };
   // libmlx5's post: the WQE at head gets the buffer, head follows its next
   // index, the counter in the doorbell record counts the posts.
   uint32_t head = 0, tail = dv_srq.tail, posted = 0;
@@ -766,7 +749,7 @@ TEST(DvSrqOnVerbs, Mlx5ReceiveWqesFollowTheSrqsList) {
     return n == 1 && wc.status == IBV_WC_SUCCESS;
   };
   const auto expect_received = [&](uint32_t index, const std::string& text) {
-    mlx5_cqe64* cqe = poll_cqe();
+    mlx5_cqe64* cqe = WaitCqe(dv_cq, cq_index++);
     ASSERT_NE(cqe, nullptr) << "no CQE for " << text;
     EXPECT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_RESP_SEND);
     EXPECT_EQ(be16toh(cqe->wqe_counter), index) << text;
@@ -817,10 +800,6 @@ TEST(DvSrqOnVerbs, Mlx5ReceiveWqesFollowTheSrqsList) {
   EXPECT_EQ(ibv_destroy_cq(b_cq), 0);
   ibv_dereg_mr(a_mr);
   ibv_dereg_mr(b_mr);
-  ibv_dealloc_pd(a_pd);
-  ibv_dealloc_pd(b_pd);
-  ibv_close_device(a_ctx);
-  ibv_close_device(b_ctx);
 }
 
 }  // namespace
