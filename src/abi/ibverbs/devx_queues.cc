@@ -72,7 +72,13 @@ struct DevxCq {
   dp::CqRing ring;              // the shadow ring producers push completions into
   uint64_t producer = 0;        // CQEs written (the owner bit is bit log_ncqe of it)
   bool ignore_overrun = false;  // a verbs CQ made with IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN
-  OwnedBuffer owned;            // mlx5dv_init_obj on a verbs CQ: its CQE buffer
+  // A verbs CQ with a completion channel: its event fd, and the doorbell
+  // register of its mlx5 view (a page of its own, cq_uar) where software
+  // arms it (libmlx5's mlx5_arm_cq: sn, cmd, ci and the CQ number in one
+  // 64-bit write at MLX5_CQ_DOORBELL).
+  int event_fd = -1;
+  uint64_t* arm_doorbell = nullptr;
+  OwnedBuffer owned;  // mlx5dv_init_obj on a verbs CQ: its CQE buffer
 };
 
 struct DevxQp {
@@ -339,9 +345,34 @@ bool ServiceQp(Context* ctx, DevxQp& qp) {
   return ServiceSendQueue(ctx, qp, state) || busy;
 }
 
+// An arm rung at the CQ's doorbell register: taken (the register cleared,
+// so that the same arm rung again is seen again), then, as a ConnectX
+// does, an event at once when a CQE at or past the arm's consumer index is
+// there or on its way (completions not yet written as CQEs), else at the
+// next completion of the kind asked for (the verbs CQ's arm, which its
+// producers take). A solicited-only arm with CQEs already there waits for
+// the next solicited or error completion.
+bool ServiceCqArm(DevxCq& cq) {
+  if (cq.arm_doorbell == nullptr) return false;
+  const uint64_t rung = __atomic_exchange_n(cq.arm_doorbell, 0, __ATOMIC_ACQ_REL);
+  if (rung == 0) return false;
+  if (cq.event_fd < 0) return true;  // no completion channel: no event to raise
+  const uint32_t word = static_cast<uint32_t>(be64toh(rung) >> 32);
+  const bool solicited_only = (word & MLX5_CQ_DB_REQ_NOT_SOL) != 0;
+  const uint32_t ci = word & mlx5::kCqConsumerMask;
+  const bool pending = ((cq.producer - ci) & mlx5::kCqConsumerMask) != 0 || cq.ring.Depth() != 0;
+  cq.ring.Arm(solicited_only);
+  if (pending && !solicited_only && cq.ring.Disarm()) {
+    uint64_t one = 1;
+    ssize_t ignored = write(cq.event_fd, &one, sizeof(one));
+    (void)ignored;
+  }
+  return true;
+}
+
 // Turns shadow completions into CQEs, as far as the consumer index allows.
 bool ServiceCq(DevxCq& cq) {
-  bool busy = false;
+  bool busy = ServiceCqArm(cq);
   dp::Completion c;
   while (cq.ring.Peek(&c)) {
     // Full: up to the consumer index, unless the CQ ignores overruns (its
@@ -633,7 +664,10 @@ SV_EXPORT int softverbs_dv_init_cq(ibv_cq* ibcq, softverbs_dv_queue* out) {
     cq->log_ncqe = static_cast<uint32_t>(__builtin_ctz(cq->ncqe));
     cq->stride = c->mlx5_cqe_size;
     const size_t cqe_bytes = size_t{cq->ncqe} * cq->stride;
-    if (!cq->owned.Allocate(cqe_bytes + 64)) return ENOMEM;
+    // The CQEs, the doorbell record, and a page of its own for the
+    // doorbell register (cq_uar) where it is armed.
+    const size_t uar_offset = (cqe_bytes + 64 + 4095) & ~size_t{4095};
+    if (!cq->owned.Allocate(uar_offset + 4096)) return ENOMEM;
     cq->buf = cq->owned.at(0);
     // As libmlx5 does: every CQE starts invalid, owned by software (op_own
     // is the last byte of the 64-byte CQE, which ends a 128-byte one).
@@ -642,6 +676,8 @@ SV_EXPORT int softverbs_dv_init_cq(ibv_cq* ibcq, softverbs_dv_queue* out) {
     }
     cq->dbr = reinterpret_cast<volatile uint32_t*>(cq->owned.at(cqe_bytes));
     cq->ignore_overrun = c->ignore_overrun;
+    cq->event_fd = c->event_fd;
+    cq->arm_doorbell = reinterpret_cast<uint64_t*>(cq->owned.at(uar_offset + MLX5_CQ_DOORBELL));
     cq->ring.Attach(c->ring_mapping.base());
     it = engine->cqs.emplace(c->cqn, std::move(cq)).first;
   }
@@ -651,7 +687,8 @@ SV_EXPORT int softverbs_dv_init_cq(ibv_cq* ibcq, softverbs_dv_queue* out) {
   out->cqe_cnt = cq.ncqe;
   out->cqe_size = cq.stride;
   out->dbr = cq.dbr;
-  out->uar = DummyUarPage();
+  out->uar = cq.arm_doorbell ? reinterpret_cast<uint8_t*>(cq.arm_doorbell) - MLX5_CQ_DOORBELL
+                             : DummyUarPage();
   return 0;
 }
 

@@ -1,3 +1,4 @@
+#include <poll.h>
 // The DEVX data path end to end (docs/devx.md, "Data path"): DEVX RC QPs
 // that move data with mlx5 WQEs and report mlx5 CQEs - between two
 // processes, with a verbs QP, and with the error CQEs and QP state a
@@ -580,6 +581,111 @@ TEST(DvCqOnVerbs, IgnoreOverrunWritesOnWhateverTheConsumerIndex) {
     ibv_dealloc_pd(pd);
     ibv_close_device(ctx);
   }
+}
+
+// A CQ's mlx5 view armed as libmlx5's mlx5_arm_cq arms it - the arm word
+// in the doorbell record and the doorbell (sn, cmd, ci, CQ number) written
+// to cq_uar + MLX5_CQ_DOORBELL - raises the completion event on the CQ's
+// channel at the next CQE, or at once when an unpolled CQE is there; no
+// event comes unarmed.
+TEST(DvCqOnVerbs, ArmingThroughTheDoorbellRaisesTheCompletionEvent) {
+  ibv_context* ctx = ibv_open_device(FindSoftverbs());
+  ASSERT_NE(ctx, nullptr);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_comp_channel* channel = ibv_create_comp_channel(ctx);
+  ASSERT_NE(channel, nullptr);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, channel, 0);
+  ibv_cq* peer_cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ibv_qp* a = RcQp(pd, cq);
+  ibv_qp* b = RcQp(pd, peer_cq);
+  ASSERT_TRUE(cq && peer_cq && a && b);
+  ASSERT_TRUE(ConnectVerbsRc(ctx, a, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx, b, a->qp_num));
+  std::vector<uint8_t> buf(4096, 0);
+  ibv_mr* mr =
+      ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr);
+  mlx5dv_cq dv_cq{};
+  mlx5dv_obj obj{};
+  obj.cq.in = cq;
+  obj.cq.out = &dv_cq;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ), 0);
+  ASSERT_NE(dv_cq.cq_uar, nullptr);
+
+  // The doorbell record's words (libmlx5's MLX5_CQ_SET_CI, MLX5_CQ_ARM_DB).
+  constexpr int kSetCi = 0, kArmDb = 1;
+  uint32_t sn = 0, ci = 0;
+  const auto arm = [&] {
+    const uint32_t word = (sn & 3) << 28 | MLX5_CQ_DB_REQ_NOT | (ci & 0xffffff);
+    dv_cq.dbrec[kArmDb] = htobe32(word);
+    const uint64_t doorbell = uint64_t{word} << 32 | dv_cq.cqn;
+    __atomic_store_n(
+        reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(dv_cq.cq_uar) + MLX5_CQ_DOORBELL),
+        htobe64(doorbell), __ATOMIC_RELEASE);
+  };
+  const auto write_once = [&] {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 8, mr->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf.data() + 1024);
+    wr.wr.rdma.rkey = mr->rkey;
+    return ibv_post_send(a, &wr, &bad) == 0;
+  };
+  // An event within `ms` milliseconds: read, checked and acknowledged.
+  const auto event_within = [&](int ms) {
+    pollfd p{channel->fd, POLLIN, 0};
+    if (poll(&p, 1, ms) != 1) return false;
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    if (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) != 0 || ev_cq != cq) return false;
+    ibv_ack_cq_events(cq, 1);
+    ++sn;  // as libmlx5's mlx5_cq_event
+    return true;
+  };
+  const auto consume = [&] {
+    mlx5_cqe64* cqe = WaitCqe(dv_cq, ci);
+    if (cqe == nullptr) return false;
+    ++ci;
+    dv_cq.dbrec[kSetCi] = htobe32(ci & 0xffffff);
+    return mlx5dv_get_cqe_opcode(cqe) == MLX5_CQE_REQ;
+  };
+
+  // Unarmed: a CQE and no event.
+  ASSERT_TRUE(write_once());
+  ASSERT_TRUE(consume());
+  EXPECT_FALSE(event_within(100));
+  // Armed, then a CQE: one event.
+  arm();
+  ASSERT_TRUE(write_once());
+  EXPECT_TRUE(event_within(5000));
+  ASSERT_TRUE(consume());
+  EXPECT_FALSE(event_within(100));  // one event per arm
+  // A CQE not yet polled when the CQ is armed: the event comes at once.
+  ASSERT_TRUE(write_once());
+  ASSERT_NE(WaitCqe(dv_cq, ci), nullptr);
+  arm();
+  EXPECT_TRUE(event_within(5000));
+  ASSERT_TRUE(consume());
+  // The same arm rung twice is one arm; armed again after the event, the
+  // next CQE raises the next event.
+  arm();
+  arm();
+  ASSERT_TRUE(write_once());
+  EXPECT_TRUE(event_within(5000));
+  ASSERT_TRUE(consume());
+  EXPECT_FALSE(event_within(100));
+
+  EXPECT_EQ(ibv_destroy_qp(a), 0);
+  EXPECT_EQ(ibv_destroy_qp(b), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  EXPECT_EQ(ibv_destroy_cq(peer_cq), 0);
+  EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
+  ibv_dereg_mr(mr);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
 }
 
 // mlx5dv_init_obj on device memory: its bytes, as libmlx5 maps a
