@@ -90,6 +90,10 @@ const char* WqeErrorName(WqeError error) {
       return "inline byte count runs past the WQE";
     case WqeError::kInlineAfterData:
       return "an inline segment after a data segment";
+    case WqeError::kBadAddress:
+      return "the address vector's source GID index is past the GID table";
+    case WqeError::kOffHost:
+      return "the address vector leads off this host (the DEVX data path runs on one host)";
     case WqeError::kAtomicSge:
       return "an atomic needs exactly one 8-byte data segment";
   }
@@ -97,7 +101,7 @@ const char* WqeErrorName(WqeError error) {
 }
 
 WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqebb, uint32_t qpn,
-                      ParsedSendWqe* out) {
+                      ParsedSendWqe* out, bool datagram) {
   const uint32_t ring_bytes = sq_basic_blocks * kSendWqeBb;
   const uint32_t start = (wqebb & (sq_basic_blocks - 1)) * kSendWqeBb;
   // The control segment first; it says how long the WQE is.
@@ -127,6 +131,19 @@ WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqeb
   if (ctrl.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) wr.send_flags |= IBV_SEND_SOLICITED;
   wr.imm_data = ctrl.imm;  // network order on both sides
   uint32_t offset = kSegBytes;
+  if (datagram) {
+    // The address vector (libmlx5's mlx5_wqe_av): destination QP, Q_Key,
+    // the GRH's destination GID, traffic class, hop limit and source GID
+    // index (grh_gid_fl bits 27:20).
+    if (offset + sizeof(mlx5_wqe_datagram_seg) > bytes) return WqeError::kBadDs;
+    const auto av = ReadSeg<mlx5_wqe_av>(wqe, offset);
+    wr.remote_qpn = be32toh(av.dqp_dct) & 0xffffff;
+    wr.remote_qkey = be32toh(av.key.qkey.qkey);
+    memcpy(wr.dgid, av.rgid, sizeof(wr.dgid));
+    wr.path = {av.tclass, roce::HopLimitOnTheWire(av.hop_limit)};
+    out->sgid_index = static_cast<uint8_t>(be32toh(av.grh_gid_fl) >> 20);
+    offset += sizeof(mlx5_wqe_datagram_seg);
+  }
   if (info.raddr) {
     if (offset + kSegBytes > bytes) return WqeError::kBadDs;
     const auto raddr = ReadSeg<mlx5_wqe_raddr_seg>(wqe, offset);
@@ -213,7 +230,11 @@ uint8_t BuildCqe(const Completion& c, uint32_t qpn, uint8_t* cqe) {
   ok.timestamp = htobe64(c.timestamp);
   uint8_t opcode = MLX5_CQE_REQ;
   if (!requester) {
-    ok.flags_rqpn = htobe32(c.src_qp & 0xffffff);
+    // The source QP, the SL (for a UD message over RoCE, the packet type:
+    // ud_receive.h) and, when a GRH was placed in the buffer, the "L3
+    // header in data" flag (bit 28).
+    ok.flags_rqpn = htobe32((c.wc_flags & IBV_WC_GRH ? 1u << 28 : 0) | uint32_t{c.sl & 0xfu} << 24 |
+                            (c.src_qp & 0xffffff));
     ok.slid = 0;  // RoCE: no LID
     if (c.wc_flags & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)) ok.imm_inval_pkey = c.imm_data;
     if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {

@@ -31,6 +31,7 @@ static_assert(sizeof(mlx5_wqe_raddr_seg) == kSegBytes);
 static_assert(sizeof(mlx5_wqe_atomic_seg) == kSegBytes);
 static_assert(sizeof(mlx5_wqe_data_seg) == kSegBytes);
 static_assert(sizeof(mlx5_wqe_inl_data_seg) == 4);
+static_assert(sizeof(mlx5_wqe_datagram_seg) == 3 * kSegBytes);
 static_assert(sizeof(mlx5_cqe64) == kCqeBytes);
 static_assert(sizeof(mlx5_err_cqe) == kCqeBytes);
 static_assert(offsetof(mlx5_cqe64, op_own) == 63 && offsetof(mlx5_err_cqe, syndrome) == 55);
@@ -65,6 +66,8 @@ enum class WqeError : uint8_t {
   kInlineTooLong,    // inline data longer than the device's max_inline_data
   kInlineOverrun,    // the inline byte count runs past the WQE's ds
   kInlineAfterData,  // inline bytes after a data segment (inline first is what is read)
+  kBadAddress,       // a UD WQE's address vector names a source GID the port does not have
+  kOffHost,          // a UD WQE's address vector leads off this host (the DEVX data path's)
   kAtomicSge,        // an atomic without exactly one 8-byte data segment
 };
 const char* WqeErrorName(WqeError error);
@@ -76,15 +79,21 @@ struct ParsedSendWqe {
   uint8_t fm_ce_se = 0;       // MLX5_WQE_CTRL_CQ_UPDATE (a CQE is wanted), SOLICITED, fence
   uint32_t basic_blocks = 1;  // WQEBBs the WQE occupies (ds * 16 rounded up to 64)
   const SendOpcodeInfo* info = nullptr;
-  SendWr wr;  // opcode, flags, imm, raddr/rkey, atomics, SGEs or inline bytes
+  // opcode, flags, imm, raddr/rkey, atomics, SGEs or inline bytes; a UD
+  // WQE's destination QP, Q_Key, GID and path (remote_qpn, remote_qkey,
+  // dgid, path: its datagram segment's address vector)
+  SendWr wr;
+  uint8_t sgid_index = 0;  // a UD WQE: the source GID's index (the caller fills wr.sgid)
 };
 
 // Reads the send WQE that starts at basic block `wqebb` of a send queue of
 // `sq_basic_blocks` blocks (a power of two) at `sq`; a WQE may wrap to the
-// start of the ring. `qpn`: the QP the ring belongs to. On an error, the
-// fields read so far (wqe_index, opcode, basic_blocks when known) are set.
+// start of the ring. `qpn`: the QP the ring belongs to; `datagram`: a UD
+// QP's, whose WQEs carry a datagram segment (mlx5_wqe_av) after the control
+// segment. On an error, the fields read so far (wqe_index, opcode,
+// basic_blocks when known) are set.
 WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqebb, uint32_t qpn,
-                      ParsedSendWqe* out);
+                      ParsedSendWqe* out, bool datagram = false);
 
 // Reads a receive WQE of `stride` bytes (16 << log_rq_stride): data
 // segments up to the first with lkey MLX5_INVALID_LKEY or the end of the

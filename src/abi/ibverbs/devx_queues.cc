@@ -225,6 +225,20 @@ bool ServiceSrq(DevxSrq& srq) {
   return busy;
 }
 
+// A UD WQE's source GID (the index its address vector names) and where its
+// path goes: the DEVX data path runs on one host, so a datagram for
+// another host is a WQE the device cannot execute.
+mlx5::WqeError AddressDatagram(Context* ctx, mlx5::ParsedSendWqe* wqe) {
+  dp::SendWr& wr = wqe->wr;
+  if (wqe->sgid_index >= ctx->gids.count) return mlx5::WqeError::kBadAddress;
+  memcpy(wr.sgid, ctx->gids.gids[wqe->sgid_index].raw, sizeof(wr.sgid));
+  ibv_ah_attr path{};
+  path.is_global = 1;
+  memcpy(path.grh.dgid.raw, wr.dgid, sizeof(wr.dgid));
+  if (PathLeavesHost(ctx->gids, path)) return mlx5::WqeError::kOffHost;
+  return mlx5::WqeError::kNone;
+}
+
 // Executes the pending WQE once. Returns false when it must wait (RNR, no
 // response yet), true when it finished (with or without an error).
 bool RunPending(Context* ctx, DevxQp& qp) {
@@ -235,12 +249,15 @@ bool RunPending(Context* ctx, DevxQp& qp) {
     return true;
   }
   dp::SendWr& wr = wqe.wr;
+  // The QP's type as the device published it (RC, UC or UD); a UD
+  // message is at most the port's MTU.
+  const uint32_t type = qp.entry->type.load(std::memory_order_relaxed);
   const dp::LocalQp local{qp.qpn,
-                          IBV_QPT_RC,
+                          type,
                           qp.entry->pdn.load(std::memory_order_relaxed),
                           qp.entry->dest_qpn.load(std::memory_order_relaxed),
-                          0,
-                          4096,
+                          qp.entry->qkey.load(std::memory_order_relaxed),
+                          type == IBV_QPT_UD ? 128u << ctx->active_mtu : 4096u,
                           static_cast<uint8_t>(qp.entry->sl.load(std::memory_order_relaxed)),
                           &qp.peer_cache};
   dp::Outcome out = dp::Execute(*ctx->peers, local, wr);
@@ -282,8 +299,10 @@ bool ServiceSendQueue(Context* ctx, DevxQp& qp, uint32_t state) {
   bool busy = false;
   while (static_cast<uint16_t>(producer - qp.sq_head) != 0) {
     if (!qp.has_pending) {
-      const mlx5::WqeError error =
-          mlx5::ParseSendWqe(qp.sq, qp.sq_bbs, qp.sq_head, qp.qpn, &qp.pending);
+      const bool ud = qp.entry->type.load(std::memory_order_relaxed) == IBV_QPT_UD;
+      mlx5::WqeError error =
+          mlx5::ParseSendWqe(qp.sq, qp.sq_bbs, qp.sq_head, qp.qpn, &qp.pending, ud);
+      if (error == mlx5::WqeError::kNone && ud) error = AddressDatagram(ctx, &qp.pending);
       if (flushing) {
         CompleteSend(qp, qp.pending, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, 0, dp::kVendorFlushed);
         qp.sq_head += qp.pending.basic_blocks;
@@ -608,7 +627,9 @@ Cq* ProviderCq(ibv_cq* cq) {
 
 SV_EXPORT int softverbs_dv_init_qp(ibv_qp* ibqp, softverbs_dv_queue* out) {
   if (ibqp == nullptr || out == nullptr) return EINVAL;
-  if (ibqp->qp_type != IBV_QPT_RC) return EOPNOTSUPP;
+  if (ibqp->qp_type != IBV_QPT_RC && ibqp->qp_type != IBV_QPT_UC && ibqp->qp_type != IBV_QPT_UD) {
+    return EOPNOTSUPP;
+  }
   Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(ibqp));
   Context* ctx = Context::From(ibqp->context);
   Cq* send_cq = ProviderCq(ibqp->send_cq);

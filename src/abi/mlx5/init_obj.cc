@@ -1,4 +1,4 @@
-// mlx5dv_init_obj: the mlx5 view of verbs objects. An RC QP and a CQ get
+// mlx5dv_init_obj: the mlx5 view of verbs objects. An RC, UC or UD QP and a CQ get
 // mlx5 buffers and doorbell records that the context's DEVX queue engine
 // serves (docs/devx.md, "mlx5dv_init_obj on verbs queues"): software that
 // writes mlx5 WQEs and polls mlx5 CQEs on verbs-created queues runs; so
@@ -38,9 +38,9 @@ int CheckObj(const char* kind, In* in, Out* out) {
   return 0;
 }
 
-// An RC QP gets mlx5 buffers that the DEVX queue engine serves (send WQEs
-// executed, receive WQEs posted to the QP); other QP types keep the zeroed
-// answer (their WQE formats - UD address vectors - are not emulated).
+// An RC, UC or UD QP gets mlx5 buffers that the DEVX queue engine serves
+// (send WQEs executed - a UD WQE's datagram segment read -, receive WQEs
+// posted to the QP); other QP types (XRC, DC) keep the zeroed answer.
 int InitQp(ibv_qp* in, mlx5dv_qp* out) {
   if (int err = CheckObj("qp", in, out)) return err;
   memset(out, 0, sizeof(*out));  // comp_mask too: no optional field is provided

@@ -583,6 +583,142 @@ TEST(DvCqOnVerbs, IgnoreOverrunWritesOnWhateverTheConsumerIndex) {
   }
 }
 
+// A verbs UD QP (made RTS with `qkey`) of `pd` on `cq`.
+ibv_qp* UdQpInRts(ibv_pd* pd, ibv_cq* cq, uint32_t qkey) {
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.qp_type = IBV_QPT_UD;
+  init.cap = {16, 16, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  if (qp == nullptr) return nullptr;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = qkey;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+    return nullptr;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE)) return nullptr;
+  a.qp_state = IBV_QPS_RTS;
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) return nullptr;
+  return qp;
+}
+
+// mlx5dv_init_obj on a verbs UD QP: an mlx5 UD SEND WQE - its datagram
+// segment's address vector naming the peer's QP, Q_Key and GID - is sent
+// as a datagram (the peer receives the GRH and the bytes, from this QP),
+// and a datagram to this QP lands in an mlx5 receive WQE, its CQE saying
+// the source QP, a GRH in the buffer (flags_rqpn bit 28) and the RoCE v2
+// packet type in its SL (as UCX's ud_mlx5 reads it).
+TEST_F(VerbsPeers, Mlx5UdWqesOnAVerbsUdQp) {
+  constexpr uint32_t kQkey = 0x11111111;
+  constexpr uint32_t kGrh = 40;
+  ibv_cq* a_cq = ibv_create_cq(a_ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* b_cq = ibv_create_cq(b_ctx, 16, nullptr, nullptr, 0);
+  ASSERT_TRUE(a_cq && b_cq);
+  ibv_qp* a = UdQpInRts(a_pd, a_cq, kQkey);
+  ibv_qp* b = UdQpInRts(b_pd, b_cq, kQkey);
+  ASSERT_TRUE(a && b) << strerror(errno);
+  std::vector<uint8_t> a_buf(4096, 0), b_buf(4096, 0);
+  ibv_mr* a_mr = ibv_reg_mr(a_pd, a_buf.data(), a_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* b_mr = ibv_reg_mr(b_pd, b_buf.data(), b_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(a_mr && b_mr);
+  ibv_gid gid{};
+  ASSERT_EQ(ibv_query_gid(a_ctx, 1, 0, &gid), 0);
+  mlx5dv_qp dv_qp{};
+  mlx5dv_cq dv_cq{};
+  mlx5dv_obj obj{};
+  obj.qp.in = a;
+  obj.qp.out = &dv_qp;
+  obj.cq.in = a_cq;
+  obj.cq.out = &dv_cq;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ), 0);
+  ASSERT_TRUE(dv_qp.sq.buf && dv_qp.rq.buf && dv_qp.dbrec);
+
+  // A -> B: control, datagram (the address vector) and data segments.
+  ibv_sge rsge{reinterpret_cast<uintptr_t>(b_buf.data()), 256, b_mr->lkey};
+  ibv_recv_wr rwr{}, *rbad = nullptr;
+  rwr.wr_id = 9;
+  rwr.sg_list = &rsge;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(b, &rwr, &rbad), 0);
+  const char datagram[] = "an mlx5 UD WQE";
+  memcpy(a_buf.data(), datagram, sizeof(datagram));
+  auto* wqe = static_cast<uint8_t*>(dv_qp.sq.buf);
+  mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe), 0, MLX5_OPCODE_SEND, 0, a->qp_num,
+                      MLX5_WQE_CTRL_CQ_UPDATE, 5, 0, 0);
+  auto* av = reinterpret_cast<mlx5_wqe_av*>(wqe + 16);
+  av->key.qkey.qkey = htobe32(kQkey);
+  av->dqp_dct = htobe32(b->qp_num | MLX5_EXTENDED_UD_AV);
+  av->hop_limit = 64;
+  av->grh_gid_fl = htobe32(1u << 30);  // a GRH, source GID index 0
+  memcpy(av->rgid, gid.raw, 16);
+  mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(wqe + 64), sizeof(datagram), a_mr->lkey,
+                      reinterpret_cast<uintptr_t>(a_buf.data()));
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  // 80 bytes: two basic blocks, which the send counter counts.
+  __atomic_store_n(&dv_qp.dbrec[MLX5_SND_DBR], htobe32(2), __ATOMIC_RELEASE);
+  ibv_wc wc{};
+  int n = 0;
+  for (int i = 0; i < 50000000 && n == 0; ++i) n = ibv_poll_cq(b_cq, 1, &wc);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(wc.src_qp, a->qp_num);
+  EXPECT_EQ(wc.byte_len, kGrh + sizeof(datagram));
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+  EXPECT_STREQ(reinterpret_cast<char*>(b_buf.data() + kGrh), datagram);
+  mlx5_cqe64* sent = WaitCqe(dv_cq, 0);
+  ASSERT_NE(sent, nullptr);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(sent), MLX5_CQE_REQ);
+  dv_cq.dbrec[0] = htobe32(1);
+
+  // B -> A: a verbs datagram into an mlx5 receive WQE of A.
+  mlx5dv_set_data_seg(static_cast<mlx5_wqe_data_seg*>(dv_qp.rq.buf), 256, a_mr->lkey,
+                      reinterpret_cast<uintptr_t>(a_buf.data() + 1024));
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_store_n(&dv_qp.dbrec[MLX5_RCV_DBR], htobe32(1), __ATOMIC_RELEASE);
+  ibv_ah_attr ah_attr{};
+  ah_attr.port_num = 1;
+  ah_attr.is_global = 1;
+  ah_attr.grh.hop_limit = 64;
+  ah_attr.grh.dgid = gid;
+  ibv_ah* ah = ibv_create_ah(b_pd, &ah_attr);
+  ASSERT_NE(ah, nullptr) << strerror(errno);
+  const char reply[] = "a verbs datagram";
+  memcpy(b_buf.data() + 512, reply, sizeof(reply));
+  ibv_sge ssge{reinterpret_cast<uintptr_t>(b_buf.data() + 512), sizeof(reply), b_mr->lkey};
+  ibv_send_wr swr{}, *sbad = nullptr;
+  swr.sg_list = &ssge;
+  swr.num_sge = 1;
+  swr.opcode = IBV_WR_SEND;
+  swr.wr.ud.ah = ah;
+  swr.wr.ud.remote_qpn = a->qp_num;
+  swr.wr.ud.remote_qkey = kQkey;
+  ASSERT_EQ(ibv_post_send(b, &swr, &sbad), 0);
+  mlx5_cqe64* received = WaitCqe(dv_cq, 1);
+  ASSERT_NE(received, nullptr);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(received), MLX5_CQE_RESP_SEND);
+  EXPECT_EQ(be32toh(received->byte_cnt), kGrh + sizeof(reply));
+  const uint32_t flags_rqpn = be32toh(received->flags_rqpn);
+  EXPECT_EQ(flags_rqpn & 0xffffff, b->qp_num);
+  EXPECT_TRUE(flags_rqpn & (1u << 28)) << "a GRH in the buffer";
+  // RoCE v2 (UDP) over IPv4 for an IPv4-mapped GID, else over IPv6.
+  const bool ipv4 = gid.raw[10] == 0xff && gid.raw[11] == 0xff;
+  EXPECT_EQ((flags_rqpn >> 24) & 0xf, ipv4 ? 0xau : 0x9u);
+  EXPECT_EQ(be16toh(received->wqe_counter), 0u);
+  EXPECT_STREQ(reinterpret_cast<char*>(a_buf.data() + 1024 + kGrh), reply);
+
+  EXPECT_EQ(ibv_destroy_ah(ah), 0);
+  EXPECT_EQ(ibv_destroy_qp(a), 0);
+  EXPECT_EQ(ibv_destroy_qp(b), 0);
+  EXPECT_EQ(ibv_destroy_cq(a_cq), 0);
+  EXPECT_EQ(ibv_destroy_cq(b_cq), 0);
+  ibv_dereg_mr(a_mr);
+  ibv_dereg_mr(b_mr);
+}
+
 // A CQ's mlx5 view armed as libmlx5's mlx5_arm_cq arms it - the arm word
 // in the doorbell record and the doorbell (sn, cmd, ci, CQ number) written
 // to cq_uar + MLX5_CQ_DOORBELL - raises the completion event on the CQ's

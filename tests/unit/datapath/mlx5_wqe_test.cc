@@ -139,6 +139,41 @@ TEST(Mlx5SendWqe, InlineHeaderThenDataSegments) {
   EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kInlineAfterData);
 }
 
+// A UD QP's SEND: the datagram segment's address vector gives the
+// destination QP, Q_Key, GID, path and source GID index.
+TEST(Mlx5SendWqe, DatagramSegmentAddressesAUdSend) {
+  SendRing ring(4);
+  mlx5_wqe_av av{};
+  av.key.qkey.qkey = htobe32(0x11111111);
+  av.dqp_dct = htobe32(0x123 | MLX5_EXTENDED_UD_AV);
+  av.tclass = 0x20;
+  av.hop_limit = 9;
+  av.grh_gid_fl = htobe32(1u << 30 | 3u << 20);
+  for (int i = 0; i < 16; ++i) av.rgid[i] = static_cast<uint8_t>(i);
+  std::array<uint8_t, 48> seg;
+  memcpy(seg.data(), &av, sizeof(av));
+  std::array<uint8_t, 16> a, b, c;
+  memcpy(a.data(), seg.data(), 16);
+  memcpy(b.data(), seg.data() + 16, 16);
+  memcpy(c.data(), seg.data() + 32, 16);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 5, 0), a, b, c, Data(12, 0x501, 0x1000)});
+  ParsedSendWqe wqe;
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe, true), WqeError::kNone);
+  EXPECT_EQ(wqe.basic_blocks, 2u);
+  EXPECT_EQ(wqe.wr.remote_qpn, 0x123u);
+  EXPECT_EQ(wqe.wr.remote_qkey, 0x11111111u);
+  EXPECT_EQ(wqe.wr.dgid[15], 15);
+  EXPECT_EQ(wqe.wr.path.traffic_class, 0x20);
+  EXPECT_EQ(wqe.wr.path.hop_limit, 9);
+  EXPECT_EQ(wqe.sgid_index, 3);
+  ASSERT_EQ(wqe.wr.num_sge, 1u);
+  EXPECT_EQ(wqe.wr.sge[0].length, 12u);
+  // Read as an RC WQE, the same bytes are not a datagram: no data segment
+  // where the address vector is (its first word is no byte count here).
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 2, 0), a});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe, true), WqeError::kBadDs);
+}
+
 TEST(Mlx5SendWqe, MalformedWqesAreNamedErrors) {
   SendRing ring(4);
   ParsedSendWqe wqe;
@@ -202,6 +237,22 @@ TEST(Mlx5Cqe, ResponderSendWithImmediate) {
   EXPECT_EQ(be16toh(cqe->wqe_counter), 5);
   EXPECT_EQ(be32toh(cqe->sop_drop_qpn) & 0xffffff, kQpn);
   EXPECT_EQ(be32toh(cqe->flags_rqpn) & 0xffffff, 0x99u);
+  EXPECT_EQ(be32toh(cqe->flags_rqpn) >> 28, 0u);  // no GRH
+}
+
+// A UD receive: the GRH in the buffer (flags_rqpn bit 28) and the packet
+// type in the SL bits (27:24), as libmlx5 and UCX read them.
+TEST(Mlx5Cqe, UdReceiveSaysGrhAndPacketType) {
+  Completion c{};
+  c.status = IBV_WC_SUCCESS;
+  c.opcode = IBV_WC_RECV;
+  c.wc_flags = IBV_WC_GRH;
+  c.sl = 0xa;  // RoCE v2 over IPv4 (ud_receive.h)
+  c.src_qp = 0x77;
+  alignas(64) uint8_t bytes[64];
+  BuildCqe(c, kQpn, bytes);
+  const auto* cqe = reinterpret_cast<const mlx5_cqe64*>(bytes);
+  EXPECT_EQ(be32toh(cqe->flags_rqpn), 1u << 28 | 0xau << 24 | 0x77u);
 }
 
 TEST(Mlx5Cqe, RequesterErrorCarriesSyndromeOpcodeAndIndex) {
