@@ -101,7 +101,7 @@ const char* WqeErrorName(WqeError error) {
 }
 
 WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqebb, uint32_t qpn,
-                      ParsedSendWqe* out, bool datagram) {
+                      ParsedSendWqe* out, WqeAddress address) {
   const uint32_t ring_bytes = sq_basic_blocks * kSendWqeBb;
   const uint32_t start = (wqebb & (sq_basic_blocks - 1)) * kSendWqeBb;
   // The control segment first; it says how long the WQE is.
@@ -131,14 +131,20 @@ WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqeb
   if (ctrl.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) wr.send_flags |= IBV_SEND_SOLICITED;
   wr.imm_data = ctrl.imm;  // network order on both sides
   uint32_t offset = kSegBytes;
-  if (datagram) {
-    // The address vector (libmlx5's mlx5_wqe_av): destination QP, Q_Key,
-    // the GRH's destination GID, traffic class, hop limit and source GID
-    // index (grh_gid_fl bits 27:20).
+  if (address != WqeAddress::kConnected) {
+    // The address vector (libmlx5's mlx5_wqe_av): destination QP (a DCT
+    // for a DCI), Q_Key (a DCI: the DC access key), the GRH's destination
+    // GID, traffic class, hop limit and source GID index (grh_gid_fl bits
+    // 27:20).
     if (offset + sizeof(mlx5_wqe_datagram_seg) > bytes) return WqeError::kBadDs;
     const auto av = ReadSeg<mlx5_wqe_av>(wqe, offset);
     wr.remote_qpn = be32toh(av.dqp_dct) & 0xffffff;
-    wr.remote_qkey = be32toh(av.key.qkey.qkey);
+    if (address == WqeAddress::kDc) {
+      wr.dc_key = be64toh(av.key.dc_key);
+      wr.dc_addr_set = true;
+    } else {
+      wr.remote_qkey = be32toh(av.key.qkey.qkey);
+    }
     memcpy(wr.dgid, av.rgid, sizeof(wr.dgid));
     wr.path = {av.tclass, roce::HopLimitOnTheWire(av.hop_limit)};
     out->sgid_index = static_cast<uint8_t>(be32toh(av.grh_gid_fl) >> 20);

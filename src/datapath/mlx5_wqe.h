@@ -81,19 +81,25 @@ struct ParsedSendWqe {
   const SendOpcodeInfo* info = nullptr;
   // opcode, flags, imm, raddr/rkey, atomics, SGEs or inline bytes; a UD
   // WQE's destination QP, Q_Key, GID and path (remote_qpn, remote_qkey,
-  // dgid, path: its datagram segment's address vector)
+  // dgid, path: its datagram segment's address vector), a DCI WQE's DCT
+  // and access key (remote_qpn, dc_key, dc_addr_set)
   SendWr wr;
-  uint8_t sgid_index = 0;  // a UD WQE: the source GID's index (the caller fills wr.sgid)
+  uint8_t sgid_index = 0;  // UD, DC: the source GID's index (the caller fills wr.sgid)
 };
 
 // Reads the send WQE that starts at basic block `wqebb` of a send queue of
 // `sq_basic_blocks` blocks (a power of two) at `sq`; a WQE may wrap to the
-// start of the ring. `qpn`: the QP the ring belongs to; `datagram`: a UD
-// QP's, whose WQEs carry a datagram segment (mlx5_wqe_av) after the control
-// segment. On an error, the fields read so far (wqe_index, opcode,
-// basic_blocks when known) are set.
+// start of the ring. `qpn`: the QP the ring belongs to; `address`: how
+// its WQEs name their destination (a UD QP's and a DCI's carry a datagram
+// segment, mlx5_wqe_av, after the control segment). On an error, the
+// fields read so far (wqe_index, opcode, basic_blocks when known) are set.
+enum class WqeAddress : uint8_t {
+  kConnected,  // RC, UC: the QP's own destination
+  kDatagram,   // UD: the address vector's QP and Q_Key
+  kDc,         // a DCI: the address vector's DCT and DC access key
+};
 WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqebb, uint32_t qpn,
-                      ParsedSendWqe* out, bool datagram = false);
+                      ParsedSendWqe* out, WqeAddress address = WqeAddress::kConnected);
 
 // Reads a receive WQE of `stride` bytes (16 << log_rq_stride): data
 // segments up to the first with lkey MLX5_INVALID_LKEY or the end of the

@@ -14,6 +14,25 @@ using namespace softverbs::provider;
 using softverbs::Log;
 namespace protocol = softverbs::protocol;
 
+namespace {
+
+// The address vector libmlx5's mlx5_create_ah makes for a RoCE port: the
+// static rate and SL, the GRH's traffic class, hop limit, source GID index
+// and flow label (no "GRH" bit: on RoCE every packet has one), the
+// destination GID. The destination MAC and the RoCE v2 source port (rlid)
+// are left zero: softverbs' queues do not read them.
+void FillMlx5Av(const ibv_ah_attr& attr, mlx5_wqe_av* av) {
+  *av = {};
+  av->stat_rate_sl = static_cast<uint8_t>((attr.static_rate << 4) | ((attr.sl & 0x7) << 1));
+  if (!attr.is_global) return;
+  av->tclass = attr.grh.traffic_class;
+  av->hop_limit = attr.grh.hop_limit;
+  av->grh_gid_fl = htobe32(uint32_t{attr.grh.sgid_index} << 20 | (attr.grh.flow_label & 0xfffff));
+  memcpy(av->rgid, attr.grh.dgid.raw, sizeof(av->rgid));
+}
+
+}  // namespace
+
 SV_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   if (!pd || !attr) return RejectNull(EINVAL, "ibv_create_ah: %s is NULL", !pd ? "pd" : "attr");
   protocol::CreateAhRequest req{};
@@ -29,6 +48,7 @@ SV_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   const Context* ctx = Context::From(pd->context);
   ah->leaves_host = PathLeavesHost(ctx->gids, *attr) ||
                     MulticastGoesOnLink(ctx->gids, *attr, ctx->multicast_gids);
+  FillMlx5Av(*attr, &ah->mlx5_av);
   ah->ibv.context = pd->context;
   ah->ibv.pd = pd;
   ah->ibv.handle = rep.handle;

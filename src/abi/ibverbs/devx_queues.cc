@@ -21,6 +21,7 @@
 #include "datapath/shm_completer.h"
 #include "datapath/timers.h"
 #include "protocol/devx_messages.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::provider {
 
@@ -225,9 +226,16 @@ bool ServiceSrq(DevxSrq& srq) {
   return busy;
 }
 
-// A UD WQE's source GID (the index its address vector names) and where its
-// path goes: the DEVX data path runs on one host, so a datagram for
-// another host is a WQE the device cannot execute.
+// How a QP of `type` names the destination of its WQEs.
+mlx5::WqeAddress AddressOf(uint32_t type) {
+  if (type == IBV_QPT_UD) return mlx5::WqeAddress::kDatagram;
+  if (type == verbs::kQptDcIni) return mlx5::WqeAddress::kDc;
+  return mlx5::WqeAddress::kConnected;
+}
+
+// A UD or DCI WQE's source GID (the index its address vector names) and
+// where its path goes: the DEVX data path runs on one host, so a WQE for
+// another host is one the device cannot execute.
 mlx5::WqeError AddressDatagram(Context* ctx, mlx5::ParsedSendWqe* wqe) {
   dp::SendWr& wr = wqe->wr;
   if (wqe->sgid_index >= ctx->gids.count) return mlx5::WqeError::kBadAddress;
@@ -299,10 +307,12 @@ bool ServiceSendQueue(Context* ctx, DevxQp& qp, uint32_t state) {
   bool busy = false;
   while (static_cast<uint16_t>(producer - qp.sq_head) != 0) {
     if (!qp.has_pending) {
-      const bool ud = qp.entry->type.load(std::memory_order_relaxed) == IBV_QPT_UD;
+      const mlx5::WqeAddress address = AddressOf(qp.entry->type.load(std::memory_order_relaxed));
       mlx5::WqeError error =
-          mlx5::ParseSendWqe(qp.sq, qp.sq_bbs, qp.sq_head, qp.qpn, &qp.pending, ud);
-      if (error == mlx5::WqeError::kNone && ud) error = AddressDatagram(ctx, &qp.pending);
+          mlx5::ParseSendWqe(qp.sq, qp.sq_bbs, qp.sq_head, qp.qpn, &qp.pending, address);
+      if (error == mlx5::WqeError::kNone && address != mlx5::WqeAddress::kConnected) {
+        error = AddressDatagram(ctx, &qp.pending);
+      }
       if (flushing) {
         CompleteSend(qp, qp.pending, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, 0, dp::kVendorFlushed);
         qp.sq_head += qp.pending.basic_blocks;
@@ -627,10 +637,11 @@ Cq* ProviderCq(ibv_cq* cq) {
 
 SV_EXPORT int softverbs_dv_init_qp(ibv_qp* ibqp, softverbs_dv_queue* out) {
   if (ibqp == nullptr || out == nullptr) return EINVAL;
-  if (ibqp->qp_type != IBV_QPT_RC && ibqp->qp_type != IBV_QPT_UC && ibqp->qp_type != IBV_QPT_UD) {
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(ibqp));
+  if (q->type != IBV_QPT_RC && q->type != IBV_QPT_UC && q->type != IBV_QPT_UD &&
+      q->type != softverbs::verbs::kQptDcIni) {
     return EOPNOTSUPP;
   }
-  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(ibqp));
   Context* ctx = Context::From(ibqp->context);
   Cq* send_cq = ProviderCq(ibqp->send_cq);
   Cq* recv_cq = ProviderCq(ibqp->recv_cq);
@@ -749,4 +760,8 @@ SV_EXPORT int softverbs_dv_init_srq(ibv_srq* ibsrq, softverbs_dv_queue* out) {
   out->rq_stride = srq.stride;
   out->dbr = srq.dbr;
   return 0;
+}
+
+SV_EXPORT mlx5_wqe_av* softverbs_dv_ah_av(ibv_ah* ah) {
+  return ah ? &FromPublic<Ah>(ah)->mlx5_av : nullptr;
 }

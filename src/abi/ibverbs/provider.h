@@ -279,6 +279,9 @@ struct Ah {
   // host's, or a multicast group's on the link (common/gid_table.h
   // PathLeavesHost, MulticastGoesOnLink).
   bool leaves_host = false;
+  // Its mlx5 address vector (mlx5dv_init_obj's view, which software copies
+  // into UD and DC WQEs' datagram segments), made from attr at creation.
+  mlx5_wqe_av mlx5_av{};
 };
 
 struct Xrcd {

@@ -109,6 +109,9 @@ struct softverbs_dv_queue {
 };
 int softverbs_dv_init_qp(struct ibv_qp* qp, struct softverbs_dv_queue* out);
 int softverbs_dv_init_cq(struct ibv_cq* cq, struct softverbs_dv_queue* out);
+/* An AH's mlx5 address vector (mlx5dv_init_obj's view; NULL for NULL). */
+struct mlx5_wqe_av;
+struct mlx5_wqe_av* softverbs_dv_ah_av(struct ibv_ah* ah);
 /* Device memory (ibv_alloc_dm): its bytes in this process and its length
  * (mlx5dv_init_obj's view; stores there are what ibv_memcpy_to_dm does). */
 int softverbs_dm_view(struct ibv_dm* dm, void** buf, uint64_t* length);

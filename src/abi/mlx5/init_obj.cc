@@ -5,8 +5,8 @@
 // does a basic SRQ's linked list of receive WQEs. Other QP types and other
 // SRQs report their numbers only (buffers NULL); optional comp_mask fields
 // are cleared except MLX5DV_SRQ_MASK_SRQN.
-// Device memory gets its bytes. RWQs (not on softverbs) and AHs (their
-// mlx5 address vectors are not emulated): EOPNOTSUPP.
+// Device memory gets its bytes, an AH its mlx5 address vector. RWQs (not
+// on softverbs): EOPNOTSUPP.
 #include <cstring>
 
 #include "abi/ibverbs/softverbs_private.h"
@@ -20,7 +20,7 @@ namespace {
 constexpr uint64_t kKnownTypes = MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_RWQ |
                                  MLX5DV_OBJ_DM | MLX5DV_OBJ_AH | MLX5DV_OBJ_PD;
 constexpr uint64_t kSupportedTypes =
-    MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_DM | MLX5DV_OBJ_PD;
+    MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_SRQ | MLX5DV_OBJ_DM | MLX5DV_OBJ_AH | MLX5DV_OBJ_PD;
 
 bool OnSoftverbs(ibv_context* context) {
   return context != nullptr && softverbs_is_device(context->device);
@@ -38,9 +38,10 @@ int CheckObj(const char* kind, In* in, Out* out) {
   return 0;
 }
 
-// An RC, UC or UD QP gets mlx5 buffers that the DEVX queue engine serves
-// (send WQEs executed - a UD WQE's datagram segment read -, receive WQEs
-// posted to the QP); other QP types (XRC, DC) keep the zeroed answer.
+// An RC, UC or UD QP or a DCI gets mlx5 buffers that the DEVX queue engine
+// serves (send WQEs executed - a UD or DCI WQE's datagram segment read -,
+// receive WQEs posted to the QP); other QP types (XRC, DCT) keep the
+// zeroed answer.
 int InitQp(ibv_qp* in, mlx5dv_qp* out) {
   if (int err = CheckObj("qp", in, out)) return err;
   memset(out, 0, sizeof(*out));  // comp_mask too: no optional field is provided
@@ -118,6 +119,15 @@ int InitDm(ibv_dm* in, mlx5dv_dm* out) {
   return 0;
 }
 
+// An AH: its address vector, as libmlx5's mlx5_create_ah makes it for a
+// RoCE port (abi/ibverbs/ah.cc), for software to copy into UD and DC WQEs.
+int InitAh(ibv_ah* in, mlx5dv_ah* out) {
+  if (int err = CheckObj("ah", in, out)) return err;
+  out->av = softverbs_dv_ah_av(in);
+  out->comp_mask = 0;
+  return 0;
+}
+
 int InitPd(ibv_pd* in, mlx5dv_pd* out) {
   if (int err = CheckObj("pd", in, out)) return err;
   out->pdn = softverbs_pd_number(in);
@@ -143,6 +153,7 @@ SV_MLX5_EXPORT int mlx5dv_init_obj(mlx5dv_obj* obj, uint64_t obj_type) {
   if (!err && (obj_type & MLX5DV_OBJ_CQ)) err = InitCq(obj->cq.in, obj->cq.out);
   if (!err && (obj_type & MLX5DV_OBJ_SRQ)) err = InitSrq(obj->srq.in, obj->srq.out);
   if (!err && (obj_type & MLX5DV_OBJ_DM)) err = InitDm(obj->dm.in, obj->dm.out);
+  if (!err && (obj_type & MLX5DV_OBJ_AH)) err = InitAh(obj->ah.in, obj->ah.out);
   if (!err && (obj_type & MLX5DV_OBJ_PD)) err = InitPd(obj->pd.in, obj->pd.out);
   return ReturnErrno(err);
 }

@@ -930,6 +930,99 @@ TEST_F(DcTest, ADciWithADefaultPathSendsWhereEachWrSays) {
   }
 }
 
+// mlx5dv_init_obj on a DCI and an AH: mlx5 WQEs written on the DCI's send
+// queue, their datagram segment the AH's address vector with the DCT's
+// number and access key (as UCX's dc_mlx5 builds them), run as the DCI's
+// verbs WRs do - a SEND lands in the DCT's SRQ, an RDMA WRITE in its
+// memory - and complete as mlx5 CQEs on the DCI's CQ; a WQE with another
+// key is unanswered (retries exhausted: an error CQE).
+TEST_F(DcTest, Mlx5WqesOnADciReachTheDctTheyName) {
+  Dct dct = NewDct();
+  ibv_qp* dci = NewDciInRts(2, 1);
+  ASSERT_TRUE(dct.qp && dci) << strerror(errno);
+  ASSERT_TRUE(PostRecv(dct.srq, 0));
+  mlx5dv_qp dv_qp{};
+  mlx5dv_cq dv_cq{};
+  mlx5dv_ah dv_ah{};
+  mlx5dv_obj obj{};
+  obj.qp.in = dci;
+  obj.qp.out = &dv_qp;
+  obj.cq.in = dci_cq_;
+  obj.cq.out = &dv_cq;
+  obj.ah.in = ah_;
+  obj.ah.out = &dv_ah;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_AH), 0);
+  ASSERT_TRUE(dv_qp.sq.buf && dv_qp.dbrec && dv_cq.buf && dv_ah.av);
+  EXPECT_EQ(memcmp(dv_ah.av->rgid, gid_.raw, 16), 0) << "the AH's destination GID";
+
+  auto* sq = static_cast<uint8_t*>(dv_qp.sq.buf);
+  uint32_t posted = 0;  // basic blocks
+  // ctrl, datagram (the AH's vector, the DCT and key), [raddr], data.
+  const auto post = [&](uint8_t opcode, uint32_t offset, uint32_t len, uint64_t key,
+                        uint64_t raddr = 0) {
+    const bool write = opcode == MLX5_OPCODE_RDMA_WRITE;
+    uint8_t* wqe = sq + (posted % dv_qp.sq.wqe_cnt) * 64;
+    memset(wqe, 0, 128);
+    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe), 0, opcode, 0, dci->qp_num,
+                        MLX5_WQE_CTRL_CQ_UPDATE, write ? 6 : 5, 0, 0);
+    auto* av = reinterpret_cast<mlx5_wqe_av*>(wqe + 16);
+    memcpy(av, dv_ah.av, sizeof(*av));
+    av->dqp_dct = htobe32(dct.qp->qp_num | MLX5_EXTENDED_UD_AV);
+    av->key.dc_key = htobe64(key);
+    uint8_t* next = wqe + 64;
+    if (write) {
+      auto* r = reinterpret_cast<mlx5_wqe_raddr_seg*>(next);
+      r->raddr = htobe64(raddr);
+      r->rkey = htobe32(mr_->rkey);
+      next += 16;
+    }
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(next), len, mr_->lkey, Addr(offset));
+    posted += 2;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&dv_qp.dbrec[MLX5_SND_DBR], htobe32(posted & 0xffff), __ATOMIC_RELEASE);
+  };
+  uint32_t cqes = 0;
+  const auto next_cqe = [&]() -> mlx5_cqe64* {
+    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) +
+                                              size_t{cqes % dv_cq.cqe_cnt} * dv_cq.cqe_size +
+                                              (dv_cq.cqe_size - 64));
+    const uint8_t owner = (cqes / dv_cq.cqe_cnt) & 1;
+    for (int i = 0; i < 20000000; ++i) {
+      const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+      if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) {
+        ++cqes;
+        dv_cq.dbrec[0] = htobe32(cqes & 0xffffff);
+        return cqe;
+      }
+      sched_yield();
+    }
+    return nullptr;
+  };
+
+  const std::string msg = "an mlx5 DC SEND";
+  post(MLX5_OPCODE_SEND, Stage(0, msg), msg.size(), kKey);
+  mlx5_cqe64* sent = next_cqe();
+  ASSERT_NE(sent, nullptr);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(sent), MLX5_CQE_REQ);
+  ASSERT_NO_FATAL_FAILURE(ExpectReceived(dct, dci, msg));
+
+  const std::string written = "an mlx5 DC WRITE";
+  memset(At(kRemote), 0, 64);
+  post(MLX5_OPCODE_RDMA_WRITE, Stage(1, written), written.size(), kKey, Addr(kRemote));
+  mlx5_cqe64* wrote = next_cqe();
+  ASSERT_NE(wrote, nullptr);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(wrote), MLX5_CQE_REQ);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(At(kRemote)), written.size()), written);
+
+  post(MLX5_OPCODE_SEND, Stage(2, "wrong key"), 9, kKey ^ 1);
+  mlx5_cqe64* unanswered = next_cqe();
+  ASSERT_NE(unanswered, nullptr);
+  ASSERT_EQ(mlx5dv_get_cqe_opcode(unanswered), MLX5_CQE_REQ_ERR);
+  EXPECT_EQ(reinterpret_cast<mlx5_err_cqe*>(unanswered)->syndrome,
+            MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR);
+  EXPECT_TRUE(Quiet(dct.cq));
+}
+
 // SEND_WITH_IMM: the receive says IBV_WC_WITH_IMM and carries the
 // immediate as sent.
 TEST_F(DcTest, SendWithImmCarriesTheImmediate) {

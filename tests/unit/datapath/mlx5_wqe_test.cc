@@ -158,7 +158,8 @@ TEST(Mlx5SendWqe, DatagramSegmentAddressesAUdSend) {
   memcpy(c.data(), seg.data() + 32, 16);
   ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 5, 0), a, b, c, Data(12, 0x501, 0x1000)});
   ParsedSendWqe wqe;
-  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe, true), WqeError::kNone);
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe, WqeAddress::kDatagram),
+            WqeError::kNone);
   EXPECT_EQ(wqe.basic_blocks, 2u);
   EXPECT_EQ(wqe.wr.remote_qpn, 0x123u);
   EXPECT_EQ(wqe.wr.remote_qkey, 0x11111111u);
@@ -171,7 +172,8 @@ TEST(Mlx5SendWqe, DatagramSegmentAddressesAUdSend) {
   // Read as an RC WQE, the same bytes are not a datagram: no data segment
   // where the address vector is (its first word is no byte count here).
   ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 2, 0), a});
-  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe, true), WqeError::kBadDs);
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe, WqeAddress::kDatagram),
+            WqeError::kBadDs);
 }
 
 TEST(Mlx5SendWqe, MalformedWqesAreNamedErrors) {
