@@ -3,12 +3,13 @@
 #pragma once
 
 #include "abi/ibverbs/provider.h"
+#include "verbs/qp_names.h"
 
 namespace softverbs::provider {
 
 // The legacy OFED send-side XRC QP type (include/softverbs/xrc_legacy.h):
 // an XRC_SEND QP whose ibv_qp.qp_type reads 5.
-inline constexpr ibv_qp_type kLegacyQptXrc = static_cast<ibv_qp_type>(5);
+using verbs::kLegacyQptXrc;
 
 // XRC_SEND, or the legacy IBV_QPT_XRC: what the data path runs them as.
 inline ibv_qp_type DatapathQpType(ibv_qp_type type) {
