@@ -519,68 +519,87 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
 INSTANTIATE_TEST_SUITE_P(CqeSizes, DvOnVerbs, ::testing::Values(64u, 128u),
                          [](const auto& info) { return "Cqe" + std::to_string(info.param); });
 
+// A CQ given its mlx5 view, and signaled 8-byte RDMA WRITEs that complete
+// on it: RC QP A (on the CQ) writes to its connected peer B in one context.
+// Its objects go with it.
+struct WritesOnAnMlx5Cq {
+  // `cq`: a CQ of `ctx` (this takes it over); false if a step failed.
+  bool Make(ibv_context* context, ibv_cq* made) {
+    ctx = context;
+    cq = made;
+    pd = ibv_alloc_pd(ctx);
+    peer_cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+    if (!pd || !cq || !peer_cq) return false;
+    a = RcQp(pd, cq);
+    b = RcQp(pd, peer_cq);
+    if (!a || !b || !ConnectVerbsRc(ctx, a, b->qp_num) || !ConnectVerbsRc(ctx, b, a->qp_num))
+      return false;
+    mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    mlx5dv_obj obj{};
+    obj.cq.in = cq;
+    obj.cq.out = &dv;
+    return mr && mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ) == 0;
+  }
+  bool Write() {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 8, mr->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf.data() + 1024);
+    wr.wr.rdma.rkey = mr->rkey;
+    return ibv_post_send(a, &wr, &bad) == 0;
+  }
+  ~WritesOnAnMlx5Cq() {
+    // A CQ goes after its QPs.
+    for (ibv_qp* qp : {a, b}) EXPECT_EQ(qp ? ibv_destroy_qp(qp) : 0, 0);
+    for (ibv_cq* c : {cq, peer_cq}) EXPECT_EQ(c ? ibv_destroy_cq(c) : 0, 0);
+    if (mr) ibv_dereg_mr(mr);
+    if (pd) ibv_dealloc_pd(pd);
+  }
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_cq* peer_cq = nullptr;
+  ibv_qp* a = nullptr;
+  ibv_qp* b = nullptr;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(4096, 0);
+  ibv_mr* mr = nullptr;
+  mlx5dv_cq dv{};
+};
+
 // A CQ made with IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: its mlx5 view gets
 // every CQE though the consumer index in its doorbell record stays 0 (UCX's
 // release builds never write it), three times around the CQ; without the
 // flag the view stops once it is full.
 TEST(DvCqOnVerbs, IgnoreOverrunWritesOnWhateverTheConsumerIndex) {
+  ibv_context* ctx = ibv_open_device(FindSoftverbs());
+  ASSERT_NE(ctx, nullptr);
   for (bool ignore : {true, false}) {
     SCOPED_TRACE(ignore ? "IGNORE_OVERRUN" : "no flag");
-    ibv_context* ctx = ibv_open_device(FindSoftverbs());
-    ASSERT_NE(ctx, nullptr);
-    ibv_pd* pd = ibv_alloc_pd(ctx);
     ibv_cq_init_attr_ex attr{};
     attr.cqe = 4;
     attr.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
     attr.flags = ignore ? IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN : 0;
     ibv_cq_ex* cq_ex = ibv_create_cq_ex(ctx, &attr);
     ASSERT_NE(cq_ex, nullptr) << strerror(errno);
-    ibv_cq* cq = ibv_cq_ex_to_cq(cq_ex);
-    ibv_cq* peer_cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
-    ibv_qp* a = RcQp(pd, cq);
-    ibv_qp* b = RcQp(pd, peer_cq);
-    ASSERT_TRUE(a && b);
-    ASSERT_TRUE(ConnectVerbsRc(ctx, a, b->qp_num));
-    ASSERT_TRUE(ConnectVerbsRc(ctx, b, a->qp_num));
-    std::vector<uint8_t> buf(4096, 0);
-    ibv_mr* mr =
-        ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    ASSERT_NE(mr, nullptr);
-    mlx5dv_cq dv_cq{};
-    mlx5dv_obj obj{};
-    obj.cq.in = cq;
-    obj.cq.out = &dv_cq;
-    ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ), 0);
-    const uint32_t rounds = 3 * dv_cq.cqe_cnt;
+    WritesOnAnMlx5Cq w;
+    ASSERT_TRUE(w.Make(ctx, ibv_cq_ex_to_cq(cq_ex))) << strerror(errno);
+    const uint32_t rounds = 3 * w.dv.cqe_cnt;
     uint32_t seen = 0;
     for (uint32_t i = 0; i < rounds; ++i) {
-      // A signaled 8-byte WRITE of A: one CQE on A's CQ.
-      ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 8, mr->lkey};
-      ibv_send_wr wr{}, *bad = nullptr;
-      wr.wr_id = i;
-      wr.sg_list = &sge;
-      wr.num_sge = 1;
-      wr.opcode = IBV_WR_RDMA_WRITE;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf.data() + 1024);
-      wr.wr.rdma.rkey = mr->rkey;
-      ASSERT_EQ(ibv_post_send(a, &wr, &bad), 0);
+      ASSERT_TRUE(w.Write());
       // Long enough for a CQE that comes; bounded for one that does not.
-      mlx5_cqe64* cqe = WaitCqe(dv_cq, i, ignore || i < dv_cq.cqe_cnt ? 20000000 : 200000);
+      mlx5_cqe64* cqe = WaitCqe(w.dv, i, ignore || i < w.dv.cqe_cnt ? 20000000 : 200000);
       if (cqe == nullptr) break;
       EXPECT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_REQ);
       ++seen;
     }
     // The consumer index was never written.
-    EXPECT_EQ(seen, ignore ? rounds : dv_cq.cqe_cnt);
-    EXPECT_EQ(ibv_destroy_qp(a), 0);
-    EXPECT_EQ(ibv_destroy_qp(b), 0);
-    EXPECT_EQ(ibv_destroy_cq(cq), 0);
-    EXPECT_EQ(ibv_destroy_cq(peer_cq), 0);
-    ibv_dereg_mr(mr);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
+    EXPECT_EQ(seen, ignore ? rounds : w.dv.cqe_cnt);
   }
+  ibv_close_device(ctx);
 }
 
 // A verbs UD QP (made RTS with `qkey`) of `pd` on `cq`.
@@ -696,8 +715,15 @@ TEST_F(VerbsPeers, Mlx5UdWqesOnAVerbsUdQp) {
   swr.wr.ud.ah = ah;
   swr.wr.ud.remote_qpn = a->qp_num;
   swr.wr.ud.remote_qkey = kQkey;
-  ASSERT_EQ(ibv_post_send(b, &swr, &sbad), 0);
-  mlx5_cqe64* received = WaitCqe(dv_cq, 1);
+  // The engine takes a posted receive WQE at its next look (within a
+  // millisecond when idle); a datagram that comes before finds no receive
+  // and is dropped, as UD drops it. So: send again until one lands (one
+  // receive WQE: at most one can).
+  mlx5_cqe64* received = nullptr;
+  for (int attempt = 0; attempt < 200 && received == nullptr; ++attempt) {
+    ASSERT_EQ(ibv_post_send(b, &swr, &sbad), 0);
+    received = WaitCqe(dv_cq, 1, 20000);
+  }
   ASSERT_NE(received, nullptr);
   EXPECT_EQ(mlx5dv_get_cqe_opcode(received), MLX5_CQE_RESP_SEND);
   EXPECT_EQ(be32toh(received->byte_cnt), kGrh + sizeof(reply));
@@ -727,100 +753,73 @@ TEST_F(VerbsPeers, Mlx5UdWqesOnAVerbsUdQp) {
 TEST(DvCqOnVerbs, ArmingThroughTheDoorbellRaisesTheCompletionEvent) {
   ibv_context* ctx = ibv_open_device(FindSoftverbs());
   ASSERT_NE(ctx, nullptr);
-  ibv_pd* pd = ibv_alloc_pd(ctx);
   ibv_comp_channel* channel = ibv_create_comp_channel(ctx);
   ASSERT_NE(channel, nullptr);
-  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, channel, 0);
-  ibv_cq* peer_cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
-  ibv_qp* a = RcQp(pd, cq);
-  ibv_qp* b = RcQp(pd, peer_cq);
-  ASSERT_TRUE(cq && peer_cq && a && b);
-  ASSERT_TRUE(ConnectVerbsRc(ctx, a, b->qp_num));
-  ASSERT_TRUE(ConnectVerbsRc(ctx, b, a->qp_num));
-  std::vector<uint8_t> buf(4096, 0);
-  ibv_mr* mr =
-      ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  ASSERT_NE(mr, nullptr);
-  mlx5dv_cq dv_cq{};
-  mlx5dv_obj obj{};
-  obj.cq.in = cq;
-  obj.cq.out = &dv_cq;
-  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_CQ), 0);
-  ASSERT_NE(dv_cq.cq_uar, nullptr);
+  {
+    WritesOnAnMlx5Cq w;
+    ASSERT_TRUE(w.Make(ctx, ibv_create_cq(ctx, 16, nullptr, channel, 0))) << strerror(errno);
+    ibv_cq* cq = w.cq;
+    mlx5dv_cq& dv_cq = w.dv;
+    ASSERT_NE(dv_cq.cq_uar, nullptr);
 
-  // The doorbell record's words (libmlx5's MLX5_CQ_SET_CI, MLX5_CQ_ARM_DB).
-  constexpr int kSetCi = 0, kArmDb = 1;
-  uint32_t sn = 0, ci = 0;
-  const auto arm = [&] {
-    const uint32_t word = (sn & 3) << 28 | MLX5_CQ_DB_REQ_NOT | (ci & 0xffffff);
-    dv_cq.dbrec[kArmDb] = htobe32(word);
-    const uint64_t doorbell = uint64_t{word} << 32 | dv_cq.cqn;
-    __atomic_store_n(
-        reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(dv_cq.cq_uar) + MLX5_CQ_DOORBELL),
-        htobe64(doorbell), __ATOMIC_RELEASE);
-  };
-  const auto write_once = [&] {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 8, mr->lkey};
-    ibv_send_wr wr{}, *bad = nullptr;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(buf.data() + 1024);
-    wr.wr.rdma.rkey = mr->rkey;
-    return ibv_post_send(a, &wr, &bad) == 0;
-  };
-  // An event within `ms` milliseconds: read, checked and acknowledged.
-  const auto event_within = [&](int ms) {
-    pollfd p{channel->fd, POLLIN, 0};
-    if (poll(&p, 1, ms) != 1) return false;
-    ibv_cq* ev_cq = nullptr;
-    void* ev_ctx = nullptr;
-    if (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) != 0 || ev_cq != cq) return false;
-    ibv_ack_cq_events(cq, 1);
-    ++sn;  // as libmlx5's mlx5_cq_event
-    return true;
-  };
-  const auto consume = [&] {
-    mlx5_cqe64* cqe = WaitCqe(dv_cq, ci);
-    if (cqe == nullptr) return false;
-    ++ci;
-    dv_cq.dbrec[kSetCi] = htobe32(ci & 0xffffff);
-    return mlx5dv_get_cqe_opcode(cqe) == MLX5_CQE_REQ;
-  };
+    // The doorbell record's words (libmlx5's MLX5_CQ_SET_CI, MLX5_CQ_ARM_DB).
+    constexpr int kSetCi = 0, kArmDb = 1;
+    uint32_t sn = 0, ci = 0;
+    const auto arm = [&] {
+      const uint32_t word = (sn & 3) << 28 | MLX5_CQ_DB_REQ_NOT | (ci & 0xffffff);
+      dv_cq.dbrec[kArmDb] = htobe32(word);
+      const uint64_t doorbell = uint64_t{word} << 32 | dv_cq.cqn;
+      __atomic_store_n(
+          reinterpret_cast<uint64_t*>(static_cast<uint8_t*>(dv_cq.cq_uar) + MLX5_CQ_DOORBELL),
+          htobe64(doorbell), __ATOMIC_RELEASE);
+    };
+    const auto write_once = [&] { return w.Write(); };
+    // An event within `ms` milliseconds: read, checked and acknowledged.
+    const auto event_within = [&](int ms) {
+      pollfd p{channel->fd, POLLIN, 0};
+      if (poll(&p, 1, ms) != 1) return false;
+      ibv_cq* ev_cq = nullptr;
+      void* ev_ctx = nullptr;
+      if (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) != 0 || ev_cq != cq) return false;
+      ibv_ack_cq_events(cq, 1);
+      ++sn;  // as libmlx5's mlx5_cq_event
+      return true;
+    };
+    const auto consume = [&] {
+      mlx5_cqe64* cqe = WaitCqe(dv_cq, ci);
+      if (cqe == nullptr) return false;
+      ++ci;
+      dv_cq.dbrec[kSetCi] = htobe32(ci & 0xffffff);
+      return mlx5dv_get_cqe_opcode(cqe) == MLX5_CQE_REQ;
+    };
 
-  // Unarmed: a CQE and no event.
-  ASSERT_TRUE(write_once());
-  ASSERT_TRUE(consume());
-  EXPECT_FALSE(event_within(100));
-  // Armed, then a CQE: one event.
-  arm();
-  ASSERT_TRUE(write_once());
-  EXPECT_TRUE(event_within(5000));
-  ASSERT_TRUE(consume());
-  EXPECT_FALSE(event_within(100));  // one event per arm
-  // A CQE not yet polled when the CQ is armed: the event comes at once.
-  ASSERT_TRUE(write_once());
-  ASSERT_NE(WaitCqe(dv_cq, ci), nullptr);
-  arm();
-  EXPECT_TRUE(event_within(5000));
-  ASSERT_TRUE(consume());
-  // The same arm rung twice is one arm; armed again after the event, the
-  // next CQE raises the next event.
-  arm();
-  arm();
-  ASSERT_TRUE(write_once());
-  EXPECT_TRUE(event_within(5000));
-  ASSERT_TRUE(consume());
-  EXPECT_FALSE(event_within(100));
+    // Unarmed: a CQE and no event.
+    ASSERT_TRUE(write_once());
+    ASSERT_TRUE(consume());
+    EXPECT_FALSE(event_within(100));
+    // Armed, then a CQE: one event.
+    arm();
+    ASSERT_TRUE(write_once());
+    EXPECT_TRUE(event_within(5000));
+    ASSERT_TRUE(consume());
+    EXPECT_FALSE(event_within(100));  // one event per arm
+    // A CQE not yet polled when the CQ is armed: the event comes at once.
+    ASSERT_TRUE(write_once());
+    ASSERT_NE(WaitCqe(dv_cq, ci), nullptr);
+    arm();
+    EXPECT_TRUE(event_within(5000));
+    ASSERT_TRUE(consume());
+    // The same arm rung twice is one arm; armed again after the event, the
+    // next CQE raises the next event.
+    arm();
+    arm();
+    ASSERT_TRUE(write_once());
+    EXPECT_TRUE(event_within(5000));
+    ASSERT_TRUE(consume());
+    EXPECT_FALSE(event_within(100));
 
-  EXPECT_EQ(ibv_destroy_qp(a), 0);
-  EXPECT_EQ(ibv_destroy_qp(b), 0);
-  EXPECT_EQ(ibv_destroy_cq(cq), 0);
-  EXPECT_EQ(ibv_destroy_cq(peer_cq), 0);
+  }  // the CQ goes before its channel
   EXPECT_EQ(ibv_destroy_comp_channel(channel), 0);
-  ibv_dereg_mr(mr);
-  ibv_dealloc_pd(pd);
   ibv_close_device(ctx);
 }
 
