@@ -982,21 +982,11 @@ TEST_F(DcTest, Mlx5WqesOnADciReachTheDctTheyName) {
     __atomic_store_n(&dv_qp.dbrec[MLX5_SND_DBR], htobe32(posted & 0xffff), __ATOMIC_RELEASE);
   };
   uint32_t cqes = 0;
+  // The next CQE of the DCI's CQ, its consumer index moved past it.
   const auto next_cqe = [&]() -> mlx5_cqe64* {
-    auto* cqe = reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(dv_cq.buf) +
-                                              size_t{cqes % dv_cq.cqe_cnt} * dv_cq.cqe_size +
-                                              (dv_cq.cqe_size - 64));
-    const uint8_t owner = (cqes / dv_cq.cqe_cnt) & 1;
-    for (int i = 0; i < 20000000; ++i) {
-      const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
-      if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) {
-        ++cqes;
-        dv_cq.dbrec[0] = htobe32(cqes & 0xffffff);
-        return cqe;
-      }
-      sched_yield();
-    }
-    return nullptr;
+    mlx5_cqe64* cqe = WaitCqe(dv_cq, cqes);
+    if (cqe != nullptr) dv_cq.dbrec[0] = htobe32(++cqes & 0xffffff);
+    return cqe;
   };
 
   const std::string msg = "an mlx5 DC SEND";

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
+#include <sched.h>
 #include <stdio.h>
 
 #include <cerrno>
@@ -94,6 +95,22 @@ inline bool ConnectVerbsRc(ibv_context* ctx, ibv_qp* qp, uint32_t remote,
   return ibv_modify_qp(qp, &a,
                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+}
+
+// The CQE at `index` of a CQ's mlx5 view once its owner bit says software
+// owns it (libmlx5's get_cqe: the 64-byte CQE ends its entry), or nullptr
+// after `spins` looks.
+inline mlx5_cqe64* WaitCqe(const mlx5dv_cq& cq, uint32_t index, int spins = 20000000) {
+  auto* cqe =
+      reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(cq.buf) +
+                                    size_t{index % cq.cqe_cnt} * cq.cqe_size + (cq.cqe_size - 64));
+  const uint8_t owner = (index / cq.cqe_cnt) & 1;
+  for (int i = 0; i < spins; ++i) {
+    const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
+    if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) return cqe;
+    sched_yield();
+  }
+  return nullptr;
 }
 
 class DevxTest : public ::testing::Test {

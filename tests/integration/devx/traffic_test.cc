@@ -412,22 +412,6 @@ class VerbsPeers : public ::testing::Test {
   ibv_pd* b_pd = nullptr;
 };
 
-// The CQE at `index` of a CQ's mlx5 view once its owner bit says software
-// owns it (libmlx5's get_cqe: the 64-byte CQE ends its entry), or nullptr
-// after `spins` looks.
-mlx5_cqe64* WaitCqe(const mlx5dv_cq& cq, uint32_t index, int spins = 20000000) {
-  auto* cqe =
-      reinterpret_cast<mlx5_cqe64*>(static_cast<uint8_t*>(cq.buf) +
-                                    size_t{index % cq.cqe_cnt} * cq.cqe_size + (cq.cqe_size - 64));
-  const uint8_t owner = (index / cq.cqe_cnt) & 1;
-  for (int i = 0; i < spins; ++i) {
-    const uint8_t op_own = __atomic_load_n(&cqe->op_own, __ATOMIC_ACQUIRE);
-    if ((op_own >> 4) != MLX5_CQE_INVALID && (op_own & 1) == owner) return cqe;
-    sched_yield();
-  }
-  return nullptr;
-}
-
 // mlx5dv_init_obj on verbs queues: mlx5 WQEs posted on a verbs RC QP's
 // buffers are executed, and its CQ's completions arrive as mlx5 CQEs - in
 // the second half of each entry when the CQ has 128-byte CQEs.
