@@ -68,6 +68,12 @@ inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kLocalCaAckDelay = 15;
 inline constexpr uint32_t kMaxInlineData = 256;
 inline constexpr int kNumCompVectors = 1;
+// mlx5's DMA memcpy (mlx5dv_wr_memcpy): the longest copy one work request
+// makes. A WR runs in one go in the thread that executes the send queue, so
+// the bound keeps one WR's time short (16 MiB: a few milliseconds); mlx5
+// reports its own in QUERY_HCA_CAP's log_dma_mmo_max_size (2 GiB when 0).
+inline constexpr int kLogMaxWrMemcpyLength = 24;
+inline constexpr uint64_t kMaxWrMemcpyLength = uint64_t{1} << kLogMaxWrMemcpyLength;
 // On-demand paging (docs/datapath.md, "On-demand paging"): a reliable
 // transport does every operation with ODP MRs. RC and XRC report them all,
 // mlx5's DC all but RECV (a DCT receives through its SRQ).

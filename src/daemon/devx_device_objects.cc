@@ -65,6 +65,7 @@ devx::DeviceCaps DevxDeviceObjects::Caps() const {
   // stamps completions; no DBR-less doorbells.
   caps.device_frequency_khz = static_cast<uint32_t>(lim::kHcaCoreClockKhz);
   caps.send_dbr_less = false;
+  caps.log_dma_mmo_max_size = lim::kLogMaxWrMemcpyLength;
   return caps;
 }
 

@@ -51,6 +51,7 @@ enum VendorError : uint32_t {
   kVendorLkeyRange = 0x103,
   kVendorMwBind = 0x104,      // BIND_MW refused (the daemon's log says why)
   kVendorInvalidate = 0x105,  // LOCAL_INV refused: no type 2 window with that rkey here
+  kVendorLocalCopy = 0x106,   // DMA memcpy: a page of an on-demand MR could not be reached
   kVendorBadRkey = 0x201,
   kVendorRkeyAccess = 0x202,
   kVendorRkeyRange = 0x203,
@@ -104,6 +105,11 @@ struct SendWr {
   // access key and the path (the AH's, as for UD); mandatory there.
   bool dc_addr_set = false;
   uint64_t dc_key = 0;
+  // mlx5's DMA memcpy (kWrMlx5Memcpy): the destination, a range of the QP's
+  // PD named by address and lkey; the source is sge[0], whose length is the
+  // copy's.
+  uint64_t memcpy_dest_addr = 0;
+  uint32_t memcpy_dest_lkey = 0;
   // Not 0: an mlx5 WQE posted with mlx5dv_wr_raw_wqe, whose completion's
   // opcode is IBV_WC_DRIVER2, as libmlx5 reports a raw WQE's
   // (RequesterWcOpcode). Before the SGEs: the network transport's copy

@@ -37,8 +37,17 @@ enum class WrAction : uint8_t {
   kWrite,    // copies the payload to the remote address
   kRead,     // copies the remote bytes back into the local SGEs
   kAtomic,   // 8-byte CPU atomic at the remote address; old value back
-  kLocal,    // no packet (local invalidate, bind memory window)
+  kLocal,    // no packet: the device's own work (LocalOp)
   kUnknown,  // not an opcode
+};
+
+// The work of an operation without a packet (WrAction::kLocal), done in the
+// send queue's order (local_ops.h).
+enum class LocalOp : uint8_t {
+  kNone,        // not a local operation
+  kInvalidate,  // LOCAL_INV: invalidates a type 2 window (imm_data: its rkey)
+  kBindWindow,  // BIND_MW: binds a type 2 window
+  kMemcpy,      // mlx5's DMA memcpy: copies between two local ranges by lkey
 };
 
 struct WrOpcodeInfo {
@@ -55,7 +64,8 @@ struct WrOpcodeInfo {
   bool immediate = false;               // carries imm_data (IBV_WC_WITH_IMM at the receiver)
   bool invalidate = false;              // carries an rkey to invalidate (IBV_WC_WITH_INV)
   bool atomic_write = false;            // its 8-byte payload lands in one store, aligned
-  bool binds_window = false;            // kLocal: a BIND_MW; else a LOCAL_INV (imm_data: the rkey)
+  LocalOp local_op = LocalOp::kNone;    // kLocal: which work
+  bool vendor = false;                  // a vendor WR: its builder makes it, not ibv_post_send
   ibv_wc_opcode send_wc = IBV_WC_SEND;  // the requester's completion opcode
   ibv_wc_opcode recv_wc = IBV_WC_RECV;  // the receiver's (consumes_recv)
   uint64_t send_ops_flag = 0;           // its IBV_QP_EX_WITH_* bit
@@ -136,12 +146,13 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
     {.name = "LOCAL_INV",
      .action = WrAction::kLocal,
      .qp_types = kConnectedRequesters,
+     .local_op = LocalOp::kInvalidate,
      .send_wc = IBV_WC_LOCAL_INV,
      .send_ops_flag = IBV_QP_EX_WITH_LOCAL_INV},
     {.name = "BIND_MW",
      .action = WrAction::kLocal,
      .qp_types = kConnectedRequesters,
-     .binds_window = true,
+     .local_op = LocalOp::kBindWindow,
      .send_wc = IBV_WC_BIND_MW,
      .send_ops_flag = IBV_QP_EX_WITH_BIND_MW},
     // RC only: an XRC target's windows are in its SRQ's PD, which the
@@ -181,6 +192,18 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .atomic_write = true,
      .send_wc = IBV_WC_ATOMIC_WRITE,
      .send_ops_flag = IBV_QP_EX_WITH_ATOMIC_WRITE},
+    // mlx5's DMA memcpy (mlx5dv_wr_memcpy, kWrMlx5Memcpy): a copy between
+    // two ranges of the QP's PD, by lkey, the destination locally writable;
+    // libmlx5 has it on RC QPs and DCIs created with MLX5DV_QP_EX_WITH_MEMCPY
+    // (that flag, not send_ops_flags, allows it). Its completion opcode is
+    // MLX5DV_WC_MEMCPY.
+    {.name = "MLX5_MEMCPY",
+     .action = WrAction::kLocal,
+     .qp_types = QpTypeBit(IBV_QPT_RC) | kDcRequester,
+     .writes_local = true,
+     .local_op = LocalOp::kMemcpy,
+     .vendor = true,
+     .send_wc = IBV_WC_DRIVER3},
 };
 
 static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_WR_SEND == 2 &&
@@ -188,7 +211,9 @@ static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_W
               IBV_WR_ATOMIC_CMP_AND_SWP == 5 && IBV_WR_ATOMIC_FETCH_AND_ADD == 6 &&
               IBV_WR_LOCAL_INV == 7 && IBV_WR_BIND_MW == 8 && IBV_WR_SEND_WITH_INV == 9 &&
               IBV_WR_TSO == 10 && IBV_WR_DRIVER1 == 11 && IBV_WR_ATOMIC_WRITE == 15);
-static_assert(std::size(kWrOpcodeRows) == IBV_WR_ATOMIC_WRITE + 1);
+// Vendor work requests, numbered past rdma-core's ibv_wr_opcode values.
+inline constexpr uint32_t kWrMlx5Memcpy = IBV_WR_ATOMIC_WRITE + 1;
+static_assert(std::size(kWrOpcodeRows) == kWrMlx5Memcpy + 1);
 
 // A work request's headers are those of its one-packet request (the wire
 // rows of ibta_opcode.h): the two tables cannot disagree.

@@ -1,6 +1,6 @@
 // The requester of the shared-memory engine (engine.h): one WR becomes one
 // request to the responder (shm_responder.h). Local operations (BIND_MW,
-// LOCAL_INV) change the device's tables in the send queue's order; every
+// LOCAL_INV, mlx5's DMA memcpy: local_ops.h) run in the send queue's order; every
 // other WR has its local keys checked and its bytes gathered (a READ's and
 // an atomic's destination checked for local write) before the request
 // goes, as a NIC reads its SGEs before it sends.
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "datapath/keyed_access.h"
+#include "datapath/local_ops.h"
 #include "datapath/shm_responder.h"
 
 namespace softverbs::datapath {
@@ -63,11 +64,10 @@ Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
   c.opcode = RequesterWcOpcode(wr);
   c.qp_num = qp.qpn;
   if (info.action == WrAction::kLocal) {
-    // No request: the device's tables change, in the send queue's order.
-    if (info.binds_window) {
-      if (VendorError why = host.BindWindow(qp, wr)) FailLocally(&out, IBV_WC_MW_BIND_ERR, why);
-    } else if (!host.InvalidateWindow(qp.qpn, wr.imm_data, false)) {
-      FailLocally(&out, IBV_WC_LOC_QP_OP_ERR, kVendorInvalidate);
+    // No request: the device's own work, in the send queue's order.
+    ibv_wc_status status;
+    if (VendorError why = RunLocalOperation(host, qp, host.client_id(), wr, &status, &c.byte_len)) {
+      FailLocally(&out, status, why);
     }
     return out;
   }

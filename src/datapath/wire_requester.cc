@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "datapath/keyed_access.h"
+#include "datapath/local_ops.h"
 #include "datapath/timers.h"
 #include "datapath/wire_post.h"
 #include "datapath/wire_qp.h"
@@ -160,21 +161,14 @@ void WireQp::Pump() {
       // The device's tables change in the send queue's order: once every
       // WR before it has completed.
       if (next_send_ != 0) break;
-      VendorError why = kVendorNone;
-      ibv_wc_status status = IBV_WC_SUCCESS;
-      if (p.info->binds_window) {
-        const LocalQp qp{config_.qpn, config_.type, config_.pdn, config_.dest_qpn, 0, 0,
-                         0,           nullptr};
-        why = host_.BindWindow(qp, p.wr);
-        status = IBV_WC_MW_BIND_ERR;
-      } else if (!host_.InvalidateWindow(config_.qpn, p.wr.imm_data, false)) {
-        why = kVendorInvalidate;
-        status = IBV_WC_LOC_QP_OP_ERR;
-      }
-      if (why != kVendorNone) {
+      const LocalQp qp{config_.qpn, config_.type, config_.pdn, config_.dest_qpn, 0, 0, 0, nullptr};
+      ibv_wc_status status;
+      uint32_t byte_len;
+      if (VendorError why = RunLocalOperation(host_, qp, config_.owner, p.wr, &status, &byte_len)) {
         RequesterError(status, why);
         return;
       }
+      p.bytes = byte_len;
       next_send_++;
       CompleteFront(IBV_WC_SUCCESS, kVendorNone);
       continue;

@@ -94,6 +94,9 @@ struct DeviceCaps {
   uint16_t vhca_id = 0;
   uint32_t device_frequency_khz = 0;
   bool send_dbr_less = false;  // send_dbr_mode_no_dbr_ext (DBR-less SQ doorbells)
+  // DMA memcpy through the send queue (dma_mmo_sq): copies of up to
+  // 2^n bytes (log_dma_mmo_max_size); 0: none.
+  uint8_t log_dma_mmo_max_size = 0;
 };
 
 // Implemented by the daemon. All calls come from inside Firmware's lock:

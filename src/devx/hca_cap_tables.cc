@@ -43,6 +43,12 @@ constexpr CapRow kGeneralCaps[] = {
     {hca_cap::kLogMaxMrwSz, [](const DeviceCaps& c) { return Log2Floor(c.max_mr_size); }},
     {hca_cap::kLogMaxRaReqQp, [](const DeviceCaps& c) { return Log2Floor(c.max_qp_init_rd_atom); }},
     {hca_cap::kLogMaxRaResQp, [](const DeviceCaps& c) { return Log2Floor(c.max_qp_rd_atom); }},
+    // DMA memcpy through the send queue of RC QPs and DCIs
+    // (mlx5dv_wr_memcpy), no per-QP enabling (dma_mmo_qp 0).
+    {hca_cap::kDmaMmoSq,
+     [](const DeviceCaps& c) -> uint32_t { return c.log_dma_mmo_max_size != 0 ? 1 : 0; }},
+    {hca_cap::kLogDmaMmoMaxSize,
+     [](const DeviceCaps& c) -> uint32_t { return c.log_dma_mmo_max_size; }},
     {hca_cap::kGidTableSize, [](const DeviceCaps& c) { return c.port.gid_table_len; }},
     {hca_cap::kPkeyTableSize, [](const DeviceCaps& c) { return c.port.pkey_table_len; }},
     {hca_cap::kLocalCaAckDelay,

@@ -25,6 +25,7 @@ namespace hca_cap {
 inline constexpr Field kVhcaResourceManager{0x1f, 1};
 inline constexpr Field kHcaCap2{0x20, 1};
 inline constexpr Field kVhcaId{0x30, 16};
+inline constexpr Field kLogDmaMmoMaxSize{0x6b, 5};
 inline constexpr Field kLogMaxSrqSz{0x80, 8};
 inline constexpr Field kLogMaxQpSz{0x88, 8};
 inline constexpr Field kEventCap{0x90, 1};
@@ -38,6 +39,7 @@ inline constexpr Field kMaxIndirection{0x100, 8};
 inline constexpr Field kLogMaxMrwSz{0x109, 7};
 inline constexpr Field kLogMaxKlmListSize{0x11a, 6};
 inline constexpr Field kLogMaxRaReqQp{0x14a, 6};
+inline constexpr Field kDmaMmoSq{0x153, 1};
 inline constexpr Field kLogMaxRaResQp{0x15a, 6};
 inline constexpr Field kEndPad{0x160, 1};
 inline constexpr Field kGidTableSize{0x170, 16};

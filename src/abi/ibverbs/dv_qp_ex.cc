@@ -5,6 +5,7 @@
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
+#include "common/device_limits.h"
 #include "datapath/mlx5_wqe.h"
 #include "verbs/qp_names.h"
 
@@ -117,9 +118,40 @@ void SetMkeySigBlock(mlx5dv_qp_ex* mq, const mlx5dv_sig_block_attr*) {
 void SetMkeyCrypto(mlx5dv_qp_ex* mq, const mlx5dv_crypto_attr*) {
   NotSupported(mq, "set_mkey_crypto");
 }
-void Memcpy(mlx5dv_qp_ex* mq, uint32_t, uint64_t, uint32_t, uint64_t, size_t) {
-  NotSupported(mq, "memcpy");
+// DMA memcpy (an RC QP or a DCI created with MLX5DV_QP_EX_WITH_MEMCPY): a
+// local operation of the send queue (datapath/local_ops.h) that completes
+// with MLX5DV_WC_MEMCPY. libmlx5 fails the batch with EINVAL for a length
+// of 0 or above the device's max_wr_memcpy_length.
+void Memcpy(mlx5dv_qp_ex* mq, uint32_t dest_lkey, uint64_t dest_addr, uint32_t src_lkey,
+            uint64_t src_addr, size_t length) {
+  Qp* qp = QpOf(mq);
+  const uint32_t qpn = qp->ibv.qp_base.qp_num;
+  if (!(qp->dv_ex.send_ops & MLX5DV_QP_EX_WITH_MEMCPY)) {
+    FailBatch(qp, Reject(EINVAL,
+                         "mlx5dv_wr_memcpy: QP 0x%x was not created with "
+                         "MLX5DV_QP_EX_WITH_MEMCPY (mlx5dv_create_qp)",
+                         qpn));
+    return;
+  }
+  if (length == 0 || length > limits::kMaxWrMemcpyLength) {
+    FailBatch(qp, Reject(EINVAL,
+                         "mlx5dv_wr_memcpy: QP 0x%x: length %zu is outside 1..%llu "
+                         "(max_wr_memcpy_length)",
+                         qpn, length, static_cast<unsigned long long>(limits::kMaxWrMemcpyLength)));
+    return;
+  }
+  dp::SendWr& wr = qp->batch.emplace_back();
+  wr.wr_id = qp->ibv.wr_id;
+  wr.send_flags = qp->ibv.wr_flags;
+  wr.opcode = dp::kWrMlx5Memcpy;
+  wr.num_sge = 1;
+  wr.sge[0] = {src_addr, static_cast<uint32_t>(length), src_lkey};
+  wr.memcpy_dest_addr = dest_addr;
+  wr.memcpy_dest_lkey = dest_lkey;
 }
+static_assert(static_cast<int>(MLX5DV_WC_MEMCPY) == static_cast<int>(IBV_WC_DRIVER3),
+              "the opcode table's MLX5_MEMCPY completion");
+static_assert(limits::kMaxWrMemcpyLength <= UINT32_MAX, "a memcpy's length fits an SGE's");
 
 }  // namespace
 

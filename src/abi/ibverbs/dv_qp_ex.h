@@ -3,8 +3,10 @@
 // ibv_wr_complete batch. softverbs builds mlx5dv_wr_raw_wqe (an RC or UC
 // QP created by mlx5dv_create_qp with MLX5DV_QP_EX_WITH_RAW_WQE): the WQE is
 // read as the DEVX queue engine reads one (datapath/mlx5_wqe.h) and runs as
-// the verbs WR it describes; and mlx5dv_wr_set_dc_addr on a DCI (the DCT a
-// WR goes to; docs/devx.md, "DC QPs"). Every other builder fails the batch
+// the verbs WR it describes; mlx5dv_wr_set_dc_addr on a DCI (the DCT a
+// WR goes to; docs/devx.md, "DC QPs"); and mlx5dv_wr_memcpy on an RC QP or a
+// DCI created with MLX5DV_QP_EX_WITH_MEMCPY (a copy between two local
+// ranges, datapath/local_ops.h). Every other builder fails the batch
 // with EOPNOTSUPP (libmlx5 leaves them NULL where they do not apply).
 #pragma once
 

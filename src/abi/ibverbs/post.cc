@@ -31,9 +31,16 @@ int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) 
   out->opcode = RawEnum(in.opcode);  // any value: the opcode table refuses unknown ones
   out->send_flags = in.send_flags;
   out->imm_data = in.imm_data;
+  const dp::WrOpcodeInfo& info = dp::WrOpcode(out->opcode);
+  if (info.vendor) {
+    // A vendor WR's number is softverbs' own: the verbs API has no such
+    // opcode (libmlx5's post_send refuses it as any unknown one).
+    return Reject(EINVAL, "ibv_post_send: WR 0x%llx: opcode %u is not an ibv_wr_opcode",
+                  static_cast<unsigned long long>(in.wr_id), out->opcode);
+  }
   // Which member of the wr union holds the remote side: the headers the
   // opcode's request carries (opcode table).
-  if (dp::WrOpcode(out->opcode).binds_window) {
+  if (info.local_op == dp::LocalOp::kBindWindow) {
     // A bind carries no data: the window, its MR and range (the bind_mw
     // member of the second union).
     ibv_mw* mw = in.bind_mw.mw;
@@ -49,7 +56,7 @@ int ConvertSendWr(Context* ctx, Qp* qp, const ibv_send_wr& in, dp::SendWr* out) 
     }
     return CheckSendWr(qp, *out);
   }
-  const uint8_t headers = dp::WrOpcode(out->opcode).headers;
+  const uint8_t headers = info.headers;
   if (headers & dp::kHeaderReth) {
     out->remote_addr = in.wr.rdma.remote_addr;
     out->rkey = in.wr.rdma.rkey;

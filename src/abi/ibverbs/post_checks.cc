@@ -36,7 +36,8 @@ int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
                   "ibv_wr_complete: XRC_SEND QP 0x%x: WR 0x%llx without ibv_wr_set_xrc_srqn",
                   qp->ibv.qp_base.qp_num, static_cast<unsigned long long>(wr.wr_id));
   }
-  if (type == verbs::kQptDcIni && !wr.dc_addr_set) {
+  const datapath::WrOpcodeInfo& info = datapath::WrOpcode(wr.opcode);
+  if (type == verbs::kQptDcIni && !wr.dc_addr_set && info.action != datapath::WrAction::kLocal) {
     return Reject(EINVAL,
                   "ibv_post_send: DCI 0x%x: WR 0x%llx names no DCT (a DCI posts through ibv_wr_* "
                   "with mlx5dv_wr_set_dc_addr)",
@@ -50,7 +51,6 @@ int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
   }
   // The opcode table says which QP types may post it (XRC_SEND is an RC
   // requester whose messages name an SRQ) and whether it may be inline.
-  const datapath::WrOpcodeInfo& info = datapath::WrOpcode(wr.opcode);
   if (!datapath::WrOpcodeAllowed(info, type)) {
     return Reject(
         EINVAL, "ibv_post_send: WR 0x%llx: opcode %u is not supported on QP 0x%x of type %d",

@@ -75,7 +75,7 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   // written and its bit kept, zero when the device lacks the capability
   // (none of them exists on softverbs: CQE compression, SW parsing, striding
   // RQ, tunnel offloads, DCI streams, dynamic BF registers, flow action
-  // flags, signature and crypto offloads, the DMA memcpy length).
+  // flags, signature and crypto offloads).
   // The core clock register and LAG ports are answered only when the
   // device has them: their bits are cleared.
   uint64_t answered = 0;
@@ -93,8 +93,12 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   answer(MLX5DV_CONTEXT_MASK_DYN_BFREGS, attrs_out->max_dynamic_bfregs);
   answer(MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS, attrs_out->flow_action_flags);
   answer(MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, attrs_out->sig_caps);
-  answer(MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, attrs_out->max_wr_memcpy_length);
   answer(MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, attrs_out->crypto_caps);
+  // DMA memcpy (mlx5dv_wr_memcpy), as QUERY_HCA_CAP's log_dma_mmo_max_size.
+  if (attrs_out->comp_mask & MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH) {
+    attrs_out->max_wr_memcpy_length = softverbs::limits::kMaxWrMemcpyLength;
+    answered |= MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
+  }
   // DC QPs (on one host, docs/devx.md) take ODP MRs as RC QPs do.
   if (attrs_out->comp_mask & MLX5DV_CONTEXT_MASK_DC_ODP_CAPS) {
     attrs_out->dc_odp_caps = softverbs::limits::kOdpReliableOps & ~uint32_t{IBV_ODP_SUPPORT_RECV};

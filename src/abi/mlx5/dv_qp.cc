@@ -4,8 +4,9 @@
 // checks the verbs ones (libmlx5 checks a few of those first: a request
 // wrong in both ways may get another errno). What softverbs does not have
 // answers EOPNOTSUPP: DCI streams, the creation flags of Ethernet and
-// signature offloads, and every mlx5 send operation but the raw WQE on RC
-// and UC QPs (docs/devx.md, "mlx5dv_create_qp and raw WQEs"). DC QPs
+// signature offloads, and the memory-key (UMR) send operations; raw WQEs
+// run on RC and UC QPs, DMA memcpy on RC QPs and DCIs (docs/devx.md,
+// "mlx5dv_create_qp and raw WQEs", "DMA memcpy"). DC QPs
 // (IBV_QPT_DRIVER: a DCI or a DCT) are made by softverbs_create_dc_qp and
 // run on one host (docs/devx.md, "DC QPs").
 #include "abi/ibverbs/softverbs_private.h"
@@ -30,6 +31,7 @@ constexpr uint32_t kSupportedCreateFlags =
 constexpr uint64_t kKnownSendOps = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST |
                                    MLX5DV_QP_EX_WITH_MKEY_CONFIGURE | MLX5DV_QP_EX_WITH_RAW_WQE |
                                    MLX5DV_QP_EX_WITH_MEMCPY;
+constexpr uint64_t kSupportedSendOps = MLX5DV_QP_EX_WITH_RAW_WQE | MLX5DV_QP_EX_WITH_MEMCPY;
 
 // libmlx5's create_dct: the verbs comp_mask PD alone (no send operations:
 // a DCT does not send), the vendor comp_mask DC and creation flags, of
@@ -114,19 +116,32 @@ int CheckVendorAttributes(const ibv_qp_init_attr_ex& attr, const mlx5dv_qp_init_
         EOPNOTSUPP, "mlx5dv_create_qp: send_ops_flags 0x%llx have bits libmlx5 does not know",
         static_cast<unsigned long long>(ops));
   }
-  if (ops & ~uint64_t{MLX5DV_QP_EX_WITH_RAW_WQE}) {
+  if (ops & ~kSupportedSendOps) {
     return softverbs::mlx5::Reject(
         EOPNOTSUPP,
-        "mlx5dv_create_qp: send_ops_flags 0x%llx: memory key (UMR) and DMA memcpy work requests "
-        "are not supported by softverbs",
-        static_cast<unsigned long long>(ops & ~uint64_t{MLX5DV_QP_EX_WITH_RAW_WQE}));
+        "mlx5dv_create_qp: send_ops_flags 0x%llx: memory key (UMR) work requests are not "
+        "supported by softverbs",
+        static_cast<unsigned long long>(ops & ~kSupportedSendOps));
   }
-  if (ops && attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC) {
-    // libmlx5 builds raw WQEs on UD and XRC QPs too; their datagram and
+  if ((ops & MLX5DV_QP_EX_WITH_MEMCPY) && attr.qp_type != IBV_QPT_RC &&
+      attr.qp_type != IBV_QPT_DRIVER) {
+    // libmlx5: DMA memcpy on RC QPs and DCIs (the DCT returned above).
+    return softverbs::mlx5::Reject(
+        EOPNOTSUPP, "mlx5dv_create_qp: DMA memcpy is on RC QPs and DCIs only (type %u)",
+        attr.qp_type);
+  }
+  if ((ops & MLX5DV_QP_EX_WITH_RAW_WQE) && attr.qp_type != IBV_QPT_RC &&
+      attr.qp_type != IBV_QPT_UC) {
+    // libmlx5 builds raw WQEs on UD, XRC and DCI QPs too; their datagram and
     // XRC segments are not read here.
     return softverbs::mlx5::Reject(
         EOPNOTSUPP, "mlx5dv_create_qp: raw WQEs are supported on RC and UC QPs only (type %u)",
         attr.qp_type);
+  }
+  if ((ops & MLX5DV_QP_EX_WITH_MEMCPY) && !(attr.comp_mask & IBV_QP_INIT_ATTR_PD)) {
+    // libmlx5's qp_init_wr_memcpy registers a buffer of the QP's PD.
+    return softverbs::mlx5::Reject(
+        EINVAL, "mlx5dv_create_qp: DMA memcpy needs the QP's PD (comp_mask IBV_QP_INIT_ATTR_PD)");
   }
   return 0;
 }

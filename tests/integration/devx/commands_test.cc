@@ -45,6 +45,14 @@ TEST_F(DevxTest, QueryHcaCapMatchesIbvQueryDevice) {
   EXPECT_EQ(Cap(out, 0x23f, 1), 1u);                                 // rc
   EXPECT_NE(Cap(out, 0x463, 5), 0u);                                 // log_max_uctx: DEVX enabled
   EXPECT_EQ(Cap(out, 0x470, 16), uint64_t(ctx_->num_comp_vectors));  // max_num_eqs
+  // DMA memcpy through the send queue, of the length mlx5dv_query_device
+  // reports (libmlx5 reads it from here: 2 GiB when the log is 0).
+  mlx5dv_context dv{};
+  dv.comp_mask = MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
+  ASSERT_EQ(mlx5dv_query_device(ctx_, &dv), 0);
+  EXPECT_EQ(Cap(out, 0x153, 1), 1u);  // dma_mmo_sq
+  EXPECT_NE(Cap(out, 0x6b, 5), 0u);   // log_dma_mmo_max_size
+  EXPECT_EQ(dv.max_wr_memcpy_length, size_t{1} << Cap(out, 0x6b, 5));
 }
 
 TEST_F(DevxTest, QueryHcaCapTruncatesToTheCallersLength) {

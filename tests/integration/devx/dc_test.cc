@@ -1015,6 +1015,36 @@ TEST_F(DcTest, Mlx5WqesOnADciReachTheDctTheyName) {
 
 // SEND_WITH_IMM: the receive says IBV_WC_WITH_IMM and carries the
 // immediate as sent.
+// A DCI created with MLX5DV_QP_EX_WITH_MEMCPY copies between two ranges of
+// its PD without naming a DCT (libmlx5 gives DCIs mlx5dv_wr_memcpy too),
+// completing as MLX5DV_WC_MEMCPY.
+TEST_F(DcTest, ADciCopiesByDmaMemcpyWithoutADct) {
+  mlx5dv_qp_init_attr dv = DcInit(MLX5DV_DCTYPE_DCI);
+  dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+  dv.send_ops_flags = MLX5DV_QP_EX_WITH_MEMCPY;
+  ibv_qp* dci = Create(DciAttr(), dv);
+  ASSERT_NE(dci, nullptr) << strerror(errno);
+  ASSERT_TRUE(DciToRts(dci, 14, 7, 7));
+  const std::string msg = "copied by the DCI's DMA engine";
+  const uint32_t from = Stage(0, msg);
+  memset(At(kLocal), kUntouched, 128);
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(dci);
+  ibv_wr_start(qx);
+  qx->wr_id = 77;
+  qx->wr_flags = IBV_SEND_SIGNALED;
+  mlx5dv_wr_memcpy(mlx5dv_qp_ex_from_ibv_qp_ex(qx), mr_->lkey, Addr(kLocal), mr_->lkey, Addr(from),
+                   msg.size());
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  ibv_wc wc{};
+  ASSERT_TRUE(Poll(dci_cq_, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.wr_id, 77u);
+  EXPECT_EQ(wc.opcode, static_cast<ibv_wc_opcode>(MLX5DV_WC_MEMCPY));
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(At(kLocal)), msg.size()), msg);
+  EXPECT_EQ(*At(kLocal + static_cast<uint32_t>(msg.size())), kUntouched);
+  EXPECT_EQ(State(dci), IBV_QPS_RTS);
+}
+
 TEST_F(DcTest, SendWithImmCarriesTheImmediate) {
   Dct dct = NewDct();
   ibv_qp* dci = NewDciInRts();

@@ -1,7 +1,7 @@
 // mlx5dv_create_qp(3) and mlx5dv_wr_raw_wqe: libmlx5's checks of the vendor
 // attributes (what softverbs lacks is EOPNOTSUPP, and leaves no QP behind),
 // and raw mlx5 WQEs running in an ibv_wr_* batch between verbs WRs, in
-// order, completing as IBV_WC_DRIVER2.
+// order, completing as IBV_WC_DRIVER2; mlx5dv_wr_memcpy's DMA copies.
 #include <string.h>
 
 #include "devx_env.h"
@@ -158,8 +158,13 @@ TEST_F(DvQpTest, CreateDvQpTakesLibmlx5sAttributes) {
   EXPECT_EQ(Refused(driver, nullptr), EINVAL);
   raw.send_ops_flags = MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
   EXPECT_EQ(Refused(QpAttr(), &raw), EOPNOTSUPP);
+  // DMA memcpy: RC QPs (and DCIs, dc_test.cc) of a PD given in comp_mask.
   raw.send_ops_flags = MLX5DV_QP_EX_WITH_MEMCPY;
-  EXPECT_EQ(Refused(QpAttr(), &raw), EOPNOTSUPP);
+  EXPECT_EQ(Refused(QpAttr(IBV_QPT_UC), &raw), EOPNOTSUPP);
+  EXPECT_EQ(Refused(QpAttr(IBV_QPT_UD), &raw), EOPNOTSUPP);
+  ibv_qp_init_attr_ex no_pd = QpAttr();
+  no_pd.comp_mask &= ~uint32_t{IBV_QP_INIT_ATTR_PD};
+  EXPECT_EQ(Refused(no_pd, &raw), EINVAL);
   raw.send_ops_flags = 1ull << 40;
   EXPECT_EQ(Refused(QpAttr(), &raw), EOPNOTSUPP);
   raw = RawWqeAttr();
@@ -399,8 +404,10 @@ TEST_F(DvQpTest, RawReadAndAtomicWqesMoveTheirBytes) {
 }
 
 // A raw WQE the device cannot read, or one on a QP not created for raw
-// WQEs, fails its whole batch at ibv_wr_complete: nothing of it runs. The
-// builders softverbs does not have fail with EOPNOTSUPP.
+// WQEs, fails its whole batch at ibv_wr_complete: nothing of it runs; so
+// does a DMA memcpy on a QP not created with MLX5DV_QP_EX_WITH_MEMCPY
+// (mlx5dv_wr_post(3): the flag is needed). The builders softverbs does not
+// have fail with EOPNOTSUPP.
 TEST_F(DvQpTest, ABadRawWqeFailsItsBatch) {
   mlx5dv_qp_init_attr raw = RawWqeAttr();
   ibv_qp* a = Create(QpAttr(), &raw);
@@ -439,10 +446,184 @@ TEST_F(DvQpTest, ABadRawWqeFailsItsBatch) {
                   [&](mlx5dv_qp_ex* mx) {
                     mlx5dv_wr_memcpy(mx, mr->lkey, sge.addr + 64, mr->lkey, sge.addr, 8);
                   }),
+            EINVAL);
+  EXPECT_EQ(batch(a,
+                  [&](mlx5dv_qp_ex* mx) {
+                    mlx5dv_wr_mr_list(mx, nullptr, IBV_ACCESS_LOCAL_WRITE, 1, &sge);
+                  }),
             EOPNOTSUPP);
   ibv_wc wc{};
   usleep(20000);
   EXPECT_EQ(ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, &wc), 0) << "a failed batch ran";
+}
+
+mlx5dv_qp_init_attr MemcpyAttr() {
+  mlx5dv_qp_init_attr dv{};
+  dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+  dv.send_ops_flags = MLX5DV_QP_EX_WITH_MEMCPY;
+  return dv;
+}
+
+// mlx5dv_wr_memcpy(3) in a batch before a SEND of the bytes it wrote: the
+// copy runs in the send queue's order (the SEND carries the copied bytes),
+// completes as MLX5DV_WC_MEMCPY, and writes its range and nothing around
+// it. Over the network transport (devx_dv_qp_wire_loopback) the device
+// runs both.
+TEST_F(DvQpTest, DmaMemcpyCopiesInTheSendQueuesOrder) {
+  mlx5dv_qp_init_attr dv = MemcpyAttr();
+  ibv_qp* a = Create(QpAttr(), &dv);
+  ibv_qp* b = Create(QpAttr(), nullptr);
+  ASSERT_TRUE(a && b) << strerror(errno);
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  constexpr size_t kLen = 40000, kAt = 100;
+  std::vector<uint8_t> src(65536), dst(65536, 0), got(256, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ibv_mr* got_mr = Register(got.data(), got.size());
+  ASSERT_TRUE(src_mr && dst_mr && got_mr);
+  ibv_sge recv_sge{reinterpret_cast<uintptr_t>(got.data()), 256, got_mr->lkey};
+  ibv_recv_wr rwr{}, *rbad = nullptr;
+  rwr.wr_id = 300;
+  rwr.sg_list = &recv_sge;
+  rwr.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(b, &rwr, &rbad), 0);
+
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
+  mlx5dv_qp_ex* mx = mlx5dv_qp_ex_from_ibv_qp_ex(qx);
+  ASSERT_NE(mx, nullptr);
+  ibv_wr_start(qx);
+  qx->wr_id = 1;
+  qx->wr_flags = IBV_SEND_SIGNALED;
+  mlx5dv_wr_memcpy(mx, dst_mr->lkey, reinterpret_cast<uintptr_t>(dst.data() + kAt), src_mr->lkey,
+                   reinterpret_cast<uintptr_t>(src.data() + 7), kLen);
+  qx->wr_id = 2;
+  ibv_wr_send(qx);
+  ibv_wr_set_sge(qx, dst_mr->lkey, reinterpret_cast<uintptr_t>(dst.data() + kAt), 256);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+
+  std::vector<ibv_wc> sent;
+  for (int i = 0; i < 3; ++i) {
+    ibv_wc wc{};
+    ASSERT_TRUE(PollOne(&wc)) << "completion " << i;
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    if (wc.qp_num == a->qp_num) {
+      sent.push_back(wc);
+    } else {
+      EXPECT_EQ(wc.wr_id, 300u);
+    }
+  }
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].wr_id, 1u);
+  EXPECT_EQ(sent[0].opcode, static_cast<ibv_wc_opcode>(MLX5DV_WC_MEMCPY));
+  EXPECT_EQ(sent[1].wr_id, 2u);
+  EXPECT_EQ(sent[1].opcode, IBV_WC_SEND);
+  EXPECT_EQ(memcmp(dst.data() + kAt, src.data() + 7, kLen), 0);
+  EXPECT_EQ(memcmp(got.data(), src.data() + 7, 256), 0) << "the SEND ran before the copy";
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (i >= kAt && i < kAt + kLen) continue;
+    ASSERT_EQ(dst[i], 0) << "byte " << i << " outside the copy";
+  }
+}
+
+// The device's longest copy (max_wr_memcpy_length) runs; one byte more, or
+// none, fails the batch at ibv_wr_complete with EINVAL (libmlx5's check)
+// and nothing of it runs. ibv_post_send has no memcpy opcode: the number
+// past IBV_WR_ATOMIC_WRITE is EINVAL there.
+TEST_F(DvQpTest, DmaMemcpyLengthIsTheDevicesToChoose) {
+  mlx5dv_context caps{};
+  caps.comp_mask = MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
+  ASSERT_EQ(mlx5dv_query_device(ctx_, &caps), 0);
+  const size_t max = caps.max_wr_memcpy_length;
+  ASSERT_GE(max, 4096u);
+  mlx5dv_qp_init_attr dv = MemcpyAttr();
+  ibv_qp* a = Create(QpAttr(), &dv);
+  ibv_qp* b = Create(QpAttr(), nullptr);
+  ASSERT_TRUE(a && b) << strerror(errno);
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  std::vector<uint8_t> src(max + 1), dst(max + 1, 0);
+  for (size_t i = 0; i < src.size(); i += 4096) src[i] = static_cast<uint8_t>(i / 4096 + 1);
+  src[max - 1] = 0x5a;
+  src[max] = 0x77;
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ASSERT_TRUE(src_mr && dst_mr);
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
+  mlx5dv_qp_ex* mx = mlx5dv_qp_ex_from_ibv_qp_ex(qx);
+  const auto copy = [&](size_t length, uint64_t wr_id) {
+    ibv_wr_start(qx);
+    qx->wr_id = wr_id;
+    qx->wr_flags = IBV_SEND_SIGNALED;
+    mlx5dv_wr_memcpy(mx, dst_mr->lkey, reinterpret_cast<uintptr_t>(dst.data()), src_mr->lkey,
+                     reinterpret_cast<uintptr_t>(src.data()), length);
+    return ibv_wr_complete(qx);
+  };
+  EXPECT_EQ(copy(max + 1, 1), EINVAL);
+  EXPECT_EQ(copy(0, 2), EINVAL);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(src.data()), 8, src_mr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = 3;
+  wr.opcode = static_cast<ibv_wr_opcode>(IBV_WR_ATOMIC_WRITE + 1);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  EXPECT_EQ(ibv_post_send(a, &wr, &bad), EINVAL);
+  EXPECT_EQ(bad, &wr);
+  ibv_wc wc{};
+  usleep(20000);
+  ASSERT_EQ(ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, &wc), 0) << "a refused WR ran";
+  EXPECT_EQ(dst[0], 0);
+
+  ASSERT_EQ(copy(max, 4), 0);
+  ASSERT_TRUE(PollOne(&wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.wr_id, 4u);
+  EXPECT_EQ(memcmp(dst.data(), src.data(), max), 0);
+  EXPECT_EQ(dst[max], 0) << "the copy went past its length";
+}
+
+// A destination of another PD, or one without local write, is a local
+// protection error: the WR completes with IBV_WC_LOC_PROT_ERR, the QP goes
+// to ERR, and the destination keeps its bytes (rdma-core's
+// test_mlx5_dma_memcpy bad flows).
+TEST_F(DvQpTest, DmaMemcpyChecksTheDestinationsKey) {
+  ibv_pd* other_pd = ibv_alloc_pd(ctx_);
+  ASSERT_NE(other_pd, nullptr);
+  std::vector<uint8_t> src(4096, 0x11), dst(4096, 0x22);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* foreign = ibv_reg_mr(other_pd, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* read_only = ibv_reg_mr(pd_, dst.data(), dst.size(), IBV_ACCESS_REMOTE_READ);
+  ASSERT_TRUE(src_mr && foreign && read_only) << strerror(errno);
+  for (ibv_mr* dest : {foreign, read_only}) {
+    mlx5dv_qp_init_attr dv = MemcpyAttr();
+    ibv_qp* a = Create(QpAttr(), &dv);
+    ibv_qp* b = Create(QpAttr(), nullptr);
+    ASSERT_TRUE(a && b) << strerror(errno);
+    ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
+    ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+    ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
+    ibv_wr_start(qx);
+    qx->wr_id = 9;
+    qx->wr_flags = IBV_SEND_SIGNALED;
+    mlx5dv_wr_memcpy(mlx5dv_qp_ex_from_ibv_qp_ex(qx), dest->lkey,
+                     reinterpret_cast<uintptr_t>(dst.data()), src_mr->lkey,
+                     reinterpret_cast<uintptr_t>(src.data()), src.size());
+    ASSERT_EQ(ibv_wr_complete(qx), 0);
+    ibv_wc wc{};
+    ASSERT_TRUE(PollOne(&wc));
+    EXPECT_EQ(wc.wr_id, 9u);
+    EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    ASSERT_EQ(ibv_query_qp(a, &attr, IBV_QP_STATE, &init), 0);
+    EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+    EXPECT_EQ(dst, std::vector<uint8_t>(4096, 0x22)) << "a refused copy wrote";
+  }
+  ibv_dereg_mr(foreign);
+  ibv_dereg_mr(read_only);
+  ibv_dealloc_pd(other_pd);
 }
 
 // mlx5dv_modify_qp_udp_sport(3): an RC or UC QP in RTS takes the port
