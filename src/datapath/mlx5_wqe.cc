@@ -9,9 +9,10 @@
 namespace softverbs::datapath::mlx5 {
 namespace {
 
-// The send opcodes this device executes (PRM "Send WQE opcodes"). Masked
-// atomics, UMR, LSO, TAG_MATCHING and the rest are not in the table: their
-// WQEs complete with LOCAL_QP_OP_ERR, as on a device without them.
+// The send opcodes this device executes (PRM "Send WQE opcodes"); MMO with
+// the DMA engine only (kOpcModMmoDma). Masked atomics, UMR, LSO,
+// TAG_MATCHING and the rest are not in the table: their WQEs complete with
+// LOCAL_QP_OP_ERR, as on a device without them.
 constexpr SendOpcodeInfo kSendOpcodes[] = {
     // opcode                    name              nop    wr_opcode                raddr  atomic
     // gather
@@ -24,6 +25,7 @@ constexpr SendOpcodeInfo kSendOpcodes[] = {
     {MLX5_OPCODE_RDMA_READ, "RDMA_READ", false, IBV_WR_RDMA_READ, true, false, true},
     {MLX5_OPCODE_ATOMIC_CS, "ATOMIC_CS", false, IBV_WR_ATOMIC_CMP_AND_SWP, true, true, true},
     {MLX5_OPCODE_ATOMIC_FA, "ATOMIC_FA", false, IBV_WR_ATOMIC_FETCH_AND_ADD, true, true, true},
+    {MLX5_OPCODE_MMO, "MMO_DMA", false, kWrMlx5Memcpy, false, false, false, true},
 };
 
 // Work-completion status -> CQE syndrome (PRM "CQE error syndromes").
@@ -96,6 +98,9 @@ const char* WqeErrorName(WqeError error) {
       return "the address vector leads off this host (the DEVX data path runs on one host)";
     case WqeError::kAtomicSge:
       return "an atomic needs exactly one 8-byte data segment";
+    case WqeError::kMmoSegments:
+      return "a DMA MMO needs a metadata segment, then a source and a destination data segment "
+             "of one length";
   }
   return "unknown";
 }
@@ -131,6 +136,21 @@ WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqeb
   if (ctrl.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) wr.send_flags |= IBV_SEND_SOLICITED;
   wr.imm_data = ctrl.imm;  // network order on both sides
   uint32_t offset = kSegBytes;
+  if (info.dma_mmo) {
+    // opmod: which MMO engine (DMA only); the metadata segment (an opaque
+    // buffer of the PD for the engine's own use) is not read. Source and
+    // destination by lkey, as mlx5dv_wr_memcpy builds them.
+    if ((opmod_idx_opcode >> 24) != kOpcModMmoDma) return WqeError::kUnknownOpcode;
+    if (bytes < offset + 3 * kSegBytes) return WqeError::kMmoSegments;
+    const auto src = ReadSeg<mlx5_wqe_data_seg>(wqe, offset + kSegBytes);
+    const auto dest = ReadSeg<mlx5_wqe_data_seg>(wqe, offset + 2 * kSegBytes);
+    if (src.byte_count != dest.byte_count) return WqeError::kMmoSegments;
+    wr.num_sge = 1;
+    wr.sge[0] = {be64toh(src.addr), be32toh(src.byte_count), be32toh(src.lkey)};
+    wr.memcpy_dest_addr = be64toh(dest.addr);
+    wr.memcpy_dest_lkey = be32toh(dest.lkey);
+    return WqeError::kNone;
+  }
   if (address != WqeAddress::kConnected) {
     // The address vector (libmlx5's mlx5_wqe_av): destination QP (a DCT
     // for a DCI), Q_Key (a DCI: the DC access key), the GRH's destination
@@ -216,7 +236,10 @@ uint8_t SyndromeOf(uint32_t status) {
 }
 
 uint8_t BuildCqe(const Completion& c, uint32_t qpn, uint8_t* cqe) {
-  const bool requester = c.opcode < IBV_WC_RECV;
+  // The vendor opcodes (a raw WQE's, a DMA MMO's) follow the receive ones
+  // in ibv_wc_opcode but are the requester's.
+  const bool requester =
+      c.opcode < IBV_WC_RECV || (c.opcode >= IBV_WC_DRIVER1 && c.opcode <= IBV_WC_DRIVER3);
   const uint8_t wqe_opcode = requester ? static_cast<uint8_t>(c.wr_id >> 32) : 0;
   const auto wqe_counter = static_cast<uint16_t>(c.wr_id & 0xffff);
   memset(cqe, 0, kCqeBytes - 1);

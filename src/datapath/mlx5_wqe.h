@@ -26,6 +26,9 @@ inline constexpr uint32_t kSegBytes = 16;        // every WQE segment is a multi
 inline constexpr uint32_t kMaxWqeDs = 0x3f;      // qpn_ds holds 6 bits of 16-byte units
 inline constexpr uint32_t kCqeBytes = 64;        // 64-byte CQEs (cqe_sz 0)
 inline constexpr uint32_t kInvalidLkey = 0x100;  // MLX5_INVALID_LKEY ends a receive WQE
+// The MMO opcode's modifier for a DMA copy (libmlx5's MLX5_OPC_MOD_MMO_DMA,
+// bits 31:24 of opmod_idx_opcode); other MMO engines are not here.
+inline constexpr uint8_t kOpcModMmoDma = 0x1;
 static_assert(sizeof(mlx5_wqe_ctrl_seg) == kSegBytes);
 static_assert(sizeof(mlx5_wqe_raddr_seg) == kSegBytes);
 static_assert(sizeof(mlx5_wqe_atomic_seg) == kSegBytes);
@@ -52,6 +55,9 @@ struct SendOpcodeInfo {
   bool raddr;          // a remote address segment follows the control segment
   bool atomic;         // an atomic segment follows the remote address segment
   bool gather;         // data / inline segments follow (what is sent or read into)
+  // A DMA MMO (opmod kOpcModMmoDma): a metadata segment, then a source and
+  // a destination data segment of one length (libmlx5's mlx5_mmo_wqe).
+  bool dma_mmo = false;
 };
 const SendOpcodeInfo* FindSendOpcode(uint8_t opcode);
 
@@ -69,6 +75,7 @@ enum class WqeError : uint8_t {
   kBadAddress,       // a UD WQE's address vector names a source GID the port does not have
   kOffHost,          // a UD WQE's address vector leads off this host (the DEVX data path's)
   kAtomicSge,        // an atomic without exactly one 8-byte data segment
+  kMmoSegments,      // a DMA MMO without its source and destination of one length
 };
 const char* WqeErrorName(WqeError error);
 
@@ -119,7 +126,7 @@ uint8_t SyndromeOf(uint32_t ibv_wc_status);
 // Fills the 64-byte CQE at `cqe` for completion `c` of QP `qpn`, except
 // its last byte (op_own), which the caller stores last, after a release
 // fence, so a poller that sees the owner bit sees the whole CQE. Requester
-// completions (c.opcode < IBV_WC_RECV) take their WQE from c.wr_id
+// completions (c.opcode < IBV_WC_RECV, or a DRIVER opcode) take their WQE from c.wr_id
 // (RequesterWrId); responder completions take the receive WQE counter from
 // c.wr_id. Returns op_own without the owner bit.
 uint8_t BuildCqe(const Completion& c, uint32_t qpn, uint8_t* cqe);

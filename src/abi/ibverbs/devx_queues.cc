@@ -154,22 +154,6 @@ void CompleteSend(DevxQp& qp, const mlx5::ParsedSendWqe& wqe, uint32_t status, u
   dp::Complete(qp.send_ring, -1, c);
 }
 
-uint32_t SendCompletionOpcode(uint32_t wr_opcode) {
-  switch (wr_opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      return IBV_WC_RDMA_WRITE;
-    case IBV_WR_RDMA_READ:
-      return IBV_WC_RDMA_READ;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-      return IBV_WC_COMP_SWAP;
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      return IBV_WC_FETCH_ADD;
-    default:
-      return IBV_WC_SEND;
-  }
-}
-
 // A WQE failed: the QP enters the error state (published by the daemon)
 // before its error completion is written, as hardware does - a program that
 // polls the error CQE and then queries the QP finds ERR.
@@ -290,8 +274,9 @@ bool RunPending(Context* ctx, DevxQp& qp) {
     EnterError(ctx, qp);
   }
   if (failed || (wr.send_flags & IBV_SEND_SIGNALED)) {
-    CompleteSend(qp, wqe, c.status, failed ? SendCompletionOpcode(wr.opcode) : c.opcode, c.byte_len,
-                 c.vendor_err);
+    CompleteSend(qp, wqe, c.status,
+                 failed ? static_cast<uint32_t>(dp::WrOpcode(wr.opcode).send_wc) : c.opcode,
+                 c.byte_len, c.vendor_err);
   }
   if (out.rendezvous.pending) dp::FinishRendezvous(*ctx->peers, local, out.rendezvous);
   if (failed) FlushAfterError(qp);
@@ -307,10 +292,18 @@ bool ServiceSendQueue(Context* ctx, DevxQp& qp, uint32_t state) {
   bool busy = false;
   while (static_cast<uint16_t>(producer - qp.sq_head) != 0) {
     if (!qp.has_pending) {
-      const mlx5::WqeAddress address = AddressOf(qp.entry->type.load(std::memory_order_relaxed));
+      const uint32_t type = qp.entry->type.load(std::memory_order_relaxed);
+      const mlx5::WqeAddress address = AddressOf(type);
       mlx5::WqeError error =
           mlx5::ParseSendWqe(qp.sq, qp.sq_bbs, qp.sq_head, qp.qpn, &qp.pending, address);
-      if (error == mlx5::WqeError::kNone && address != mlx5::WqeAddress::kConnected) {
+      if (error == mlx5::WqeError::kNone &&
+          !dp::WrOpcodeAllowed(dp::WrOpcode(qp.pending.wr.opcode), type)) {
+        // An operation the QP's type does not have (a READ on UC, a DMA
+        // MMO on anything but RC and a DCI): as an opcode the device lacks.
+        error = mlx5::WqeError::kUnknownOpcode;
+      }
+      if (error == mlx5::WqeError::kNone && address != mlx5::WqeAddress::kConnected &&
+          !qp.pending.info->dma_mmo) {
         error = AddressDatagram(ctx, &qp.pending);
       }
       if (flushing) {

@@ -112,13 +112,14 @@ class DevxQueue {
     StoreDbr(8, rq_posted_ & 0xffff);
   }
 
-  // One send WQE: control segment, then `segs` (16 bytes each), signaled.
+  // One send WQE: control segment (with opcode modifier `opmod`), then
+  // `segs` (16 bytes each), signaled.
   void PostSend(uint8_t opcode, const std::vector<std::array<uint8_t, 16>>& segs,
-                uint32_t imm_be = 0) {
+                uint32_t imm_be = 0, uint8_t opmod = 0) {
     const uint32_t ds = 1 + static_cast<uint32_t>(segs.size());
     uint8_t wqe[64 * 4] = {};
     auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
-    mlx5dv_set_ctrl_seg(ctrl, sq_posted_ & 0xffff, opcode, 0, qpn_, MLX5_WQE_CTRL_CQ_UPDATE,
+    mlx5dv_set_ctrl_seg(ctrl, sq_posted_ & 0xffff, opcode, opmod, qpn_, MLX5_WQE_CTRL_CQ_UPDATE,
                         static_cast<uint8_t>(ds), 0, imm_be);
     for (size_t i = 0; i < segs.size(); ++i) memcpy(wqe + 16 * (i + 1), segs[i].data(), 16);
     const uint32_t blocks = (ds * 16 + 63) / 64;

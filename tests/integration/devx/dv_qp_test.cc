@@ -527,6 +527,45 @@ TEST_F(DvQpTest, DmaMemcpyCopiesInTheSendQueuesOrder) {
   }
 }
 
+// The same copy as a raw WQE (libmlx5's mlx5_mmo_wqe: control with opmod
+// MMO_DMA, metadata, source, destination) on a QP created for raw WQEs:
+// a raw WQE's completion, IBV_WC_DRIVER2.
+TEST_F(DvQpTest, ARawDmaMmoWqeCopiesToo) {
+  mlx5dv_qp_init_attr raw = RawWqeAttr();
+  ibv_qp* a = Create(QpAttr(), &raw);
+  ibv_qp* b = Create(QpAttr(), nullptr);
+  ASSERT_TRUE(a && b) << strerror(errno);
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  std::vector<uint8_t> buf(16384, 0);
+  for (size_t i = 0; i < 4096; ++i) buf[i] = static_cast<uint8_t>(i * 5 + 9);
+  ibv_mr* mr = Register(buf.data(), buf.size());
+  ASSERT_NE(mr, nullptr);
+  struct {
+    mlx5_wqe_ctrl_seg ctrl;
+    uint8_t metadata[16];
+    mlx5_wqe_data_seg src;
+    mlx5_wqe_data_seg dest;
+  } mmo{};
+  constexpr uint8_t kMmoDma = 0x1;  // libmlx5's MLX5_OPC_MOD_MMO_DMA
+  mlx5dv_set_ctrl_seg(&mmo.ctrl, 0, MLX5_OPCODE_MMO, kMmoDma, a->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 4,
+                      0, 0);
+  mlx5dv_set_data_seg(&mmo.src, 4096, mr->lkey, reinterpret_cast<uintptr_t>(buf.data()));
+  mlx5dv_set_data_seg(&mmo.dest, 4096, mr->lkey, reinterpret_cast<uintptr_t>(buf.data() + 8192));
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
+  ibv_wr_start(qx);
+  qx->wr_id = 21;
+  mlx5dv_wr_raw_wqe(mlx5dv_qp_ex_from_ibv_qp_ex(qx), &mmo);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  ibv_wc wc{};
+  ASSERT_TRUE(PollOne(&wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.wr_id, 21u);
+  EXPECT_EQ(wc.opcode, IBV_WC_DRIVER2);
+  EXPECT_EQ(memcmp(buf.data() + 8192, buf.data(), 4096), 0);
+  EXPECT_EQ(buf[8192 + 4096], 0);
+}
+
 // The device's longest copy (max_wr_memcpy_length) runs; one byte more, or
 // none, fails the batch at ibv_wr_complete with EINVAL (libmlx5's check)
 // and nothing of it runs. ibv_post_send has no memcpy opcode: the number

@@ -236,6 +236,37 @@ TEST_F(DevxPair, UnsupportedOpcodeIsLocalQpOperationError) {
   EXPECT_EQ(a_.queue->State(), kQpErr);
 }
 
+// A DMA MMO WQE (opmod MMO_DMA: metadata, source, destination, as
+// mlx5dv_wr_memcpy builds it) copies between two ranges of the QP's PD and
+// completes as a requester CQE of opcode MMO; the MMO of an engine the
+// device lacks is LOCAL_QP_OP_ERR and moves the QP to ERR.
+TEST_F(DevxPair, DmaMmoCopiesWithinTheQpsPd) {
+  constexpr uint8_t kMmoDma = 0x1;  // libmlx5's MLX5_OPC_MOD_MMO_DMA
+  for (size_t i = 0; i < 4096; ++i) a_.buf[i] = static_cast<uint8_t>(i * 13 + 1);
+  const std::array<uint8_t, 16> metadata{};
+  a_.queue->PostSend(MLX5_OPCODE_MMO,
+                     {metadata, DataSeg(4096, a_.mr->lkey, a_.buf.data()),
+                      DataSeg(4096, a_.mr->lkey, a_.buf.data() + 8192)},
+                     0, kMmoDma);
+  Cqe cqe = a_.queue->Poll();
+  EXPECT_EQ(cqe.opcode, MLX5_CQE_REQ);
+  EXPECT_EQ(cqe.wqe_opcode, MLX5_OPCODE_MMO);
+  EXPECT_EQ(cqe.wqe_counter, 0);
+  EXPECT_EQ(memcmp(a_.buf.data() + 8192, a_.buf.data(), 4096), 0);
+  EXPECT_EQ(a_.buf[8192 + 4096], 0) << "the copy went past its length";
+  EXPECT_EQ(a_.queue->State(), kQpRts);
+
+  a_.queue->PostSend(MLX5_OPCODE_MMO,
+                     {metadata, DataSeg(64, a_.mr->lkey, a_.buf.data()),
+                      DataSeg(64, a_.mr->lkey, a_.buf.data() + 16384)},
+                     0, kMmoDma + 1);
+  Cqe refused = a_.queue->Poll();
+  EXPECT_EQ(refused.opcode, MLX5_CQE_REQ_ERR);
+  EXPECT_EQ(refused.syndrome, MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR);
+  EXPECT_EQ(a_.buf[16384], 0);
+  EXPECT_EQ(a_.queue->State(), kQpErr);
+}
+
 // A DEVX QP and a verbs RC QP of another context talk to each other.
 TEST(DevxWithVerbs, DevxQpAndVerbsQpExchangeSends) {
   Side devx;

@@ -201,6 +201,63 @@ TEST(Mlx5SendWqe, MalformedWqesAreNamedErrors) {
   EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kBadDs);
 }
 
+// A DMA MMO WQE as libmlx5's mlx5dv_wr_memcpy builds it (ctrl with opmod
+// MMO_DMA, the metadata segment, source, destination) is the device's
+// memcpy: the source as the one SGE, the destination by address and lkey.
+// Another opmod is an engine the device lacks; a WQE without both data
+// segments of one length is refused.
+std::array<uint8_t, 16> MmoCtrl(uint16_t index, uint8_t opmod, uint8_t ds) {
+  mlx5_wqe_ctrl_seg ctrl{};
+  mlx5dv_set_ctrl_seg(&ctrl, index, MLX5_OPCODE_MMO, opmod, kQpn, MLX5_WQE_CTRL_CQ_UPDATE, ds, 0,
+                      0);
+  return Bytes(ctrl);
+}
+
+TEST(Mlx5SendWqe, DmaMmoIsTheDevicesMemcpy) {
+  SendRing ring(4);
+  const std::array<uint8_t, 16> metadata{};  // libmlx5's opaque buffer: not read
+  ring.Write(1, {MmoCtrl(1, kOpcModMmoDma, 4), metadata, Data(4096, 0x601, 0x10000),
+                 Data(4096, 0x602, 0x20000)});
+  ParsedSendWqe wqe;
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 1, kQpn, &wqe), WqeError::kNone);
+  EXPECT_EQ(wqe.wr.opcode, kWrMlx5Memcpy);
+  EXPECT_EQ(WrOpcode(wqe.wr.opcode).local_op, LocalOp::kMemcpy);
+  EXPECT_EQ(wqe.basic_blocks, 1u);
+  ASSERT_EQ(wqe.wr.num_sge, 1u);
+  EXPECT_EQ(wqe.wr.sge[0].addr, 0x10000u);
+  EXPECT_EQ(wqe.wr.sge[0].length, 4096u);
+  EXPECT_EQ(wqe.wr.sge[0].lkey, 0x601u);
+  EXPECT_EQ(wqe.wr.memcpy_dest_addr, 0x20000u);
+  EXPECT_EQ(wqe.wr.memcpy_dest_lkey, 0x602u);
+  EXPECT_TRUE(wqe.wr.send_flags & IBV_SEND_SIGNALED);
+  // A DCI's copy carries no address vector: the same WQE reads the same.
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 1, kQpn, &wqe, WqeAddress::kDc),
+            WqeError::kNone);
+  EXPECT_EQ(wqe.wr.memcpy_dest_lkey, 0x602u);
+
+  ring.Write(1, {MmoCtrl(1, 0x2, 4), metadata, Data(64, 1, 0), Data(64, 2, 64)});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 1, kQpn, &wqe), WqeError::kUnknownOpcode);
+  ring.Write(1, {MmoCtrl(1, kOpcModMmoDma, 4), metadata, Data(64, 1, 0), Data(32, 2, 64)});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 1, kQpn, &wqe), WqeError::kMmoSegments);
+  ring.Write(1, {MmoCtrl(1, kOpcModMmoDma, 3), metadata, Data(64, 1, 0)});
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 1, kQpn, &wqe), WqeError::kMmoSegments);
+}
+
+// A DMA MMO's completion (MLX5DV_WC_MEMCPY, numbered after the receive
+// opcodes) is a requester CQE naming its WQE.
+TEST(Mlx5Cqe, DmaMmoCompletionIsTheRequesters) {
+  Completion c{};
+  c.wr_id = RequesterWrId(MLX5_OPCODE_MMO, 7);
+  c.status = IBV_WC_SUCCESS;
+  c.opcode = IBV_WC_DRIVER3;
+  alignas(64) uint8_t bytes[64];
+  bytes[63] = BuildCqe(c, kQpn, bytes);
+  auto* cqe = reinterpret_cast<mlx5_cqe64*>(bytes);
+  EXPECT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_REQ);
+  EXPECT_EQ(be32toh(cqe->sop_drop_qpn), uint32_t{MLX5_OPCODE_MMO} << 24 | kQpn);
+  EXPECT_EQ(be16toh(cqe->wqe_counter), 7);
+}
+
 TEST(Mlx5RecvWqe, StopsAtTheInvalidLkey) {
   uint8_t wqe[64];
   auto d0 = Data(64, 0x10, 0x100);
