@@ -10,7 +10,8 @@ namespace softverbs::datapath::mlx5 {
 namespace {
 
 // The send opcodes this device executes (PRM "Send WQE opcodes"); MMO with
-// the DMA engine only (kOpcModMmoDma). Masked atomics, UMR, LSO,
+// the DMA engine only (kOpcModMmoDma). Masked atomics, UMR (and so LOCAL_INV,
+// a UMR WQE on mlx5), LSO,
 // TAG_MATCHING and the rest are not in the table: their WQEs complete with
 // LOCAL_QP_OP_ERR, as on a device without them.
 constexpr SendOpcodeInfo kSendOpcodes[] = {
@@ -22,6 +23,7 @@ constexpr SendOpcodeInfo kSendOpcodes[] = {
      true},
     {MLX5_OPCODE_SEND, "SEND", false, IBV_WR_SEND, false, false, true},
     {MLX5_OPCODE_SEND_IMM, "SEND_IMM", false, IBV_WR_SEND_WITH_IMM, false, false, true},
+    {MLX5_OPCODE_SEND_INVAL, "SEND_INVAL", false, IBV_WR_SEND_WITH_INV, false, false, true},
     {MLX5_OPCODE_RDMA_READ, "RDMA_READ", false, IBV_WR_RDMA_READ, true, false, true},
     {MLX5_OPCODE_ATOMIC_CS, "ATOMIC_CS", false, IBV_WR_ATOMIC_CMP_AND_SWP, true, true, true},
     {MLX5_OPCODE_ATOMIC_FA, "ATOMIC_FA", false, IBV_WR_ATOMIC_FETCH_AND_ADD, true, true, true},
@@ -134,7 +136,10 @@ WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqeb
   wr.opcode = info.wr_opcode;
   if (ctrl.fm_ce_se & MLX5_WQE_CTRL_CQ_UPDATE) wr.send_flags |= IBV_SEND_SIGNALED;
   if (ctrl.fm_ce_se & MLX5_WQE_CTRL_SOLICITED) wr.send_flags |= IBV_SEND_SOLICITED;
-  wr.imm_data = ctrl.imm;  // network order on both sides
+  // The immediate, in network order on both sides; SEND_INVAL's rkey to
+  // invalidate is big-endian in the WQE and host order in a SendWr (as in
+  // ibv_send_wr's invalidate_rkey).
+  wr.imm_data = info.wr_opcode == IBV_WR_SEND_WITH_INV ? be32toh(ctrl.imm) : ctrl.imm;
   uint32_t offset = kSegBytes;
   if (info.dma_mmo) {
     // opmod: which MMO engine (DMA only); the metadata segment (an opaque

@@ -443,6 +443,91 @@ class VerbsPeers : public ::testing::Test {
   ibv_pd* b_pd = nullptr;
 };
 
+// A SEND_INVAL WQE (the rkey in the control segment's immediate) from A's
+// mlx5 view invalidates the type 2 window B bound to its QP: B's receive
+// completes with IBV_WC_WITH_INV and the key; a second one names a window
+// no longer valid, which B refuses: A's CQE says REMOTE_INVAL_REQ_ERR.
+TEST_F(VerbsPeers, Mlx5SendInvalInvalidatesTheRespondersWindow) {
+  std::vector<uint8_t> a_buf(4096, 0), b_buf(8192, 0);
+  ibv_mr* a_mr = ibv_reg_mr(a_pd, a_buf.data(), a_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* b_mr = ibv_reg_mr(b_pd, b_buf.data(), b_buf.size(),
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+  ibv_cq* a_cq = ibv_create_cq(a_ctx, 16, nullptr, nullptr, 0);
+  ibv_cq* b_cq = ibv_create_cq(b_ctx, 16, nullptr, nullptr, 0);
+  ibv_qp* a_qp = RcQp(a_pd, a_cq);
+  ibv_qp* b_qp = RcQp(b_pd, b_cq);
+  ibv_mw* mw = ibv_alloc_mw(b_pd, IBV_MW_TYPE_2);
+  ASSERT_TRUE(a_mr && b_mr && a_cq && b_cq && a_qp && b_qp && mw) << strerror(errno);
+  ASSERT_TRUE(ConnectVerbsRc(a_ctx, a_qp, b_qp->qp_num, IBV_ACCESS_REMOTE_WRITE));
+  ASSERT_TRUE(ConnectVerbsRc(b_ctx, b_qp, a_qp->qp_num, IBV_ACCESS_REMOTE_WRITE));
+  const auto poll = [](ibv_cq* cq, ibv_wc* wc) {
+    int n = 0;
+    for (int i = 0; i < 50000000 && n == 0; ++i) n = ibv_poll_cq(cq, 1, wc);
+    return n == 1;
+  };
+  // B binds the window to its QP.
+  const uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ibv_send_wr bind{}, *bad = nullptr;
+  bind.wr_id = 1;
+  bind.opcode = IBV_WR_BIND_MW;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind_mw.mw = mw;
+  bind.bind_mw.rkey = rkey;
+  bind.bind_mw.bind_info = {b_mr, reinterpret_cast<uintptr_t>(b_buf.data()), 4096,
+                            IBV_ACCESS_REMOTE_WRITE};
+  ASSERT_EQ(ibv_post_send(b_qp, &bind, &bad), 0);
+  ibv_wc wc{};
+  ASSERT_TRUE(poll(b_cq, &wc));
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+
+  mlx5dv_qp dv_qp{};
+  mlx5dv_cq dv_cq{};
+  mlx5dv_obj obj{};
+  obj.qp.in = a_qp;
+  obj.qp.out = &dv_qp;
+  obj.cq.in = a_cq;
+  obj.cq.out = &dv_cq;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ), 0);
+  for (uint16_t index = 0; index < 2; ++index) {
+    ibv_sge rsge{reinterpret_cast<uintptr_t>(b_buf.data() + 4096), 64, b_mr->lkey};
+    ibv_recv_wr rwr{}, *rbad = nullptr;
+    rwr.wr_id = 10 + index;
+    rwr.sg_list = &rsge;
+    rwr.num_sge = 1;
+    ASSERT_EQ(ibv_post_recv(b_qp, &rwr, &rbad), 0);
+    auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(static_cast<uint8_t*>(dv_qp.sq.buf) +
+                                                      index * dv_qp.sq.stride);
+    mlx5dv_set_ctrl_seg(ctrl, index, MLX5_OPCODE_SEND_INVAL, 0, a_qp->qp_num,
+                        MLX5_WQE_CTRL_CQ_UPDATE, 2, 0, htobe32(rkey));
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(ctrl + 1), 16, a_mr->lkey,
+                        reinterpret_cast<uintptr_t>(a_buf.data()));
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&dv_qp.dbrec[MLX5_SND_DBR], htobe32(index + 1u), __ATOMIC_RELEASE);
+    mlx5_cqe64* cqe = WaitCqe(dv_cq, index);
+    ASSERT_NE(cqe, nullptr) << "SEND_INVAL " << index;
+    if (index == 0) {
+      EXPECT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_REQ);
+      ASSERT_TRUE(poll(b_cq, &wc));
+      EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+      EXPECT_EQ(wc.wr_id, 10u);
+      EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
+      EXPECT_EQ(wc.invalidated_rkey, rkey);
+    } else {
+      ASSERT_EQ(mlx5dv_get_cqe_opcode(cqe), MLX5_CQE_REQ_ERR);
+      EXPECT_EQ(reinterpret_cast<mlx5_err_cqe*>(cqe)->syndrome,
+                MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR);
+    }
+    dv_cq.dbrec[0] = htobe32(index + 1u);
+  }
+  ibv_destroy_qp(a_qp);
+  ibv_destroy_qp(b_qp);
+  ibv_dealloc_mw(mw);
+  ibv_destroy_cq(a_cq);
+  ibv_destroy_cq(b_cq);
+  ibv_dereg_mr(a_mr);
+  ibv_dereg_mr(b_mr);
+}
+
 // mlx5dv_init_obj on verbs queues: mlx5 WQEs posted on a verbs RC QP's
 // buffers are executed, and its CQ's completions arrive as mlx5 CQEs - in
 // the second half of each entry when the CQ has 128-byte CQEs.

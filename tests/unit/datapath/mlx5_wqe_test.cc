@@ -82,6 +82,21 @@ TEST(Mlx5SendWqe, SendWithImmediateAndTwoDataSegments) {
   EXPECT_EQ(wqe.wr.wr_id, RequesterWrId(MLX5_OPCODE_SEND_IMM, 3));
 }
 
+// SEND_INVAL carries the rkey to invalidate in the control segment's
+// immediate (big-endian, as libmlx5 writes invalidate_rkey); the SendWr holds
+// it in host order, as ibv_send_wr's invalidate_rkey.
+TEST(Mlx5SendWqe, SendInvalCarriesTheRkeyToInvalidate) {
+  SendRing ring(4);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND_INVAL, 2, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(0x80001234)),
+                 Data(32, 0x501, 0x1000)});
+  ParsedSendWqe wqe;
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kNone);
+  EXPECT_EQ(wqe.wr.opcode, uint32_t{IBV_WR_SEND_WITH_INV});
+  EXPECT_EQ(wqe.wr.imm_data, 0x80001234u);
+  ASSERT_EQ(wqe.wr.num_sge, 1u);
+  EXPECT_EQ(wqe.wr.sge[0].length, 32u);
+}
+
 TEST(Mlx5SendWqe, AtomicWrapsAroundTheRing) {
   // Five segments starting in the last basic block of a 4-block ring: the
   // fifth (the terminating data segment) is at the ring's start.
