@@ -49,6 +49,26 @@ class DvQpTest : public DevxTest {
     return qp;
   }
 
+  // A, made by mlx5dv_create_qp with `dv`, and a plain B, connected to each
+  // other (RTS); false when creating or connecting them failed.
+  bool ConnectedPair(mlx5dv_qp_init_attr* dv, ibv_qp** a, ibv_qp** b) {
+    *a = Create(QpAttr(), dv);
+    *b = Create(QpAttr(), nullptr);
+    return *a && *b && ConnectVerbsRc(ctx_, *a, (*b)->qp_num) &&
+           ConnectVerbsRc(ctx_, *b, (*a)->qp_num);
+  }
+
+  // Posts one receive WR of `length` bytes at `addr`.
+  static int PostRecv(ibv_qp* qp, uint64_t wr_id, const void* addr, uint32_t length,
+                      uint32_t lkey) {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(addr), length, lkey};
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    return ibv_post_recv(qp, &wr, &bad);
+  }
+
   // The errno of a creation that must fail (0 if it did not).
   int Refused(ibv_qp_init_attr_ex attr, mlx5dv_qp_init_attr* dv) {
     errno = 0;
@@ -178,11 +198,8 @@ TEST_F(DvQpTest, CreateDvQpTakesLibmlx5sAttributes) {
 // raw ones, with the wr_id each was built under.
 TEST_F(DvQpTest, RawWqesRunInOrderBetweenVerbsWrs) {
   mlx5dv_qp_init_attr raw = RawWqeAttr();
-  ibv_qp* a = Create(QpAttr(), &raw);
-  ibv_qp* b = Create(QpAttr(), nullptr);
-  ASSERT_TRUE(a && b) << strerror(errno);
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  ibv_qp *a = nullptr, *b = nullptr;
+  ASSERT_TRUE(ConnectedPair(&raw, &a, &b)) << strerror(errno);
   std::vector<char> a_buf(4096, 0), b_buf(4096, 0);
   ibv_mr* a_mr = Register(a_buf.data(), a_buf.size());
   ibv_mr* b_mr = Register(b_buf.data(), b_buf.size());
@@ -253,21 +270,13 @@ TEST_F(DvQpTest, RawWqesRunInOrderBetweenVerbsWrs) {
 // payload) deliver the inline bytes, then the data segment's.
 TEST_F(DvQpTest, AnInlineSegmentThenADataSegmentArriveAsOneMessage) {
   mlx5dv_qp_init_attr raw = RawWqeAttr();
-  ibv_qp* a = Create(QpAttr(), &raw);
-  ibv_qp* b = Create(QpAttr(), nullptr);
-  ASSERT_TRUE(a && b) << strerror(errno);
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  ibv_qp *a = nullptr, *b = nullptr;
+  ASSERT_TRUE(ConnectedPair(&raw, &a, &b)) << strerror(errno);
   std::vector<char> a_buf(4096, 0), b_buf(16384, 0);
   ibv_mr* a_mr = Register(a_buf.data(), a_buf.size());
   ibv_mr* b_mr = Register(b_buf.data(), b_buf.size());
   ASSERT_TRUE(a_mr && b_mr);
-  ibv_sge recv_sge{reinterpret_cast<uintptr_t>(b_buf.data()), 8192, b_mr->lkey};
-  ibv_recv_wr rwr{}, *bad_recv = nullptr;
-  rwr.wr_id = 200;
-  rwr.sg_list = &recv_sge;
-  rwr.num_sge = 1;
-  ASSERT_EQ(ibv_post_recv(b, &rwr, &bad_recv), 0);
+  ASSERT_EQ(PostRecv(b, 200, b_buf.data(), 8192, b_mr->lkey), 0);
   const std::string header = "hdr:12345678";  // 12 bytes inline
   // Longer than a path MTU: over the network its later packets take their
   // bytes from the data segment alone.
@@ -471,11 +480,8 @@ mlx5dv_qp_init_attr MemcpyAttr() {
 // runs both.
 TEST_F(DvQpTest, DmaMemcpyCopiesInTheSendQueuesOrder) {
   mlx5dv_qp_init_attr dv = MemcpyAttr();
-  ibv_qp* a = Create(QpAttr(), &dv);
-  ibv_qp* b = Create(QpAttr(), nullptr);
-  ASSERT_TRUE(a && b) << strerror(errno);
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  ibv_qp *a = nullptr, *b = nullptr;
+  ASSERT_TRUE(ConnectedPair(&dv, &a, &b)) << strerror(errno);
   constexpr size_t kLen = 40000, kAt = 100;
   std::vector<uint8_t> src(65536), dst(65536, 0), got(256, 0);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 3);
@@ -483,12 +489,7 @@ TEST_F(DvQpTest, DmaMemcpyCopiesInTheSendQueuesOrder) {
   ibv_mr* dst_mr = Register(dst.data(), dst.size());
   ibv_mr* got_mr = Register(got.data(), got.size());
   ASSERT_TRUE(src_mr && dst_mr && got_mr);
-  ibv_sge recv_sge{reinterpret_cast<uintptr_t>(got.data()), 256, got_mr->lkey};
-  ibv_recv_wr rwr{}, *rbad = nullptr;
-  rwr.wr_id = 300;
-  rwr.sg_list = &recv_sge;
-  rwr.num_sge = 1;
-  ASSERT_EQ(ibv_post_recv(b, &rwr, &rbad), 0);
+  ASSERT_EQ(PostRecv(b, 300, got.data(), 256, got_mr->lkey), 0);
 
   ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
   mlx5dv_qp_ex* mx = mlx5dv_qp_ex_from_ibv_qp_ex(qx);
@@ -532,11 +533,8 @@ TEST_F(DvQpTest, DmaMemcpyCopiesInTheSendQueuesOrder) {
 // a raw WQE's completion, IBV_WC_DRIVER2.
 TEST_F(DvQpTest, ARawDmaMmoWqeCopiesToo) {
   mlx5dv_qp_init_attr raw = RawWqeAttr();
-  ibv_qp* a = Create(QpAttr(), &raw);
-  ibv_qp* b = Create(QpAttr(), nullptr);
-  ASSERT_TRUE(a && b) << strerror(errno);
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  ibv_qp *a = nullptr, *b = nullptr;
+  ASSERT_TRUE(ConnectedPair(&raw, &a, &b)) << strerror(errno);
   std::vector<uint8_t> buf(16384, 0);
   for (size_t i = 0; i < 4096; ++i) buf[i] = static_cast<uint8_t>(i * 5 + 9);
   ibv_mr* mr = Register(buf.data(), buf.size());
@@ -577,11 +575,8 @@ TEST_F(DvQpTest, DmaMemcpyLengthIsTheDevicesToChoose) {
   const size_t max = caps.max_wr_memcpy_length;
   ASSERT_GE(max, 4096u);
   mlx5dv_qp_init_attr dv = MemcpyAttr();
-  ibv_qp* a = Create(QpAttr(), &dv);
-  ibv_qp* b = Create(QpAttr(), nullptr);
-  ASSERT_TRUE(a && b) << strerror(errno);
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
-  ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+  ibv_qp *a = nullptr, *b = nullptr;
+  ASSERT_TRUE(ConnectedPair(&dv, &a, &b)) << strerror(errno);
   std::vector<uint8_t> src(max + 1), dst(max + 1, 0);
   for (size_t i = 0; i < src.size(); i += 4096) src[i] = static_cast<uint8_t>(i / 4096 + 1);
   src[max - 1] = 0x5a;
@@ -637,11 +632,8 @@ TEST_F(DvQpTest, DmaMemcpyChecksTheDestinationsKey) {
   ASSERT_TRUE(src_mr && foreign && read_only) << strerror(errno);
   for (ibv_mr* dest : {foreign, read_only}) {
     mlx5dv_qp_init_attr dv = MemcpyAttr();
-    ibv_qp* a = Create(QpAttr(), &dv);
-    ibv_qp* b = Create(QpAttr(), nullptr);
-    ASSERT_TRUE(a && b) << strerror(errno);
-    ASSERT_TRUE(ConnectVerbsRc(ctx_, a, b->qp_num));
-    ASSERT_TRUE(ConnectVerbsRc(ctx_, b, a->qp_num));
+    ibv_qp *a = nullptr, *b = nullptr;
+    ASSERT_TRUE(ConnectedPair(&dv, &a, &b)) << strerror(errno);
     ibv_qp_ex* qx = ibv_qp_to_qp_ex(a);
     ibv_wr_start(qx);
     qx->wr_id = 9;

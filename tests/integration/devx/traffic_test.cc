@@ -405,6 +405,16 @@ ibv_qp* RcQp(ibv_pd* pd, ibv_cq* cq) {
   return ibv_create_qp(pd, &init);
 }
 
+// mlx5dv_init_obj of a verbs QP and its CQ: their mlx5 views.
+bool InitDvQpAndCq(ibv_qp* qp, ibv_cq* cq, mlx5dv_qp* dv_qp, mlx5dv_cq* dv_cq) {
+  mlx5dv_obj obj{};
+  obj.qp.in = qp;
+  obj.qp.out = dv_qp;
+  obj.cq.in = cq;
+  obj.cq.out = dv_cq;
+  return mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ) == 0;
+}
+
 // A's CQ: made by ibv_create_cq (64-byte CQEs in its mlx5 view), or by
 // mlx5dv_create_cq asking for 128-byte CQEs.
 ibv_cq* CreateCqWithCqes(ibv_context* ctx, uint32_t cqe_size) {
@@ -482,12 +492,7 @@ TEST_F(VerbsPeers, Mlx5SendInvalInvalidatesTheRespondersWindow) {
 
   mlx5dv_qp dv_qp{};
   mlx5dv_cq dv_cq{};
-  mlx5dv_obj obj{};
-  obj.qp.in = a_qp;
-  obj.qp.out = &dv_qp;
-  obj.cq.in = a_cq;
-  obj.cq.out = &dv_cq;
-  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ), 0);
+  ASSERT_TRUE(InitDvQpAndCq(a_qp, a_cq, &dv_qp, &dv_cq));
   for (uint16_t index = 0; index < 2; ++index) {
     ibv_sge rsge{reinterpret_cast<uintptr_t>(b_buf.data() + 4096), 64, b_mr->lkey};
     ibv_recv_wr rwr{}, *rbad = nullptr;
@@ -549,12 +554,7 @@ TEST_P(DvOnVerbs, Mlx5WqesOnAVerbsQpAndCqesOnItsCq) {
 
   mlx5dv_qp dv_qp{};
   mlx5dv_cq dv_cq{};
-  mlx5dv_obj obj{};
-  obj.qp.in = a_qp;
-  obj.qp.out = &dv_qp;
-  obj.cq.in = a_cq;
-  obj.cq.out = &dv_cq;
-  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ), 0);
+  ASSERT_TRUE(InitDvQpAndCq(a_qp, a_cq, &dv_qp, &dv_cq));
   ASSERT_NE(dv_qp.sq.buf, nullptr);
   ASSERT_NE(dv_qp.dbrec, nullptr);
   ASSERT_NE(dv_cq.buf, nullptr);
@@ -747,12 +747,7 @@ TEST_F(VerbsPeers, Mlx5UdWqesOnAVerbsUdQp) {
   ASSERT_EQ(ibv_query_gid(a_ctx, 1, 0, &gid), 0);
   mlx5dv_qp dv_qp{};
   mlx5dv_cq dv_cq{};
-  mlx5dv_obj obj{};
-  obj.qp.in = a;
-  obj.qp.out = &dv_qp;
-  obj.cq.in = a_cq;
-  obj.cq.out = &dv_cq;
-  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ), 0);
+  ASSERT_TRUE(InitDvQpAndCq(a, a_cq, &dv_qp, &dv_cq));
   ASSERT_TRUE(dv_qp.sq.buf && dv_qp.rq.buf && dv_qp.dbrec);
 
   // A -> B: control, datagram (the address vector) and data segments.
