@@ -74,6 +74,10 @@ inline constexpr int kNumCompVectors = 1;
 // reports its own in QUERY_HCA_CAP's log_dma_mmo_max_size (2 GiB when 0).
 inline constexpr int kLogMaxWrMemcpyLength = 24;
 inline constexpr uint64_t kMaxWrMemcpyLength = uint64_t{1} << kLogMaxWrMemcpyLength;
+// mlx5's DCI streams (mlx5dv_dci_streams_caps): a DCI may ask for up to 2^4
+// concurrent streams and up to 2^4 streams in error before it moves to ERR.
+inline constexpr uint8_t kMaxLogDciStreams = 4;
+inline constexpr uint8_t kMaxLogDciErroredStreams = 4;
 // On-demand paging (docs/datapath.md, "On-demand paging"): a reliable
 // transport does every operation with ODP MRs. RC and XRC report them all,
 // mlx5's DC all but RECV (a DCT receives through its SRQ).

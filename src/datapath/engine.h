@@ -110,6 +110,9 @@ struct SendWr {
   // copy's.
   uint64_t memcpy_dest_addr = 0;
   uint32_t memcpy_dest_lkey = 0;
+  // mlx5's DCI with streams: the stream the WR belongs to
+  // (mlx5dv_wr_set_dc_addr_stream; 0 by mlx5dv_wr_set_dc_addr).
+  uint16_t dci_stream = 0;
   // Not 0: an mlx5 WQE posted with mlx5dv_wr_raw_wqe, whose completion's
   // opcode is IBV_WC_DRIVER2, as libmlx5 reports a raw WQE's
   // (RequesterWcOpcode). Before the SGEs: the network transport's copy

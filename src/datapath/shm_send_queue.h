@@ -17,8 +17,10 @@
 #include <errno.h>
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "datapath/engine.h"
 #include "datapath/layout.h"
@@ -128,11 +130,29 @@ class ShmSendQueue {
     Settle(port.qpn());
   }
 
-  // The QP went to RESET: waiting WRs are forgotten.
+  // The QP went to RESET: waiting WRs are forgotten, and so are the
+  // streams in error.
   void Clear() {
     waiting_.clear();
     drain_notify_ = false;
     state_ = ShmSendState::kIdle;
+    errored_streams_.clear();
+  }
+  // mlx5's DCI streams (docs/devx.md, "DCI streams"): a WR that fails puts
+  // its stream (SendWr::dci_stream) in error and the QP stays in RTS, until
+  // max_errored streams are in error - the error that makes them that many
+  // moves the QP to ERR; a WR of a stream in error completes with
+  // IBV_WC_WR_FLUSH_ERR without running, until ResetStream.
+  void EnableStreams(uint32_t max_errored) { max_errored_streams_ = max_errored; }
+  bool HasStreams() const { return max_errored_streams_ != 0; }
+  // mlx5dv_dci_stream_id_reset: false when the stream is not in error.
+  bool ResetStream(uint16_t stream) {
+    for (size_t i = 0; i < errored_streams_.size(); ++i) {
+      if (errored_streams_[i] != stream) continue;
+      errored_streams_.erase(errored_streams_.begin() + static_cast<std::ptrdiff_t>(i));
+      return true;
+    }
+    return false;
   }
   // SQD->RTS: the WRs posted in SQD are no longer held (all at once, so a
   // later RTS->SQD drains them like any WR started in RTS).
@@ -162,6 +182,10 @@ class ShmSendQueue {
   // whole of a post's work besides the requester and responder.
   template <ShmQpPort Port>
   [[gnu::always_inline]] Step RunOne(Port& port, SendWr& wr) {
+    if (HasStreams() && StreamInError(wr.dci_stream)) [[unlikely]] {
+      port.CompleteSend(FlushedCompletion(wr, port.qpn()));
+      return Step::kFinished;
+    }
     const LocalQp qp = port.View();
     Outcome out = Execute(port.host(), qp, wr);
     const CompleterVerdict verdict = Judge(
@@ -181,6 +205,10 @@ class ShmSendQueue {
     }
     const Completion& c = out.completion;
     const bool failed = c.status != IBV_WC_SUCCESS;
+    if (failed && HasStreams() && ContainInStream(wr.dci_stream)) [[unlikely]] {
+      port.CompleteSend(c);  // the QP stays in RTS
+      return Step::kFinished;
+    }
     // A failed WR puts the QP in its error state before its completion is
     // seen, as hardware does: a program that polls the error completion
     // and then queries the QP finds ERR (SQE), never RTS.
@@ -212,6 +240,18 @@ class ShmSendQueue {
     drain_notify_ = false;
     port.SendQueueDrained();
   }
+  bool StreamInError(uint16_t stream) const {
+    for (uint16_t s : errored_streams_) {
+      if (s == stream) return true;
+    }
+    return false;
+  }
+  // A WR of `stream` failed: the stream is in error; true while fewer than
+  // max_errored streams are (the error stays in its stream).
+  bool ContainInStream(uint16_t stream) {
+    errored_streams_.push_back(stream);
+    return errored_streams_.size() < max_errored_streams_;
+  }
   // The state the front WR puts the queue in (traced when it changes).
   void Settle(uint32_t qpn);
 
@@ -219,6 +259,10 @@ class ShmSendQueue {
   ShmSendState state_ = ShmSendState::kIdle;
   ShmSendState front_wait_ = ShmSendState::kAckWait;  // why the front WR waits (RunOne)
   bool drain_notify_ = false;
+  // DCI streams: 0 = none; else how many streams in error move the QP to
+  // ERR, and those in error now (at most that many).
+  uint32_t max_errored_streams_ = 0;
+  std::vector<uint16_t> errored_streams_;
 };
 
 }  // namespace softverbs::datapath

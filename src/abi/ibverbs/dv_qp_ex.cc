@@ -68,8 +68,11 @@ void RawWqe(mlx5dv_qp_ex* mq, const void* wqe) {
 }
 
 // The DCT the last WR goes to: its number and access key, and the path
-// of the AH as a UD WR takes it. Only a DCI has this builder in libmlx5.
-void SetDcAddr(mlx5dv_qp_ex* mq, ibv_ah* ah, uint32_t remote_dctn, uint64_t remote_dc_key) {
+// of the AH as a UD WR takes it; and its DCI stream (0 unless named by
+// mlx5dv_wr_set_dc_addr_stream; a DCI created without streams has one). Only
+// a DCI has these builders in libmlx5.
+void SetDcAddrOfStream(mlx5dv_qp_ex* mq, ibv_ah* ah, uint32_t remote_dctn, uint64_t remote_dc_key,
+                       uint16_t stream) {
   Qp* qp = QpOf(mq);
   if (qp->type != verbs::kQptDcIni) {
     NotSupported(mq, "set_dc_addr (on a QP that is not a DCI)");
@@ -89,9 +92,10 @@ void SetDcAddr(mlx5dv_qp_ex* mq, ibv_ah* ah, uint32_t remote_dctn, uint64_t remo
   SetUdAddress(Context::From(qp->ibv.qp_base.context), ah, remote_dctn, 0, &wr);
   wr.dc_key = remote_dc_key;
   wr.dc_addr_set = true;
+  wr.dci_stream = stream;
 }
-void SetDcAddrStream(mlx5dv_qp_ex* mq, ibv_ah*, uint32_t, uint64_t, uint16_t) {
-  NotSupported(mq, "set_dc_addr_stream");
+void SetDcAddr(mlx5dv_qp_ex* mq, ibv_ah* ah, uint32_t remote_dctn, uint64_t remote_dc_key) {
+  SetDcAddrOfStream(mq, ah, remote_dctn, remote_dc_key, 0);
 }
 void MrInterleaved(mlx5dv_qp_ex* mq, mlx5dv_mkey*, uint32_t, uint32_t, uint16_t,
                    mlx5dv_mr_interleaved*) {
@@ -169,7 +173,7 @@ void InstallDvQpExOps(Qp* qp) {
   ex.wr_set_mkey_layout_interleaved = SetMkeyLayoutInterleaved;
   ex.wr_set_mkey_sig_block = SetMkeySigBlock;
   ex.wr_raw_wqe = RawWqe;
-  ex.wr_set_dc_addr_stream = SetDcAddrStream;
+  ex.wr_set_dc_addr_stream = SetDcAddrOfStream;
   ex.wr_memcpy = Memcpy;
   ex.wr_set_mkey_crypto = SetMkeyCrypto;
 }

@@ -8,9 +8,11 @@
 #include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/self_maps.h"
 #include "common/log.h"
 #include "verbs/mr_rules.h"
+#include "verbs/qp_names.h"
 
 using namespace softverbs::provider;
 
@@ -75,6 +77,37 @@ SV_EXPORT void softverbs_dv_set_send_ops(ibv_qp* qp, uint64_t mlx5_send_ops) {
 SV_EXPORT ibv_qp* softverbs_create_dc_qp(ibv_context* context, ibv_qp_init_attr_ex* attr, int dct,
                                          uint64_t dc_access_key) {
   return CreateDcQp(context, attr, dct != 0, dc_access_key);
+}
+
+SV_EXPORT void softverbs_dv_set_dci_streams(ibv_qp* qp, uint8_t log_num_errored) {
+  if (qp == nullptr) return;
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
+  std::lock_guard lock(q->sq_lock);
+  q->sq.EnableStreams(1u << log_num_errored);
+}
+
+SV_EXPORT int softverbs_dci_stream_id_reset(ibv_qp* qp, uint16_t stream_id) {
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
+  const uint32_t qpn = qp->qp_num;
+  const uint32_t state =
+      q->entry ? q->entry->state.load(std::memory_order_acquire) : static_cast<uint32_t>(qp->state);
+  // libmlx5's order: the state first (EOPNOTSUPP), then the QP's kind.
+  if (state != IBV_QPS_RTS) {
+    return Reject(EOPNOTSUPP, "mlx5dv_dci_stream_id_reset: QP 0x%x is not in RTS (state %u)", qpn,
+                  state);
+  }
+  std::lock_guard lock(q->sq_lock);
+  if (q->type != softverbs::verbs::kQptDcIni || !q->sq.HasStreams()) {
+    return Reject(EINVAL, "mlx5dv_dci_stream_id_reset: QP 0x%x is not a DCI created with streams",
+                  qpn);
+  }
+  if (!q->sq.ResetStream(stream_id)) {
+    // The device's answer to resetting a stream that is not in error
+    // (firmware BAD_PARAM, which libmlx5 reports as EINVAL).
+    return Reject(EINVAL, "mlx5dv_dci_stream_id_reset: DCI 0x%x: stream %u is not in error", qpn,
+                  stream_id);
+  }
+  return 0;
 }
 
 SV_EXPORT mlx5dv_qp_ex* softverbs_dv_qp_ex(ibv_qp_ex* qp) {

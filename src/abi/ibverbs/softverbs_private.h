@@ -135,6 +135,13 @@ void softverbs_dv_set_send_ops(struct ibv_qp* qp, uint64_t mlx5_send_ops);
 struct ibv_qp* softverbs_create_dc_qp(struct ibv_context* context, struct ibv_qp_init_attr_ex* attr,
                                       int dct, uint64_t dc_access_key);
 struct mlx5dv_qp_ex* softverbs_dv_qp_ex(struct ibv_qp_ex* qp);
+/* A DCI created with streams (mlx5dv_create_qp, MLX5DV_QP_INIT_ATTR_MASK_
+ * DCI_STREAMS): 2^log_num_errored streams in error move it to ERR; set right
+ * after the DCI is created. */
+void softverbs_dv_set_dci_streams(struct ibv_qp* qp, uint8_t log_num_errored);
+/* mlx5dv_dci_stream_id_reset: 0, or EOPNOTSUPP (the DCI is not in RTS),
+ * EINVAL (not a DCI with streams, or the stream is not in error). */
+int softverbs_dci_stream_id_reset(struct ibv_qp* qp, uint16_t stream_id);
 
 #ifdef __cplusplus
 }

@@ -74,7 +74,7 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   // As libmlx5's _mlx5dv_query_device: each of these fields asked for is
   // written and its bit kept, zero when the device lacks the capability
   // (none of them exists on softverbs: CQE compression, SW parsing, striding
-  // RQ, tunnel offloads, DCI streams, dynamic BF registers, flow action
+  // RQ, tunnel offloads, dynamic BF registers, flow action
   // flags, signature and crypto offloads).
   // The core clock register and LAG ports are answered only when the
   // device has them: their bits are cleared.
@@ -89,11 +89,16 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   answer(MLX5DV_CONTEXT_MASK_SWP, attrs_out->sw_parsing_caps);
   answer(MLX5DV_CONTEXT_MASK_STRIDING_RQ, attrs_out->striding_rq_caps);
   answer(MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS, attrs_out->tunnel_offloads_caps);
-  answer(MLX5DV_CONTEXT_MASK_DCI_STREAMS, attrs_out->dci_streams_caps);
   answer(MLX5DV_CONTEXT_MASK_DYN_BFREGS, attrs_out->max_dynamic_bfregs);
   answer(MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS, attrs_out->flow_action_flags);
   answer(MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, attrs_out->sig_caps);
   answer(MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, attrs_out->crypto_caps);
+  // DCI streams (on one host, as DC QPs: docs/devx.md, "DCI streams").
+  if (attrs_out->comp_mask & MLX5DV_CONTEXT_MASK_DCI_STREAMS) {
+    attrs_out->dci_streams_caps.max_log_num_concurent = softverbs::limits::kMaxLogDciStreams;
+    attrs_out->dci_streams_caps.max_log_num_errored = softverbs::limits::kMaxLogDciErroredStreams;
+    answered |= MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+  }
   // DMA memcpy (mlx5dv_wr_memcpy), as QUERY_HCA_CAP's log_dma_mmo_max_size.
   if (attrs_out->comp_mask & MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH) {
     attrs_out->max_wr_memcpy_length = softverbs::limits::kMaxWrMemcpyLength;

@@ -3,7 +3,7 @@
 // attributes get libmlx5's checks, in its order, before ibv_create_qp_ex
 // checks the verbs ones (libmlx5 checks a few of those first: a request
 // wrong in both ways may get another errno). What softverbs does not have
-// answers EOPNOTSUPP: DCI streams, the creation flags of Ethernet and
+// answers EOPNOTSUPP: the creation flags of Ethernet and
 // signature offloads, and the memory-key (UMR) send operations; raw WQEs
 // run on RC and UC QPs, DMA memcpy on RC QPs and DCIs (docs/devx.md,
 // "mlx5dv_create_qp and raw WQEs", "DMA memcpy"). DC QPs
@@ -11,6 +11,7 @@
 // run on one host (docs/devx.md, "DC QPs").
 #include "abi/ibverbs/softverbs_private.h"
 #include "abi/mlx5/devx_internal.h"
+#include "common/device_limits.h"
 
 using softverbs::mlx5::RejectNull;
 
@@ -98,15 +99,17 @@ int CheckVendorAttributes(const ibv_qp_init_attr_ex& attr, const mlx5dv_qp_init_
                                      dv.dc_init_attr.dc_type);
     }
     if (dv.comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS) {
-      // The device reports no DCI stream capability (max_log_num_concurent
-      // and max_log_num_errored 0): libmlx5 refuses more than that.
+      // libmlx5 refuses more than the device's dci_streams_caps.
       const auto& streams = dv.dc_init_attr.dci_streams;
-      if (streams.log_num_concurent > 0 || streams.log_num_errored > 0) {
+      if (streams.log_num_concurent > softverbs::limits::kMaxLogDciStreams ||
+          streams.log_num_errored > softverbs::limits::kMaxLogDciErroredStreams) {
         return softverbs::mlx5::Reject(
-            EINVAL, "mlx5dv_create_qp: DCI streams above the device's (none: dci_streams_caps 0)");
+            EINVAL,
+            "mlx5dv_create_qp: DCI streams (log %u concurrent, log %u errored) above the "
+            "device's (log %u, log %u: dci_streams_caps)",
+            streams.log_num_concurent, streams.log_num_errored,
+            softverbs::limits::kMaxLogDciStreams, softverbs::limits::kMaxLogDciErroredStreams);
       }
-      return softverbs::mlx5::Reject(
-          EOPNOTSUPP, "mlx5dv_create_qp: DCI streams are not supported by softverbs");
     }
   }
   const uint64_t ops =
@@ -184,7 +187,21 @@ SV_MLX5_EXPORT ibv_qp* mlx5dv_create_qp(ibv_context* context, ibv_qp_init_attr_e
   }
   if (qp == nullptr) return nullptr;  // the create explained it and set errno
   softverbs_dv_set_send_ops(qp, send_ops);
+  if (qp_attr->qp_type == IBV_QPT_DRIVER &&
+      (mlx5_qp_attr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS)) {
+    softverbs_dv_set_dci_streams(qp, mlx5_qp_attr->dc_init_attr.dci_streams.log_num_errored);
+  }
   return qp;
+}
+
+// mlx5dv_dci_stream_id_reset(3): the stream leaves the error state (the
+// DCI's send queue keeps them: docs/devx.md, "DCI streams").
+SV_MLX5_EXPORT int mlx5dv_dci_stream_id_reset(ibv_qp* qp, uint16_t stream_id) {
+  if (qp == nullptr || !softverbs_is_device(qp->context->device)) {
+    return softverbs::mlx5::Reject(EOPNOTSUPP,
+                                   "mlx5dv_dci_stream_id_reset: the QP is not softverbs'");
+  }
+  return softverbs_dci_stream_id_reset(qp, stream_id);
 }
 
 SV_MLX5_EXPORT mlx5dv_qp_ex* mlx5dv_qp_ex_from_ibv_qp_ex(ibv_qp_ex* qp) {

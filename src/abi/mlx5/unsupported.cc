@@ -105,9 +105,6 @@ SOFTVERBS_WEAK_EXPORT int mlx5dv_modify_qp_sched_elem(ibv_qp*, const mlx5dv_sche
                                                       const mlx5dv_sched_leaf*) {
   return ErrnoValueNotSupported();
 }
-SOFTVERBS_WEAK_EXPORT int mlx5dv_dci_stream_id_reset(ibv_qp*, uint16_t) {
-  return ErrnoValueNotSupported();
-}
 SOFTVERBS_WEAK_EXPORT int mlx5dv_map_ah_to_qp(ibv_ah*, uint32_t) {
   return ErrnoValueNotSupported();
 }

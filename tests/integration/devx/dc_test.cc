@@ -713,8 +713,8 @@ TEST_F(DcTest, DciAndDctAreDriverQps) {
 
 // What libmlx5 refuses of a DC QP, leaving no QP behind: a DCT without an
 // SRQ or with send operations (EINVAL), DCI streams beyond the device's
-// dci_streams_caps (EINVAL) or within them (EOPNOTSUPP: softverbs has
-// none), a dc_type that is neither DCI nor DCT (EINVAL).
+// dci_streams_caps (EINVAL; within them the DCI is made), a dc_type that
+// is neither DCI nor DCT (EINVAL).
 TEST_F(DcTest, CreationRefusesWhatDcDoesNotAllow) {
   ibv_cq* cq = NewCq();
   ibv_srq* srq = NewSrq();
@@ -734,7 +734,8 @@ TEST_F(DcTest, CreationRefusesWhatDcDoesNotAllow) {
   mlx5dv_qp_init_attr streams = DcInit(MLX5DV_DCTYPE_DCI);
   streams.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
   streams.dc_init_attr.dci_streams = {most.max_log_num_concurent, most.max_log_num_errored};
-  EXPECT_EQ(Refused(DciAttr(), streams), EOPNOTSUPP);
+  EXPECT_GT(most.max_log_num_errored, 0u);
+  EXPECT_EQ(Refused(DciAttr(), streams), 0);
   streams.dc_init_attr.dci_streams.log_num_concurent = most.max_log_num_concurent + 1;
   EXPECT_EQ(Refused(DciAttr(), streams), EINVAL);
   streams.dc_init_attr.dci_streams = {most.max_log_num_concurent,
@@ -1043,6 +1044,74 @@ TEST_F(DcTest, ADciCopiesByDmaMemcpyWithoutADct) {
   EXPECT_EQ(std::string(reinterpret_cast<char*>(At(kLocal)), msg.size()), msg);
   EXPECT_EQ(*At(kLocal + static_cast<uint32_t>(msg.size())), kUntouched);
   EXPECT_EQ(State(dci), IBV_QPS_RTS);
+}
+
+// DCI streams (mlx5dv_dci_stream_id_reset(3)): a WR's error puts its
+// stream in error and leaves the DCI in RTS; that stream's next WRs are
+// flushed while the others go on; resetting the stream (not another one:
+// EINVAL) lets it send again. The error that makes 2^log_num_errored
+// streams errored moves the DCI to ERR; RESET forgets the streams' errors.
+TEST_F(DcTest, DciStreamsKeepAnErrorInItsStream) {
+  Dct dct = NewDct();
+  mlx5dv_qp_init_attr dv = DcInit(MLX5DV_DCTYPE_DCI);
+  dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+  dv.dc_init_attr.dci_streams = {/*log_num_concurent=*/2, /*log_num_errored=*/1};
+  ibv_qp* dci = Create(DciAttr(), dv);
+  ibv_qp* plain = NewDciInRts();
+  ASSERT_TRUE(dct.qp && dci && plain) << strerror(errno);
+  ASSERT_TRUE(DciToRts(dci));
+  const std::string msg = "on a stream";
+  const uint32_t offset = Stage(0, msg);
+  uint32_t slot = 0;
+  // A SEND on `stream`; a bad lkey makes it fail locally.
+  const auto send = [&](uint16_t stream, uint64_t wr_id, bool bad_lkey = false) {
+    return Batch(dci, [&](ibv_qp_ex* qx, mlx5dv_qp_ex* mx) {
+      qx->wr_id = wr_id;
+      ibv_wr_send(qx);
+      mlx5dv_wr_set_dc_addr_stream(mx, ah_, dct.qp->qp_num, kKey, stream);
+      ibv_wr_set_sge(qx, bad_lkey ? mr_->lkey + 0x100 : mr_->lkey, Addr(offset), msg.size());
+    });
+  };
+  const auto delivered = [&](uint16_t stream, uint64_t wr_id) {
+    ASSERT_TRUE(PostRecv(dct.srq, slot));
+    ASSERT_EQ(send(stream, wr_id), 0);
+    ASSERT_NO_FATAL_FAILURE(ExpectSent(dci, wr_id));
+    ibv_wc wc{};
+    ASSERT_NO_FATAL_FAILURE(ExpectReceived(dct, dci, msg, &wc));
+    EXPECT_EQ(wc.wr_id, slot++);
+  };
+
+  ASSERT_EQ(send(1, 10, /*bad_lkey=*/true), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectFailed(dci, 10, IBV_WC_LOC_PROT_ERR));
+  EXPECT_EQ(State(dci), IBV_QPS_RTS);
+  ASSERT_EQ(send(1, 11), 0);  // stream 1 is in error: flushed, not sent
+  ASSERT_NO_FATAL_FAILURE(ExpectFailed(dci, 11, IBV_WC_WR_FLUSH_ERR));
+  EXPECT_TRUE(Quiet(dct.cq));
+  ASSERT_NO_FATAL_FAILURE(delivered(2, 12));                // other streams go on
+  EXPECT_EQ(mlx5dv_dci_stream_id_reset(dci, 2), EINVAL);    // not in error
+  EXPECT_EQ(mlx5dv_dci_stream_id_reset(plain, 1), EINVAL);  // a DCI without streams
+  EXPECT_EQ(mlx5dv_dci_stream_id_reset(dci, 1), 0);
+  EXPECT_EQ(mlx5dv_dci_stream_id_reset(dci, 1), EINVAL);
+  ASSERT_NO_FATAL_FAILURE(delivered(1, 13));
+
+  // 2^1 streams in error: the second error moves the DCI to ERR.
+  ASSERT_EQ(send(3, 14, true), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectFailed(dci, 14, IBV_WC_LOC_PROT_ERR));
+  EXPECT_EQ(State(dci), IBV_QPS_RTS);
+  ASSERT_EQ(send(4, 15, true), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectFailed(dci, 15, IBV_WC_LOC_PROT_ERR));
+  EXPECT_EQ(State(dci), IBV_QPS_ERR);
+  ASSERT_EQ(send(2, 16), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectFailed(dci, 16, IBV_WC_WR_FLUSH_ERR));
+  EXPECT_EQ(mlx5dv_dci_stream_id_reset(dci, 3), EOPNOTSUPP);  // not in RTS, as libmlx5
+
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(dci, &reset, IBV_QP_STATE), 0);
+  ASSERT_TRUE(DciToRts(dci));
+  ASSERT_NO_FATAL_FAILURE(delivered(3, 17));
+  EXPECT_EQ(mlx5dv_dci_stream_id_reset(dci, 4), EINVAL);  // RESET forgot it
+  EXPECT_TRUE(Quiet(dci_cq_));
 }
 
 TEST_F(DcTest, SendWithImmCarriesTheImmediate) {

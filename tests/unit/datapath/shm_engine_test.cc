@@ -212,6 +212,47 @@ TEST_F(ShmEngine, AnAccessIsCountedInTheAccessRecordWhileItLasts) {
   EXPECT_EQ(host_.Inside(kKey), 0u);
 }
 
+// A send queue with DCI streams (here: two streams in error at most) keeps
+// a WR's error in its stream: no SetError, the stream's next WR flushed
+// without running, another stream's WR runs; a reset stream runs again;
+// the error that makes two streams errored is the QP's (SetError); Clear
+// (RESET) forgets the errors.
+TEST_F(ShmEngine, DciStreamsKeepAnErrorInItsStream) {
+  sq_.EnableStreams(2);
+  const auto on_stream = [this](uint64_t id, uint16_t stream, bool bad_lkey = false) {
+    SendWr wr = Wr(id, IBV_WR_RDMA_WRITE, 8);
+    wr.dci_stream = stream;
+    if (bad_lkey) wr.sge[0].lkey = kKey + 0x100;
+    return Post(wr);
+  };
+  const auto last = [this] { return port_.send_completions.back(); };
+  ASSERT_EQ(on_stream(1, 5, true), 0);
+  EXPECT_EQ(last().status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(port_.set_error, 0);
+  EXPECT_EQ(port_.receive_flushes, 0);
+  memset(src(), 0x5a, 8);
+  ASSERT_EQ(on_stream(2, 5), 0);
+  EXPECT_EQ(last().wr_id, 2u);
+  EXPECT_EQ(last().status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(dst()[0], 0) << "a WR of a stream in error ran";
+  ASSERT_EQ(on_stream(3, 6), 0);
+  EXPECT_EQ(last().status, IBV_WC_SUCCESS);
+  EXPECT_EQ(dst()[0], 0x5a);
+  EXPECT_FALSE(sq_.ResetStream(6));
+  EXPECT_TRUE(sq_.ResetStream(5));
+  ASSERT_EQ(on_stream(4, 5), 0);
+  EXPECT_EQ(last().status, IBV_WC_SUCCESS);
+
+  ASSERT_EQ(on_stream(5, 7, true), 0);
+  EXPECT_EQ(port_.set_error, 0);
+  ASSERT_EQ(on_stream(6, 8, true), 0);
+  EXPECT_EQ(last().status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(port_.set_error, 1) << "the second stream in error is the QP's error";
+  sq_.Clear();
+  EXPECT_FALSE(sq_.ResetStream(7));
+  EXPECT_TRUE(sq_.HasStreams());
+}
+
 TEST_F(ShmEngine, UnsignaledSuccessCompletesOnlyWithSqSigAll) {
   SendWr wr = Wr(1, IBV_WR_RDMA_WRITE);
   wr.send_flags = 0;
