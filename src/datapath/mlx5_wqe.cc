@@ -167,6 +167,7 @@ WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqeb
     if (address == WqeAddress::kDc) {
       wr.dc_key = be64toh(av.key.dc_key);
       wr.dc_addr_set = true;
+      wr.dci_stream = be16toh(ctrl.dci_stream_channel_id);
     } else {
       wr.remote_qkey = be32toh(av.key.qkey.qkey);
     }

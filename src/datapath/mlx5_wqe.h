@@ -88,8 +88,9 @@ struct ParsedSendWqe {
   const SendOpcodeInfo* info = nullptr;
   // opcode, flags, imm, raddr/rkey, atomics, SGEs or inline bytes; a UD
   // WQE's destination QP, Q_Key, GID and path (remote_qpn, remote_qkey,
-  // dgid, path: its datagram segment's address vector), a DCI WQE's DCT
-  // and access key (remote_qpn, dc_key, dc_addr_set)
+  // dgid, path: its datagram segment's address vector), a DCI WQE's DCT,
+  // access key and stream (remote_qpn, dc_key, dc_addr_set; dci_stream from
+  // the control segment's dci_stream_channel_id)
   SendWr wr;
   uint8_t sgid_index = 0;  // UD, DC: the source GID's index (the caller fills wr.sgid)
 };

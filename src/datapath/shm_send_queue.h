@@ -145,6 +145,19 @@ class ShmSendQueue {
   // IBV_WC_WR_FLUSH_ERR without running, until ResetStream.
   void EnableStreams(uint32_t max_errored) { max_errored_streams_ = max_errored; }
   bool HasStreams() const { return max_errored_streams_ != 0; }
+  bool StreamInError(uint16_t stream) const {
+    for (uint16_t s : errored_streams_) {
+      if (s == stream) return true;
+    }
+    return false;
+  }
+  // A WR of `stream` failed: the stream is in error; true while fewer than
+  // max_errored streams are (the error stays in its stream). The DEVX
+  // queue engine asks these two for a DCI's mlx5 WQEs too.
+  bool ContainInStream(uint16_t stream) {
+    errored_streams_.push_back(stream);
+    return errored_streams_.size() < max_errored_streams_;
+  }
   // mlx5dv_dci_stream_id_reset: false when the stream is not in error.
   bool ResetStream(uint16_t stream) {
     for (size_t i = 0; i < errored_streams_.size(); ++i) {
@@ -239,18 +252,6 @@ class ShmSendQueue {
     if (!drain_notify_) return;
     drain_notify_ = false;
     port.SendQueueDrained();
-  }
-  bool StreamInError(uint16_t stream) const {
-    for (uint16_t s : errored_streams_) {
-      if (s == stream) return true;
-    }
-    return false;
-  }
-  // A WR of `stream` failed: the stream is in error; true while fewer than
-  // max_errored streams are (the error stays in its stream).
-  bool ContainInStream(uint16_t stream) {
-    errored_streams_.push_back(stream);
-    return errored_streams_.size() < max_errored_streams_;
   }
   // The state the front WR puts the queue in (traced when it changes).
   void Settle(uint32_t qpn);

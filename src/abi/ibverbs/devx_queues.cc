@@ -231,6 +231,16 @@ mlx5::WqeError AddressDatagram(Context* ctx, mlx5::ParsedSendWqe* wqe) {
   return mlx5::WqeError::kNone;
 }
 
+// A verbs DCI created with streams, driven through its mlx5 view: its send
+// queue keeps the streams' errors (docs/devx.md, "DCI streams") for its
+// mlx5 WQEs as for its verbs WRs. nullptr for any other QP.
+Qp* StreamedDci(const DevxQp& qp) {
+  Qp* q = qp.verbs_qp;
+  if (q == nullptr || q->type != verbs::kQptDcIni) return nullptr;
+  std::lock_guard lock(q->sq_lock);
+  return q->sq.HasStreams() ? q : nullptr;
+}
+
 // Executes the pending WQE once. Returns false when it must wait (RNR, no
 // response yet), true when it finished (with or without an error).
 bool RunPending(Context* ctx, DevxQp& qp) {
@@ -241,6 +251,15 @@ bool RunPending(Context* ctx, DevxQp& qp) {
     return true;
   }
   dp::SendWr& wr = wqe.wr;
+  Qp* const streamed = StreamedDci(qp);
+  if (streamed != nullptr) {
+    std::lock_guard lock(streamed->sq_lock);
+    if (streamed->sq.StreamInError(wr.dci_stream)) {
+      CompleteSend(qp, wqe, IBV_WC_WR_FLUSH_ERR, dp::WrOpcode(wr.opcode).send_wc, 0,
+                   dp::kVendorFlushed);
+      return true;
+    }
+  }
   // The QP's type as the device published it (RC, UC or UD); a UD
   // message is at most the port's MTU.
   const uint32_t type = qp.entry->type.load(std::memory_order_relaxed);
@@ -268,6 +287,14 @@ bool RunPending(Context* ctx, DevxQp& qp) {
   }
   dp::Completion& c = out.completion;
   const bool failed = c.status != IBV_WC_SUCCESS;
+  if (failed && streamed != nullptr) {
+    std::lock_guard lock(streamed->sq_lock);
+    if (streamed->sq.ContainInStream(wr.dci_stream)) {
+      // The DCI stays in RTS: only the WQE's stream is in error.
+      CompleteSend(qp, wqe, c.status, dp::WrOpcode(wr.opcode).send_wc, c.byte_len, c.vendor_err);
+      return true;
+    }
+  }
   if (failed) {
     Log("devx: QP 0x%x: WQE %u (%s) completed with %s: the QP moves to ERR", qp.qpn, wqe.wqe_index,
         wqe.info->name, ibv_wc_status_str(static_cast<ibv_wc_status>(c.status)));

@@ -1014,8 +1014,6 @@ TEST_F(DcTest, Mlx5WqesOnADciReachTheDctTheyName) {
   EXPECT_TRUE(Quiet(dct.cq));
 }
 
-// SEND_WITH_IMM: the receive says IBV_WC_WITH_IMM and carries the
-// immediate as sent.
 // A DCI created with MLX5DV_QP_EX_WITH_MEMCPY copies between two ranges of
 // its PD without naming a DCT (libmlx5 gives DCIs mlx5dv_wr_memcpy too),
 // completing as MLX5DV_WC_MEMCPY.
@@ -1114,6 +1112,84 @@ TEST_F(DcTest, DciStreamsKeepAnErrorInItsStream) {
   EXPECT_TRUE(Quiet(dci_cq_));
 }
 
+// The same streams for mlx5 WQEs written into a DCI's mlx5 view: the
+// control segment's dci_stream_channel_id names the stream; a WQE's error
+// stays in its stream (an error CQE, the DCI in RTS), the stream's next WQE
+// is flushed while another stream's goes, and the verbs reset applies.
+TEST_F(DcTest, Mlx5WqesOnADciWithStreamsKeepAnErrorInItsStream) {
+  Dct dct = NewDct();
+  mlx5dv_qp_init_attr dv = DcInit(MLX5DV_DCTYPE_DCI);
+  dv.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS;
+  dv.dc_init_attr.dci_streams = {/*log_num_concurent=*/1, /*log_num_errored=*/2};
+  ibv_qp* dci = Create(DciAttr(), dv);
+  ASSERT_TRUE(dct.qp && dci) << strerror(errno);
+  ASSERT_TRUE(DciToRts(dci));
+  mlx5dv_qp dv_qp{};
+  mlx5dv_cq dv_cq{};
+  mlx5dv_ah dv_ah{};
+  mlx5dv_obj obj{};
+  obj.qp.in = dci;
+  obj.qp.out = &dv_qp;
+  obj.cq.in = dci_cq_;
+  obj.cq.out = &dv_cq;
+  obj.ah.in = ah_;
+  obj.ah.out = &dv_ah;
+  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_AH), 0);
+  auto* sq = static_cast<uint8_t*>(dv_qp.sq.buf);
+  uint32_t posted = 0;  // basic blocks
+  const std::string msg = "a streamed mlx5 SEND";
+  const uint32_t offset = Stage(0, msg);
+  // A SEND WQE (ctrl with the stream, datagram, data) to the DCT.
+  const auto post = [&](uint16_t stream, bool bad_lkey) {
+    uint8_t* wqe = sq + (posted % dv_qp.sq.wqe_cnt) * 64;
+    memset(wqe, 0, 128);
+    auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
+    mlx5dv_set_ctrl_seg(ctrl, static_cast<uint16_t>(posted / 2), MLX5_OPCODE_SEND, 0, dci->qp_num,
+                        MLX5_WQE_CTRL_CQ_UPDATE, 5, 0, 0);
+    ctrl->dci_stream_channel_id = htobe16(stream);
+    auto* av = reinterpret_cast<mlx5_wqe_av*>(wqe + 16);
+    memcpy(av, dv_ah.av, sizeof(*av));
+    av->dqp_dct = htobe32(dct.qp->qp_num | MLX5_EXTENDED_UD_AV);
+    av->key.dc_key = htobe64(kKey);
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(wqe + 64), msg.size(),
+                        bad_lkey ? mr_->lkey + 0x100 : mr_->lkey, Addr(offset));
+    posted += 2;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&dv_qp.dbrec[MLX5_SND_DBR], htobe32(posted & 0xffff), __ATOMIC_RELEASE);
+  };
+  uint32_t cqes = 0;
+  // The syndrome of the next CQE (0 for a success), its consumer index
+  // moved past it; -1 when none came.
+  const auto next = [&]() -> int {
+    mlx5_cqe64* cqe = WaitCqe(dv_cq, cqes);
+    if (cqe == nullptr) return -1;
+    const int syndrome = mlx5dv_get_cqe_opcode(cqe) == MLX5_CQE_REQ_ERR
+                             ? reinterpret_cast<mlx5_err_cqe*>(cqe)->syndrome
+                             : 0;
+    dv_cq.dbrec[0] = htobe32(++cqes & 0xffffff);
+    return syndrome;
+  };
+
+  post(3, /*bad_lkey=*/true);
+  EXPECT_EQ(next(), MLX5_CQE_SYNDROME_LOCAL_PROT_ERR);
+  EXPECT_EQ(State(dci), IBV_QPS_RTS);
+  post(3, false);
+  EXPECT_EQ(next(), MLX5_CQE_SYNDROME_WR_FLUSH_ERR);
+  EXPECT_TRUE(Quiet(dct.cq));
+  ASSERT_TRUE(PostRecv(dct.srq, 0));
+  post(4, false);
+  EXPECT_EQ(next(), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectReceived(dct, dci, msg));
+  EXPECT_EQ(mlx5dv_dci_stream_id_reset(dci, 3), 0);
+  ASSERT_TRUE(PostRecv(dct.srq, 1));
+  post(3, false);
+  EXPECT_EQ(next(), 0);
+  ASSERT_NO_FATAL_FAILURE(ExpectReceived(dct, dci, msg));
+  EXPECT_EQ(State(dci), IBV_QPS_RTS);
+}
+
+// SEND_WITH_IMM: the receive says IBV_WC_WITH_IMM and carries the
+// immediate as sent.
 TEST_F(DcTest, SendWithImmCarriesTheImmediate) {
   Dct dct = NewDct();
   ibv_qp* dci = NewDciInRts();
