@@ -405,6 +405,63 @@ class DcTest : public DevxTest {
     return dci && DciToRts(dci, timeout, retry_cnt, rnr_retry) ? dci : nullptr;
   }
 
+  // A DCI's mlx5 view (mlx5dv_init_obj of the DCI, its CQ and the AH), and
+  // what was posted and consumed through it.
+  struct DciView {
+    mlx5dv_qp qp{};
+    mlx5dv_cq cq{};
+    mlx5dv_ah ah{};
+    uint32_t posted = 0;  // basic blocks
+    uint32_t cqes = 0;    // consumed
+  };
+  bool InitView(ibv_qp* dci, DciView* v) {
+    mlx5dv_obj obj{};
+    obj.qp.in = dci;
+    obj.qp.out = &v->qp;
+    obj.cq.in = dci_cq_;
+    obj.cq.out = &v->cq;
+    obj.ah.in = ah_;
+    obj.ah.out = &v->ah;
+    return mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_AH) == 0 &&
+           v->qp.sq.buf && v->qp.dbrec && v->cq.buf && v->ah.av;
+  }
+  // Writes a DC WQE into v and rings it: ctrl (on `stream`), datagram (the
+  // AH's vector, DCT `dctn`, `key`), [raddr for a WRITE], one data segment
+  // of `len` bytes at `offset` by `lkey`.
+  void PostDcWqe(DciView& v, ibv_qp* dci, uint8_t opcode, uint32_t dctn, uint64_t key,
+                 uint16_t stream, uint32_t lkey, uint32_t offset, uint32_t len,
+                 uint64_t raddr = 0) {
+    const bool write = opcode == MLX5_OPCODE_RDMA_WRITE;
+    uint8_t* wqe = static_cast<uint8_t*>(v.qp.sq.buf) + (v.posted % v.qp.sq.wqe_cnt) * 64;
+    memset(wqe, 0, 128);
+    auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
+    mlx5dv_set_ctrl_seg(ctrl, static_cast<uint16_t>(v.posted / 2), opcode, 0, dci->qp_num,
+                        MLX5_WQE_CTRL_CQ_UPDATE, write ? 6 : 5, 0, 0);
+    ctrl->dci_stream_channel_id = htobe16(stream);
+    auto* av = reinterpret_cast<mlx5_wqe_av*>(wqe + 16);
+    memcpy(av, v.ah.av, sizeof(*av));
+    av->dqp_dct = htobe32(dctn | MLX5_EXTENDED_UD_AV);
+    av->key.dc_key = htobe64(key);
+    uint8_t* next = wqe + 64;
+    if (write) {
+      auto* r = reinterpret_cast<mlx5_wqe_raddr_seg*>(next);
+      r->raddr = htobe64(raddr);
+      r->rkey = htobe32(mr_->rkey);
+      next += 16;
+    }
+    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(next), len, lkey, Addr(offset));
+    v.posted += 2;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&v.qp.dbrec[MLX5_SND_DBR], htobe32(v.posted & 0xffff), __ATOMIC_RELEASE);
+  }
+  // The next CQE of v's CQ, its consumer index moved past it (nullptr when
+  // none came).
+  static mlx5_cqe64* NextCqe(DciView& v) {
+    mlx5_cqe64* cqe = WaitCqe(v.cq, v.cqes);
+    if (cqe != nullptr) v.cq.dbrec[0] = htobe32(++v.cqes & 0xffffff);
+    return cqe;
+  }
+
   static ibv_qp_state State(ibv_qp* qp) {
     ibv_qp_attr attr{};
     ibv_qp_init_attr init{};
@@ -942,53 +999,14 @@ TEST_F(DcTest, Mlx5WqesOnADciReachTheDctTheyName) {
   ibv_qp* dci = NewDciInRts(2, 1);
   ASSERT_TRUE(dct.qp && dci) << strerror(errno);
   ASSERT_TRUE(PostRecv(dct.srq, 0));
-  mlx5dv_qp dv_qp{};
-  mlx5dv_cq dv_cq{};
-  mlx5dv_ah dv_ah{};
-  mlx5dv_obj obj{};
-  obj.qp.in = dci;
-  obj.qp.out = &dv_qp;
-  obj.cq.in = dci_cq_;
-  obj.cq.out = &dv_cq;
-  obj.ah.in = ah_;
-  obj.ah.out = &dv_ah;
-  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_AH), 0);
-  ASSERT_TRUE(dv_qp.sq.buf && dv_qp.dbrec && dv_cq.buf && dv_ah.av);
-  EXPECT_EQ(memcmp(dv_ah.av->rgid, gid_.raw, 16), 0) << "the AH's destination GID";
-
-  auto* sq = static_cast<uint8_t*>(dv_qp.sq.buf);
-  uint32_t posted = 0;  // basic blocks
-  // ctrl, datagram (the AH's vector, the DCT and key), [raddr], data.
+  DciView v;
+  ASSERT_TRUE(InitView(dci, &v));
+  EXPECT_EQ(memcmp(v.ah.av->rgid, gid_.raw, 16), 0) << "the AH's destination GID";
   const auto post = [&](uint8_t opcode, uint32_t offset, uint32_t len, uint64_t key,
                         uint64_t raddr = 0) {
-    const bool write = opcode == MLX5_OPCODE_RDMA_WRITE;
-    uint8_t* wqe = sq + (posted % dv_qp.sq.wqe_cnt) * 64;
-    memset(wqe, 0, 128);
-    mlx5dv_set_ctrl_seg(reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe), 0, opcode, 0, dci->qp_num,
-                        MLX5_WQE_CTRL_CQ_UPDATE, write ? 6 : 5, 0, 0);
-    auto* av = reinterpret_cast<mlx5_wqe_av*>(wqe + 16);
-    memcpy(av, dv_ah.av, sizeof(*av));
-    av->dqp_dct = htobe32(dct.qp->qp_num | MLX5_EXTENDED_UD_AV);
-    av->key.dc_key = htobe64(key);
-    uint8_t* next = wqe + 64;
-    if (write) {
-      auto* r = reinterpret_cast<mlx5_wqe_raddr_seg*>(next);
-      r->raddr = htobe64(raddr);
-      r->rkey = htobe32(mr_->rkey);
-      next += 16;
-    }
-    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(next), len, mr_->lkey, Addr(offset));
-    posted += 2;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&dv_qp.dbrec[MLX5_SND_DBR], htobe32(posted & 0xffff), __ATOMIC_RELEASE);
+    PostDcWqe(v, dci, opcode, dct.qp->qp_num, key, 0, mr_->lkey, offset, len, raddr);
   };
-  uint32_t cqes = 0;
-  // The next CQE of the DCI's CQ, its consumer index moved past it.
-  const auto next_cqe = [&]() -> mlx5_cqe64* {
-    mlx5_cqe64* cqe = WaitCqe(dv_cq, cqes);
-    if (cqe != nullptr) dv_cq.dbrec[0] = htobe32(++cqes & 0xffffff);
-    return cqe;
-  };
+  const auto next_cqe = [&] { return NextCqe(v); };
 
   const std::string msg = "an mlx5 DC SEND";
   post(MLX5_OPCODE_SEND, Stage(0, msg), msg.size(), kKey);
@@ -1124,50 +1142,21 @@ TEST_F(DcTest, Mlx5WqesOnADciWithStreamsKeepAnErrorInItsStream) {
   ibv_qp* dci = Create(DciAttr(), dv);
   ASSERT_TRUE(dct.qp && dci) << strerror(errno);
   ASSERT_TRUE(DciToRts(dci));
-  mlx5dv_qp dv_qp{};
-  mlx5dv_cq dv_cq{};
-  mlx5dv_ah dv_ah{};
-  mlx5dv_obj obj{};
-  obj.qp.in = dci;
-  obj.qp.out = &dv_qp;
-  obj.cq.in = dci_cq_;
-  obj.cq.out = &dv_cq;
-  obj.ah.in = ah_;
-  obj.ah.out = &dv_ah;
-  ASSERT_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP | MLX5DV_OBJ_CQ | MLX5DV_OBJ_AH), 0);
-  auto* sq = static_cast<uint8_t*>(dv_qp.sq.buf);
-  uint32_t posted = 0;  // basic blocks
+  DciView v;
+  ASSERT_TRUE(InitView(dci, &v));
   const std::string msg = "a streamed mlx5 SEND";
   const uint32_t offset = Stage(0, msg);
-  // A SEND WQE (ctrl with the stream, datagram, data) to the DCT.
   const auto post = [&](uint16_t stream, bool bad_lkey) {
-    uint8_t* wqe = sq + (posted % dv_qp.sq.wqe_cnt) * 64;
-    memset(wqe, 0, 128);
-    auto* ctrl = reinterpret_cast<mlx5_wqe_ctrl_seg*>(wqe);
-    mlx5dv_set_ctrl_seg(ctrl, static_cast<uint16_t>(posted / 2), MLX5_OPCODE_SEND, 0, dci->qp_num,
-                        MLX5_WQE_CTRL_CQ_UPDATE, 5, 0, 0);
-    ctrl->dci_stream_channel_id = htobe16(stream);
-    auto* av = reinterpret_cast<mlx5_wqe_av*>(wqe + 16);
-    memcpy(av, dv_ah.av, sizeof(*av));
-    av->dqp_dct = htobe32(dct.qp->qp_num | MLX5_EXTENDED_UD_AV);
-    av->key.dc_key = htobe64(kKey);
-    mlx5dv_set_data_seg(reinterpret_cast<mlx5_wqe_data_seg*>(wqe + 64), msg.size(),
-                        bad_lkey ? mr_->lkey + 0x100 : mr_->lkey, Addr(offset));
-    posted += 2;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&dv_qp.dbrec[MLX5_SND_DBR], htobe32(posted & 0xffff), __ATOMIC_RELEASE);
+    PostDcWqe(v, dci, MLX5_OPCODE_SEND, dct.qp->qp_num, kKey, stream,
+              bad_lkey ? mr_->lkey + 0x100 : mr_->lkey, offset, msg.size());
   };
-  uint32_t cqes = 0;
-  // The syndrome of the next CQE (0 for a success), its consumer index
-  // moved past it; -1 when none came.
+  // The syndrome of the next CQE (0 for a success); -1 when none came.
   const auto next = [&]() -> int {
-    mlx5_cqe64* cqe = WaitCqe(dv_cq, cqes);
+    mlx5_cqe64* cqe = NextCqe(v);
     if (cqe == nullptr) return -1;
-    const int syndrome = mlx5dv_get_cqe_opcode(cqe) == MLX5_CQE_REQ_ERR
-                             ? reinterpret_cast<mlx5_err_cqe*>(cqe)->syndrome
-                             : 0;
-    dv_cq.dbrec[0] = htobe32(++cqes & 0xffffff);
-    return syndrome;
+    return mlx5dv_get_cqe_opcode(cqe) == MLX5_CQE_REQ_ERR
+               ? reinterpret_cast<mlx5_err_cqe*>(cqe)->syndrome
+               : 0;
   };
 
   post(3, /*bad_lkey=*/true);
