@@ -66,7 +66,10 @@ inline constexpr int kMaxDmLogAlign = 6;  // log_align_req up to the allocation 
 inline constexpr uint16_t kMaxPkeys = 1;  // one P_Key: the default 0xffff
 inline constexpr uint16_t kDefaultPkey = 0xffff;
 inline constexpr uint8_t kLocalCaAckDelay = 15;
-inline constexpr uint32_t kMaxInlineData = 256;
+// The most inline bytes a QP takes (cap.max_inline_data): 512, what mlx5
+// QPs give the memory-key work requests whose layout rides inline (rdma-core's
+// test_mlx5_mkey asks for it). Every queued SendWr has room for it.
+inline constexpr uint32_t kMaxInlineData = 512;
 inline constexpr int kNumCompVectors = 1;
 // mlx5's DMA memcpy (mlx5dv_wr_memcpy): the longest copy one work request
 // makes. A WR runs in one go in the thread that executes the send queue, so
@@ -74,6 +77,12 @@ inline constexpr int kNumCompVectors = 1;
 // reports its own in QUERY_HCA_CAP's log_dma_mmo_max_size (2 GiB when 0).
 inline constexpr int kLogMaxWrMemcpyLength = 24;
 inline constexpr uint64_t kMaxWrMemcpyLength = uint64_t{1} << kLogMaxWrMemcpyLength;
+// mlx5's indirect memory keys (mlx5dv_create_mkey): the most entries one
+// layout (mlx5dv_wr_mr_list, mlx5dv_wr_mr_interleaved) may have. The layout
+// rides in its work request's inline bytes, as mlx5's UMR WQE carries it
+// (datapath/mkey_layout.h: UmrEntry), so kMaxInlineData bounds it; libmlx5
+// rounds max_entries up to a multiple of 4, so this is one too.
+inline constexpr uint32_t kMaxMkeyEntries = 8;
 // mlx5's DCI streams (mlx5dv_dci_streams_caps): a DCI may ask for up to 2^4
 // concurrent streams and up to 2^4 streams in error before it moves to ERR.
 inline constexpr uint8_t kMaxLogDciStreams = 4;

@@ -120,6 +120,13 @@ class Device {
   Verdict BindMw(ClientId c, const protocol::BindMwRequest& req, protocol::BindMwReply* out);
   Verdict InvalidateMw(ClientId c, const protocol::InvalidateMwRequest& req);
 
+  // mlx5's indirect memory keys (mkey.cc). Configure runs when a QP's send
+  // queue reaches the UMR; InvalidateMw invalidates keys too.
+  Verdict CreateMkey(ClientId c, const protocol::CreateMkeyRequest& req,
+                     protocol::CreateMkeyReply* out);
+  Verdict DestroyMkey(ClientId c, Handle mkey);
+  Verdict ConfigureMkey(ClientId c, const protocol::ConfigureMkeyRequest& req);
+
   // Completion queues.
   Verdict CreateCq(ClientId c, const protocol::CreateCqRequest& req, protocol::CreateCqReply* out);
   Verdict ResizeCq(ClientId c, const protocol::ResizeCqRequest& req, protocol::ResizeCqReply* out);
@@ -237,6 +244,9 @@ class Device {
 
  private:
   Handle NextHandle() { return next_handle_++; }
+  // Keys in use: MRs, memory windows and indirect memory keys share the key
+  // space and the device limit max_mr.
+  size_t KeysInUse() const { return mrs_.size() + mws_.size() + mkeys_.size(); }
   Verdict CheckAhAttr(const ibv_ah_attr& attr, const char* what) const;
   void PostEvent(ClientId c, ibv_event_type type, protocol::EventElement element, Handle h,
                  uint32_t number);
@@ -311,6 +321,10 @@ class Device {
   void PublishMw(const Mw& mw);
   void UnbindMw(Mw& mw);
   Mw* FindMwByKey(uint32_t rkey);
+  // The indirect key whose lkey or rkey is key, or nullptr.
+  Mkey* FindMkeyByKey(uint32_t key);
+  void UnpublishMkey(Mkey& mkey);
+  Verdict InvalidateMkey(ClientId c, const protocol::InvalidateMwRequest& req, Mkey& mkey);
   // The MR whose lkey or rkey is key, or nullptr.
   Mr* FindMrByKey(uint32_t key);
   void ArmSrqLimit(const Srq& srq);
@@ -349,6 +363,8 @@ class Device {
   std::map<Handle, Mr> mrs_;
   std::map<Handle, Mw> mws_;
   std::map<uint32_t, Handle> mw_by_index_;  // a window's key index -> its handle
+  std::map<Handle, Mkey> mkeys_;
+  std::map<uint32_t, Handle> mkey_by_index_;  // an indirect key's index -> its handle
   std::map<uint32_t, Handle> mr_by_index_;  // an MR's key index -> its handle
   std::map<Handle, Cq> cqs_;
   std::map<Handle, Srq> srqs_;

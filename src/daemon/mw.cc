@@ -76,7 +76,7 @@ Verdict Device::AllocMw(ClientId c, const protocol::AllocMwRequest& req,
     return Verdict::Fail(EINVAL, "alloc_mw: type " + std::to_string(req.type) +
                                      " is neither IBV_MW_TYPE_1 nor IBV_MW_TYPE_2");
   }
-  if (mrs_.size() + mws_.size() >= static_cast<size_t>(lim::kMaxMw)) {
+  if (KeysInUse() >= static_cast<size_t>(lim::kMaxMw)) {
     return Verdict::Fail(ENOMEM, "device limit max_mw reached (MRs and windows share it)");
   }
   const uint32_t index = AllocateMrIndex();
@@ -185,12 +185,12 @@ Verdict Device::InvalidateMw(ClientId c, const protocol::InvalidateMwRequest& re
   if (q == qps_.end() || (!req.remote && !SameGroup(q->second.creator, c))) {
     return Verdict::Fail(EINVAL, "invalidate: QP 0x" + ToHex(req.qpn) + " is not this context's");
   }
+  if (Mkey* mkey = FindMkeyByKey(req.rkey)) return InvalidateMkey(c, req, *mkey);
   Mw* mw = FindMwByKey(req.rkey);
   if (!mw || !mw->bound || mw->rkey != req.rkey) {
     return Verdict::Fail(EINVAL, "invalidate: no bound memory window has rkey 0x" +
                                      ToHex(req.rkey) +
-                                     " (MRs are invalidated only if fast-registered, which "
-                                     "softverbs does not support)");
+                                     " (an MR is not invalidated: softverbs has no fast-registered MRs)");
   }
   // o10-37.2.26: type 1 windows are invalidated by a bind of length 0.
   if (mw->type != IBV_MW_TYPE_2) {

@@ -69,6 +69,23 @@ struct Mw {
   uint32_t access = 0;  // bound: IBV_ACCESS_REMOTE_* it grants
 };
 
+// mlx5's indirect memory key (mlx5dv_create_mkey): free until a UMR gives
+// it a layout, free again once invalidated.
+struct Mkey {
+  Handle handle;
+  ClientId owner;
+  Handle pd;
+  uint32_t lkey;
+  uint32_t rkey;
+  uint32_t max_entries;            // the most entries a layout may have
+  bool remote_invalidate = false;  // a SEND_WITH_INV may invalidate it
+  bool configured = false;         // published in the device table
+  // What the last UMR gave it (a UMR that sets one of them keeps the other).
+  uint32_t access = 0;
+  uint32_t repeat_count = 1;
+  std::vector<datapath::UmrEntry> layout;
+};
+
 struct Cq {
   Handle handle;
   ClientId owner;

@@ -58,6 +58,7 @@ void Device::ReleaseClients(const std::vector<ClientId>& members) {
     DestroyCq(c, h);
   }
   for (Handle h : HandlesOwnedBy(mws_, members)) DeallocMw(c, h);  // before the MRs they lie in
+  for (Handle h : HandlesOwnedBy(mkeys_, members)) DestroyMkey(c, h);
   for (Handle h : HandlesOwnedBy(mrs_, members)) DeregMr(c, h);
   for (Handle h : HandlesOwnedBy(dms_, members)) FreeDm(c, h);
   for (Handle h : HandlesOwnedBy(pds_, members)) {

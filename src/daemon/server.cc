@@ -759,6 +759,19 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       SV_BODY(protocol::InvalidateMwRequest, req);
       return reply_empty(device_.InvalidateMw(c, req));
     }
+    case Op::kCreateMkey: {
+      SV_BODY(protocol::CreateMkeyRequest, req);
+      protocol::CreateMkeyReply out{};
+      return reply(device_.CreateMkey(c, req, &out), out);
+    }
+    case Op::kDestroyMkey: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DestroyMkey(c, req.handle));
+    }
+    case Op::kConfigureMkey: {
+      SV_BODY(protocol::ConfigureMkeyRequest, req);
+      return reply_empty(device_.ConfigureMkey(c, req));
+    }
     case Op::kQueryPd: {
       SV_BODY(protocol::HandleRequest, req);
       protocol::QueryPdReply out{};

@@ -83,6 +83,7 @@ std::string Device::StatusJson() const {
   json objects{{"pd", pds_.size()},
                {"mr", mrs_.size()},
                {"mw", mws_.size()},
+               {"mkey", mkeys_.size()},
                {"cq", cqs_.size()},
                {"srq", srqs_.size()},
                {"qp", qps_.size()},

@@ -14,6 +14,7 @@
 
 #include "common/gid_table.h"
 #include "daemon/device.h"
+#include "datapath/mkey_layout.h"
 #include "datapath/timers.h"
 #include "datapath/wire_post.h"
 #include "roce/aeth.h"
@@ -504,6 +505,21 @@ dp::VendorError WireService::BindWindow(const dp::LocalQp& qp, const dp::SendWr&
   if (v.ok()) return dp::kVendorNone;
   fprintf(stderr, "softverbsd: QP 0x%x: %s\n", qp.qpn, v.why.c_str());
   return dp::kVendorMwBind;
+}
+
+dp::VendorError WireService::ConfigureMkey(const dp::LocalQp& qp, const dp::SendWr& wr) {
+  const Qp* q = device_.FindQpObject(qp.qpn);
+  if (!q) return dp::kVendorUmr;
+  protocol::ConfigureMkeyRequest req{};
+  req.qpn = qp.qpn;
+  if (!dp::UmrLayoutOf(wr, &req.mkey, &req.sets, &req.access, &req.repeat_count, &req.num_entries,
+                       req.entry)) {
+    return dp::kVendorUmr;
+  }
+  Verdict v = device_.ConfigureMkey(q->creator, req);
+  if (v.ok()) return dp::kVendorNone;
+  fprintf(stderr, "softverbsd: QP 0x%x: %s\n", qp.qpn, v.why.c_str());
+  return dp::kVendorUmr;
 }
 
 bool WireService::InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) {

@@ -131,6 +131,8 @@ class WireService : public datapath::WireHost {
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
   datapath::VendorError BindWindow(const datapath::LocalQp& qp,
                                    const datapath::SendWr& wr) override;
+  datapath::VendorError ConfigureMkey(const datapath::LocalQp& qp,
+                                      const datapath::SendWr& wr) override;
   bool InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) override;
   void SendPacket(const uint8_t sgid[16], const uint8_t dgid[16], uint16_t src_port,
                   const roce::PathIpFields& path, const roce::TransportFields& fields,

@@ -21,6 +21,11 @@ class DeviceTable {
   MrEntry* MrSlot(uint32_t key) const {
     return reinterpret_cast<MrEntry*>(base_ + kDeviceTableMrOffset) + MrSlotOf(key);
   }
+  // The layout of the indirect key in key's MR slot (MrEntry::access has
+  // kMrIndirect).
+  MkeyLayout* MkeyLayoutSlot(uint32_t key) const {
+    return reinterpret_cast<MkeyLayout*>(base_ + kDeviceTableMkeyOffset) + MrSlotOf(key);
+  }
   QpEntry* QpSlot(uint32_t qpn) const {
     return reinterpret_cast<QpEntry*>(base_ + kDeviceTableQpOffset) + QpSlotOf(qpn);
   }

@@ -52,6 +52,7 @@ enum VendorError : uint32_t {
   kVendorMwBind = 0x104,      // BIND_MW refused (the daemon's log says why)
   kVendorInvalidate = 0x105,  // LOCAL_INV refused: no type 2 window with that rkey here
   kVendorLocalCopy = 0x106,   // DMA memcpy: a page of an on-demand MR could not be reached
+  kVendorUmr = 0x107,         // UMR refused (the daemon's log says why)
   kVendorBadRkey = 0x201,
   kVendorRkeyAccess = 0x202,
   kVendorRkeyRange = 0x203,
@@ -83,6 +84,8 @@ struct SendWr {
   uint32_t imm_data = 0;
   uint32_t rkey = 0;  // BIND_MW: the window's new rkey (its low 8 bits count)
   uint64_t remote_addr = 0;
+  // Atomics' operands. mlx5's UMR (kWrMlx5Umr) uses them, imm_data,
+  // bind_access and the inline bytes as datapath/mkey_layout.h says.
   uint64_t compare_add = 0;
   uint64_t swap = 0;
   // UD
@@ -253,8 +256,18 @@ class Host {
     (void)wr;
     return kVendorMwBind;
   }
-  // Invalidates the type 2 window of rkey for QP qpn: a LOCAL_INV posted on
-  // it, or (remote) a SEND_WITH_INV that arrived on it. False if refused.
+  // Indirect memory keys live there too: gives the key wr names (imm_data,
+  // its lkey) the layout and access of wr (a UMR of QP qp, kWrMlx5Umr) as
+  // the device checks them; kVendorNone or kVendorUmr.
+  virtual VendorError ConfigureMkey(const LocalQp& qp, const SendWr& wr) {
+    (void)qp;
+    (void)wr;
+    return kVendorUmr;
+  }
+  // Invalidates the type 2 window of rkey for QP qpn - or the indirect
+  // memory key of that key (an mkey's lkey too, for a LOCAL_INV) -: a
+  // LOCAL_INV posted on it, or (remote) a SEND_WITH_INV that arrived on it.
+  // False if refused.
   virtual bool InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) {
     (void)qpn;
     (void)rkey;

@@ -5,7 +5,80 @@
 
 #include <algorithm>
 
+#include "datapath/mkey_layout.h"
+
 namespace softverbs::datapath {
+
+namespace {
+
+VendorError KeyError(MrCheck check, bool remote) {
+  switch (check) {
+    case MrCheck::kOk:
+      return kVendorNone;
+    case MrCheck::kNoAccess:
+      return remote ? kVendorRkeyAccess : kVendorLkeyAccess;
+    case MrCheck::kOutOfRange:
+      return remote ? kVendorRkeyRange : kVendorLkeyRange;
+    default:
+      return remote ? kVendorBadRkey : kVendorBadLkey;
+  }
+}
+
+// Whether this host's access to slot e takes an in-flight count: not its
+// own memory under its execution gate (Host::OwnAccessesFenced), nor any
+// access of the device (Host::ChangesKeysBetweenAccesses).
+bool Counted(Host& host, const MrEntry& e, uint32_t owner) {
+  const bool own = owner == host.client_id() && host.OwnAccessesFenced() && host.OwnsMemory(e);
+  return !own && !host.ChangesKeysBetweenAccesses();
+}
+
+// [addr, addr + len) of the MR whose lkey an indirect key's layout names:
+// a local access of the key's owner and PD; errors reported as the
+// access's (`remote`: as the rkey's).
+VendorError AddLayoutPiece(Host& host, MrGuards& guards, uint32_t lkey, bool remote, uint32_t pdn,
+                           uint32_t owner, uint32_t need, uint64_t addr, uint64_t len,
+                           PieceList* out) {
+  MrEntry* e = host.table().MrSlot(lkey);
+  if (Counted(host, *e, owner) && !guards.Enter(host.AccessRecord(lkey))) {
+    return KeyError(MrCheck::kBadKey, remote);
+  }
+  uint64_t va = 0;
+  // An indirect key beneath another (kIndirect) is not walked: a bad key.
+  if (MrCheck check = CheckMrAccess(*e, lkey, false, pdn, owner, need, addr, len, &va);
+      check != MrCheck::kOk) {
+    return KeyError(check, remote);
+  }
+  const MrMapping* m = host.FindMrMapping(lkey, *e);
+  if (!m || !AddMrPieces(*m, *e, va, len, out)) return kVendorOwnerGone;
+  return kVendorNone;
+}
+
+// [addr, addr + len) of indirect key `key` (slot e, whose own checks
+// passed): through the MRs of its layout, copied now. The layout may have
+// changed since the key check (a UMR that keeps the key): the copy's bounds
+// are checked again.
+VendorError AddIndirectPieces(Host& host, MrGuards& guards, uint32_t key, bool remote,
+                              uint32_t pdn, uint32_t owner, uint32_t need, uint64_t addr,
+                              uint64_t len, PieceList* out) {
+  MkeyLayoutCopy layout;
+  if (!ReadMkeyLayout(*host.table().MkeyLayoutSlot(key), &layout)) {
+    return KeyError(MrCheck::kBadKey, remote);
+  }
+  const uint32_t need_of_mr =
+      (need & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC))
+          ? IBV_ACCESS_LOCAL_WRITE
+          : 0;
+  VendorError why = kVendorNone;
+  const bool whole = ForEachMkeyPiece(layout, addr, len, [&](const UmrEntry& entry, uint64_t at,
+                                                            uint64_t bytes) {
+    why = AddLayoutPiece(host, guards, entry.lkey, remote, pdn, owner, need_of_mr, at, bytes, out);
+    return why == kVendorNone;
+  });
+  if (why != kVendorNone) return why;
+  return whole ? kVendorNone : KeyError(MrCheck::kOutOfRange, remote);
+}
+
+}  // namespace
 
 VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
                            bool remote, uint32_t pdn, uint32_t owner, uint32_t need, PieceList* out,
@@ -39,20 +112,20 @@ VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uin
     // This process's own memory: its dereg waits for the executions in
     // progress here (Host::OwnAccessesFenced), so no count is needed. Nor
     // for the device's accesses (Host::ChangesKeysBetweenAccesses).
-    const bool own = owner == host.client_id() && host.OwnAccessesFenced() && host.OwnsMemory(*e);
-    if (!own && !host.ChangesKeysBetweenAccesses()) guards.Enter(host.AccessRecord(key));
-    uint64_t va = 0;
-    switch (
-        CheckMrAccess(*e, key, by_rkey, pdn, owner, need_of_mr, sge[i].addr, sge[i].length, &va)) {
-      case MrCheck::kOk:
-        break;
-      case MrCheck::kNoAccess:
-        return remote ? kVendorRkeyAccess : kVendorLkeyAccess;
-      case MrCheck::kOutOfRange:
-        return remote ? kVendorRkeyRange : kVendorLkeyRange;
-      default:
-        return remote ? kVendorBadRkey : kVendorBadLkey;
+    if (Counted(host, *e, owner) && !guards.Enter(host.AccessRecord(key))) {
+      return KeyError(MrCheck::kBadKey, remote);
     }
+    uint64_t va = 0;
+    const MrCheck check =
+        CheckMrAccess(*e, key, by_rkey, pdn, owner, need_of_mr, sge[i].addr, sge[i].length, &va);
+    if (check == MrCheck::kIndirect) {
+      if (VendorError why = AddIndirectPieces(host, guards, key, remote, pdn, owner, need,
+                                              sge[i].addr, sge[i].length, out)) {
+        return why;
+      }
+      continue;
+    }
+    if (check != MrCheck::kOk) return KeyError(check, remote);
     const MrMapping* m = host.FindMrMapping(key, *e);
     if (!m || !AddMrPieces(*m, *e, va, sge[i].length, out)) return kVendorOwnerGone;
   }

@@ -36,14 +36,23 @@ class MrGuards {
     for (int i = 0; i < count_; ++i) held_[i]->fetch_sub(1, std::memory_order_release);
     count_ = 0;
   }
-  // Counts an access in record (the host's count for the MR's slot).
-  void Enter(std::atomic<uint32_t>* record) {
-    if (count_ == kMax) return;  // cannot happen: at most kMaxSendSge + 1 MRs
+  // Counts an access in record (the host's count for the MR's slot), once
+  // per record: an MR met again (an indirect key's layout names one MR many
+  // times) is counted already. False when the list is full: the access must
+  // not go ahead uncounted.
+  bool Enter(std::atomic<uint32_t>* record) {
+    for (int i = 0; i < count_; ++i) {
+      if (held_[i] == record) return true;
+    }
+    if (count_ == kMax) return false;
     record->fetch_add(1, std::memory_order_seq_cst);
     held_[count_++] = record;
+    return true;
   }
 
  private:
+  // Two MRs per SGE and a few more: the most distinct MRs one execution
+  // touches without indirect keys is kMaxSendSge + 1.
   static constexpr int kMax = 2 * kMaxSendSge + 2;
   std::atomic<uint32_t>* held_[kMax];
   int count_ = 0;
@@ -76,7 +85,12 @@ class MrGuard {
 // the owner's dereg waits for as an execution of its own process).
 // An rkey may name a memory window: its rights and bounds are checked
 // (responder_qpn: the QP the request arrived on, for type 2 windows) and the
-// bytes reached through the MR it is bound to.
+// bytes reached through the MR it is bound to. A key may be an indirect
+// memory key (mlx5dv_create_mkey): its own rights and bounds are checked,
+// then each part of the range is reached through the MR its layout names
+// there, checked as a local access of the key's owner and PD (local write
+// if the access writes), and an error there is the access's own (a remote
+// one is the rkey's).
 VendorError AddKeyedPieces(Host& host, MrGuards& guards, const RecvSge* sge, uint32_t num_sge,
                            bool remote, uint32_t pdn, uint32_t owner, uint32_t need, PieceList* out,
                            uint32_t responder_qpn = 0);

@@ -28,8 +28,9 @@ namespace softverbs::datapath {
 // line, per-slot RecvWqe::seq, cache-line-aligned WQE slots; 4: memory
 // windows (MrEntry::window_of, bound_qpn); 10: no MrEntry::inflight (a peer
 // inside an access counts only in its access record); 11: CqEntry::recv_wqe;
-// 12: receive rings of twice the WQEs that may be posted.
-inline constexpr uint32_t kLayoutVersion = 13;
+// 12: receive rings of twice the WQEs that may be posted; 14: indirect
+// memory keys (kMrIndirect, MkeyLayout after the QP entries).
+inline constexpr uint32_t kLayoutVersion = 14;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -92,6 +93,52 @@ struct alignas(64) MrEntry {
 };
 static_assert(sizeof(MrEntry) == 128);
 static_assert(offsetof(MrEntry, registrant) == 68);
+
+// MrEntry::access of an indirect memory key (mlx5dv_create_mkey): its
+// zero-based range (iova 0, `length` bytes) is made of pieces of MRs, as
+// its MkeyLayout in the same slot says; `addr` and the backed range mean
+// nothing. No ibv_access_flags bit is this one.
+inline constexpr uint32_t kMrIndirect = 1u << 31;
+
+// One entry of an indirect key's layout, as the UMR work request carries it
+// (SendWr inline bytes, as mlx5's UMR WQE carries its KLMs inline) and the
+// device's request names it. The layout is `repeat_count` blocks; in block
+// r, each entry in turn gives bytes_count bytes at addr + r * stride of its
+// MR (mlx5dv_wr_mr_interleaved; a list, mlx5dv_wr_mr_list, is one block
+// whose strides do not matter).
+struct UmrEntry {
+  uint64_t addr;         // the entry's first byte in block 0, in its MR's iova space
+  uint32_t lkey;         // the MR (the key's PD and owner; not a window or another key)
+  uint32_t bytes_count;  // bytes the entry gives per block
+  uint32_t stride;       // bytes_count + bytes_skip: how far the next block's bytes are
+  uint32_t reserved;
+};
+static_assert(sizeof(UmrEntry) == 24);
+static_assert(limits::kMaxMkeyEntries * sizeof(UmrEntry) <= limits::kMaxInlineData);
+
+// The layout of the indirect key in MR slot i (DeviceTable::MkeyLayoutSlot).
+// Written by the daemon only, under `sequence` (a sequence lock: odd while
+// the entries change), with the key's MrEntry keys cleared; readers copy it
+// (datapath/mkey_layout.h) after their key check and use the copy if the
+// sequence was even and unchanged around it.
+struct MkeyLayout {
+  std::atomic<uint32_t> sequence;      // bumped before and after every write: odd = writing
+  std::atomic<uint32_t> num_entries;   // 0..kMaxMkeyEntries
+  std::atomic<uint32_t> repeat_count;  // blocks (a list: 1)
+  uint32_t reserved1;
+  std::atomic<uint64_t> length;  // bytes the key addresses: sum of bytes_count * repeat_count
+  uint64_t reserved2;
+  struct Entry {  // an UmrEntry, field by field
+    std::atomic<uint64_t> addr;
+    std::atomic<uint32_t> lkey;
+    std::atomic<uint32_t> bytes_count;
+    std::atomic<uint32_t> stride;
+    uint32_t reserved;
+  } entry[limits::kMaxMkeyEntries];
+  uint64_t reserved3[4];
+};
+static_assert(sizeof(MkeyLayout::Entry) == sizeof(UmrEntry));
+static_assert(sizeof(MkeyLayout) == 256);
 
 // One QP number. Written by the daemon (create, modify, error, destroy,
 // client death); peers read it before they touch the QP's queues.
@@ -163,7 +210,9 @@ inline RequesterAttributes UnpackRequester(uint32_t w) {
   return a;
 }
 
-// The device table file: header, then kMrSlots MrEntry, then kQpSlots QpEntry.
+// The device table file: header, then kMrSlots MrEntry, then kQpSlots
+// QpEntry, then kMrSlots MkeyLayout (pages appear only where a slot held
+// an indirect key).
 struct DeviceTableHeader {
   uint32_t magic;           // kDeviceTableMagic
   uint32_t layout_version;  // kLayoutVersion
@@ -171,13 +220,16 @@ struct DeviceTableHeader {
   uint32_t qp_slots;        // kQpSlots
   uint64_t mr_offset;       // byte offset of MrEntry[0]
   uint64_t qp_offset;       // byte offset of QpEntry[0]
-  uint8_t reserved[32];
+  uint64_t mkey_offset;     // byte offset of MkeyLayout[0] (one per MR slot)
+  uint8_t reserved[24];
 };
 static_assert(sizeof(DeviceTableHeader) == 64);
 
 inline constexpr uint64_t kDeviceTableMrOffset = 4096;
 inline constexpr uint64_t kDeviceTableQpOffset = kDeviceTableMrOffset + kMrSlots * sizeof(MrEntry);
-inline constexpr uint64_t kDeviceTableSize = kDeviceTableQpOffset + kQpSlots * sizeof(QpEntry);
+inline constexpr uint64_t kDeviceTableMkeyOffset =
+    (kDeviceTableQpOffset + kQpSlots * sizeof(QpEntry) + 4095) / 4096 * 4096;
+inline constexpr uint64_t kDeviceTableSize = kDeviceTableMkeyOffset + kMrSlots * sizeof(MkeyLayout);
 
 // A context's access record: a memfd of kMrSlots counts (uint32_t, index
 // MrSlotOf(key)), how many accesses of each MR of another process this

@@ -52,6 +52,11 @@ VendorError RunLocalOperation(Host& host, const LocalQp& qp, uint32_t owner, con
       return host.InvalidateWindow(qp.qpn, wr.imm_data, false) ? kVendorNone : kVendorInvalidate;
     case LocalOp::kMemcpy:
       return Memcpy(host, qp, owner, wr, status, byte_len);
+    case LocalOp::kConfigureMkey:
+      // mlx5 reports a refused UMR as a memory-window bind error (its UMR
+      // and BIND_MW are one WQE).
+      *status = IBV_WC_MW_BIND_ERR;
+      return host.ConfigureMkey(qp, wr);
     case LocalOp::kNone:
       break;
   }

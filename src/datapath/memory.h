@@ -61,6 +61,11 @@ enum class MrCheck {
   kNoAccess,    // the MR lacks the needed access right
   kOutOfRange,  // [addr, addr+len) not inside the MR
   kWrongQp,     // a type 2 window bound to another QP
+  // Every check passed, but the key is an indirect memory key (kMrIndirect):
+  // its bytes are those of the MRs its layout names (keyed_access.h), not
+  // at an address of the entry. A caller that does not walk layouts treats
+  // it as a key it cannot use.
+  kIndirect,
 };
 
 // Checks an access of `len` bytes at `addr` (an address in the key's iova
@@ -84,6 +89,7 @@ inline MrCheck CheckMrAccess(const MrEntry& e, uint32_t key, bool remote, uint32
   if (addr < iova || addr - iova > length || len > length - (addr - iova)) {
     return MrCheck::kOutOfRange;
   }
+  if (e.access.load(std::memory_order_relaxed) & kMrIndirect) return MrCheck::kIndirect;
   *owner_va = e.addr.load(std::memory_order_relaxed) + (addr - iova);
   return MrCheck::kOk;
 }

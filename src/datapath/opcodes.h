@@ -48,6 +48,7 @@ enum class LocalOp : uint8_t {
   kInvalidate,  // LOCAL_INV: invalidates a type 2 window (imm_data: its rkey)
   kBindWindow,  // BIND_MW: binds a type 2 window
   kMemcpy,      // mlx5's DMA memcpy: copies between two local ranges by lkey
+  kConfigureMkey,  // mlx5's UMR: gives an indirect memory key its layout and access
 };
 
 struct WrOpcodeInfo {
@@ -204,6 +205,17 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .local_op = LocalOp::kMemcpy,
      .vendor = true,
      .send_wc = IBV_WC_DRIVER3},
+    // mlx5's UMR (mlx5dv_wr_mr_list, mlx5dv_wr_mr_interleaved,
+    // mlx5dv_wr_mkey_configure; kWrMlx5Umr): gives an indirect memory key
+    // its layout (the WR's inline bytes: UmrEntry) and access. libmlx5 has
+    // it on RC QPs created with one of the memory-key send_ops flags. Its
+    // completion opcode is MLX5DV_WC_UMR.
+    {.name = "MLX5_UMR",
+     .action = WrAction::kLocal,
+     .qp_types = QpTypeBit(IBV_QPT_RC),
+     .local_op = LocalOp::kConfigureMkey,
+     .vendor = true,
+     .send_wc = IBV_WC_DRIVER1},
 };
 
 static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_WR_SEND == 2 &&
@@ -213,7 +225,8 @@ static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_W
               IBV_WR_TSO == 10 && IBV_WR_DRIVER1 == 11 && IBV_WR_ATOMIC_WRITE == 15);
 // Vendor work requests, numbered past rdma-core's ibv_wr_opcode values.
 inline constexpr uint32_t kWrMlx5Memcpy = IBV_WR_ATOMIC_WRITE + 1;
-static_assert(std::size(kWrOpcodeRows) == kWrMlx5Memcpy + 1);
+inline constexpr uint32_t kWrMlx5Umr = kWrMlx5Memcpy + 1;
+static_assert(std::size(kWrOpcodeRows) == kWrMlx5Umr + 1);
 
 // A work request's headers are those of its one-packet request (the wire
 // rows of ibta_opcode.h): the two tables cannot disagree.

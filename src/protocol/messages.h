@@ -15,10 +15,11 @@
 #include <cstdint>
 
 #include "common/gid_table.h"
+#include "datapath/layout.h"
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 24;
+inline constexpr uint32_t kProtocolVersion = 25;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -103,6 +104,11 @@ enum class Op : uint16_t {
   // ReservedQpn, empty reply.
   kAllocReservedQpn,
   kFreeReservedQpn,
+  // mlx5's indirect memory keys (mlx5dv_create_mkey, mlx5dv_destroy_mkey,
+  // a UMR at the head of its send queue): bodies at the end of this file.
+  kCreateMkey,
+  kDestroyMkey,
+  kConfigureMkey,
   kCount
 };
 
@@ -664,5 +670,40 @@ struct QueryDmReply {
   uint64_t length;  // bytes the allocation was asked for
 };
 static_assert(sizeof(QueryDmReply) == 8);
+
+// mlx5dv_create_mkey of an indirect key: a key of PD pd that addresses
+// nothing until a UMR gives it a layout (kConfigureMkey). remote_invalidate:
+// MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE, a SEND_WITH_INV may
+// invalidate it. max_entries: the most entries a layout of it may have,
+// as libmlx5 rounded it (a multiple of 4, at most kMaxMkeyEntries).
+struct CreateMkeyRequest {
+  Handle pd;
+  uint32_t max_entries;
+  uint32_t remote_invalidate;
+};
+static_assert(sizeof(CreateMkeyRequest) == 12);
+
+struct CreateMkeyReply {
+  Handle handle;
+  uint32_t lkey;
+  uint32_t rkey;
+};
+static_assert(sizeof(CreateMkeyReply) == 12);
+
+// A UMR of QP qpn reached the head of its send queue: give the indirect key
+// of lkey mkey (it is in use from now on) the layout entry[0..num_entries)
+// repeated repeat_count times (a list: 1) if sets has kUmrSetsLayout, and
+// `access` (IBV_ACCESS_LOCAL_WRITE and IBV_ACCESS_REMOTE_*) if it has
+// kUmrSetsAccess (datapath/mkey_layout.h); what it does not set stays.
+struct ConfigureMkeyRequest {
+  uint32_t qpn;
+  uint32_t mkey;
+  uint32_t sets;
+  uint32_t access;
+  uint32_t repeat_count;
+  uint32_t num_entries;
+  datapath::UmrEntry entry[limits::kMaxMkeyEntries];
+};
+static_assert(sizeof(ConfigureMkeyRequest) == 24 + 24 * limits::kMaxMkeyEntries);
 
 }  // namespace softverbs::protocol

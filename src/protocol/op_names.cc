@@ -78,7 +78,10 @@ const char* OpName(Op op) {
                                            "offer_backing",
                                            "set_qp_udp_sport",
                                            "alloc_reserved_qpn",
-                                           "free_reserved_qpn"};
+                                           "free_reserved_qpn",
+                                           "create_mkey",
+                                           "destroy_mkey",
+                                           "configure_mkey"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

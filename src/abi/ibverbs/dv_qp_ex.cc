@@ -1,11 +1,14 @@
 #include "abi/ibverbs/dv_qp_ex.h"
 
 #include <errno.h>
+#include <string.h>
 
+#include "abi/ibverbs/mkey.h"
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
+#include "datapath/mkey_layout.h"
 #include "datapath/mlx5_wqe.h"
 #include "verbs/qp_names.h"
 
@@ -97,24 +100,158 @@ void SetDcAddrOfStream(mlx5dv_qp_ex* mq, ibv_ah* ah, uint32_t remote_dctn, uint6
 void SetDcAddr(mlx5dv_qp_ex* mq, ibv_ah* ah, uint32_t remote_dctn, uint64_t remote_dc_key) {
   SetDcAddrOfStream(mq, ah, remote_dctn, remote_dc_key, 0);
 }
-void MrInterleaved(mlx5dv_qp_ex* mq, mlx5dv_mkey*, uint32_t, uint32_t, uint16_t,
-                   mlx5dv_mr_interleaved*) {
-  NotSupported(mq, "mr_interleaved");
+// Memory-key work requests (UMR), as libmlx5 builds them: on an RC QP
+// created with any of the memory-key send_ops flags, inline
+// (IBV_SEND_INLINE), mlx5dv_wr_mkey_configure opening the WR and its
+// setters - each at most once - closing it when the last comes;
+// mlx5dv_wr_mr_list and mlx5dv_wr_mr_interleaved are the three in one. An
+// error fails the batch (wr_complete reports the first) and the setters
+// after it do nothing. The WR is a local operation of the send queue
+// (datapath/local_ops.h): the device gives the key its layout there.
+constexpr uint64_t kMkeySendOps = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST |
+                                  MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
+constexpr uint32_t kMkeyAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+void MkeyConfigure(mlx5dv_qp_ex* mq, mlx5dv_mkey* dv_mkey, uint8_t num_setters,
+                   mlx5dv_mkey_conf_attr* attr) {
+  Qp* qp = QpOf(mq);
+  const uint32_t qpn = qp->ibv.qp_base.qp_num;
+  qp->dv_ex.umr_mkey = nullptr;
+  if (!(qp->dv_ex.send_ops & kMkeySendOps)) {
+    FailBatch(qp, Reject(EINVAL,
+                         "mlx5dv_wr_mkey_configure: QP 0x%x was not created with a memory-key "
+                         "send_ops flag (MLX5DV_QP_EX_WITH_MR_LIST, _MR_INTERLEAVED, "
+                         "_MKEY_CONFIGURE)",
+                         qpn));
+    return;
+  }
+  if (!(qp->ibv.wr_flags & IBV_SEND_INLINE)) {
+    FailBatch(qp, Reject(EOPNOTSUPP,
+                         "mlx5dv_wr_mkey_configure: QP 0x%x: a UMR carries its layout inline "
+                         "(wr_flags needs IBV_SEND_INLINE)",
+                         qpn));
+    return;
+  }
+  if (attr == nullptr || attr->comp_mask != 0 ||
+      (attr->conf_flags & ~uint64_t{MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR})) {
+    FailBatch(qp, Reject(EOPNOTSUPP,
+                         "mlx5dv_wr_mkey_configure: QP 0x%x: attr is NULL or has unknown bits",
+                         qpn));
+    return;
+  }
+  if (dv_mkey == nullptr) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_mkey_configure: QP 0x%x: mkey is NULL", qpn));
+    return;
+  }
+  dp::SendWr& wr = qp->batch.emplace_back();
+  wr.wr_id = qp->ibv.wr_id;
+  // The layout is the WR's inline bytes, not a payload.
+  wr.send_flags = qp->ibv.wr_flags & ~uint32_t{IBV_SEND_INLINE};
+  wr.opcode = dp::kWrMlx5Umr;
+  wr.imm_data = dv_mkey->lkey;
+  wr.compare_add = 1;
+  if (num_setters == 0) return;
+  qp->dv_ex.umr_mkey = MkeyOf(dv_mkey);
+  qp->dv_ex.umr_setters_left = num_setters;
 }
-void MrList(mlx5dv_qp_ex* mq, mlx5dv_mkey*, uint32_t, uint16_t, ibv_sge*) {
-  NotSupported(mq, "mr_list");
+
+// The open UMR's WR for a setter, or nullptr (the batch failed already, or
+// no mlx5dv_wr_mkey_configure opened one: EINVAL).
+dp::SendWr* OpenUmr(Qp* qp, const char* setter) {
+  if (qp->batch_error) return nullptr;
+  if (qp->dv_ex.umr_mkey == nullptr || qp->batch.empty() ||
+      qp->batch.back().opcode != dp::kWrMlx5Umr) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_%s: QP 0x%x: no mlx5dv_wr_mkey_configure is open",
+                         setter, qp->ibv.qp_base.qp_num));
+    return nullptr;
+  }
+  return &qp->batch.back();
 }
-void MkeyConfigure(mlx5dv_qp_ex* mq, mlx5dv_mkey*, uint8_t, mlx5dv_mkey_conf_attr*) {
-  NotSupported(mq, "mkey_configure");
+
+void SetterDone(Qp* qp) {
+  if (--qp->dv_ex.umr_setters_left == 0) qp->dv_ex.umr_mkey = nullptr;
 }
-void SetMkeyAccessFlags(mlx5dv_qp_ex* mq, uint32_t) {
-  NotSupported(mq, "set_mkey_access_flags");
+
+void SetMkeyAccessFlags(mlx5dv_qp_ex* mq, uint32_t access_flags) {
+  Qp* qp = QpOf(mq);
+  dp::SendWr* wr = OpenUmr(qp, "set_mkey_access_flags");
+  if (!wr) return;
+  if (access_flags & ~kMkeyAccess) {
+    FailBatch(qp, Reject(EINVAL,
+                         "mlx5dv_wr_set_mkey_access_flags: QP 0x%x: access 0x%x has bits other "
+                         "than LOCAL_WRITE and REMOTE_*",
+                         qp->ibv.qp_base.qp_num, access_flags));
+    return;
+  }
+  if (wr->swap & dp::kUmrSetsAccess) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_set_mkey_access_flags: QP 0x%x: called twice",
+                         qp->ibv.qp_base.qp_num));
+    return;
+  }
+  wr->bind_access = access_flags;
+  wr->swap |= dp::kUmrSetsAccess;
+  SetterDone(qp);
 }
-void SetMkeyLayoutList(mlx5dv_qp_ex* mq, uint16_t, const ibv_sge*) {
-  NotSupported(mq, "set_mkey_layout_list");
+
+// A layout: repeat_count blocks of the interleaved entries (is_interleaved),
+// or one block of the SGEs.
+void SetMkeyLayout(Qp* qp, const char* setter, bool is_interleaved, uint32_t repeat_count,
+                   uint16_t num_entries, const mlx5dv_mr_interleaved* interleaved,
+                   const ibv_sge* sge) {
+  dp::SendWr* wr = OpenUmr(qp, setter);
+  if (!wr) return;
+  const uint32_t qpn = qp->ibv.qp_base.qp_num;
+  if (num_entries > qp->dv_ex.umr_mkey->max_entries) {
+    FailBatch(qp, Reject(ENOMEM, "mlx5dv_wr_%s: QP 0x%x: %u entries, the key takes %u", setter,
+                         qpn, num_entries, qp->dv_ex.umr_mkey->max_entries));
+    return;
+  }
+  if (num_entries > 0 && (is_interleaved ? interleaved == nullptr : sge == nullptr)) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_%s: QP 0x%x: the entries are NULL", setter, qpn));
+    return;
+  }
+  if (wr->swap & dp::kUmrSetsLayout) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_%s: QP 0x%x: the layout is set already", setter, qpn));
+    return;
+  }
+  dp::UmrEntry entries[limits::kMaxMkeyEntries] = {};
+  for (uint16_t i = 0; i < num_entries; ++i) {
+    if (is_interleaved) {
+      entries[i] = {interleaved[i].addr, interleaved[i].lkey, interleaved[i].bytes_count,
+                    interleaved[i].bytes_count + interleaved[i].bytes_skip, 0};
+    } else {
+      entries[i] = {sge[i].addr, sge[i].lkey, sge[i].length, sge[i].length, 0};
+    }
+  }
+  memcpy(wr->inline_data, entries, num_entries * sizeof(dp::UmrEntry));
+  wr->inline_len = num_entries * sizeof(dp::UmrEntry);
+  wr->compare_add = is_interleaved ? repeat_count : 1;
+  wr->swap |= dp::kUmrSetsLayout;
+  SetterDone(qp);
 }
-void SetMkeyLayoutInterleaved(mlx5dv_qp_ex* mq, uint32_t, uint16_t, const mlx5dv_mr_interleaved*) {
-  NotSupported(mq, "set_mkey_layout_interleaved");
+
+void SetMkeyLayoutList(mlx5dv_qp_ex* mq, uint16_t num_sges, const ibv_sge* sge) {
+  SetMkeyLayout(QpOf(mq), "set_mkey_layout_list", false, 1, num_sges, nullptr, sge);
+}
+void SetMkeyLayoutInterleaved(mlx5dv_qp_ex* mq, uint32_t repeat_count, uint16_t num_interleaved,
+                              const mlx5dv_mr_interleaved* data) {
+  SetMkeyLayout(QpOf(mq), "set_mkey_layout_interleaved", true, repeat_count, num_interleaved,
+                data, nullptr);
+}
+void MrInterleaved(mlx5dv_qp_ex* mq, mlx5dv_mkey* mkey, uint32_t access_flags,
+                   uint32_t repeat_count, uint16_t num_interleaved, mlx5dv_mr_interleaved* data) {
+  mlx5dv_mkey_conf_attr attr{};
+  MkeyConfigure(mq, mkey, 2, &attr);
+  SetMkeyAccessFlags(mq, access_flags);
+  SetMkeyLayoutInterleaved(mq, repeat_count, num_interleaved, data);
+}
+void MrList(mlx5dv_qp_ex* mq, mlx5dv_mkey* mkey, uint32_t access_flags, uint16_t num_sges,
+            ibv_sge* sge) {
+  mlx5dv_mkey_conf_attr attr{};
+  MkeyConfigure(mq, mkey, 2, &attr);
+  SetMkeyAccessFlags(mq, access_flags);
+  SetMkeyLayoutList(mq, num_sges, sge);
 }
 void SetMkeySigBlock(mlx5dv_qp_ex* mq, const mlx5dv_sig_block_attr*) {
   NotSupported(mq, "set_mkey_sig_block");

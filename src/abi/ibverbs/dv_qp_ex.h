@@ -16,6 +16,8 @@
 
 namespace softverbs::provider {
 
+struct Mkey;
+
 struct Qp;
 
 struct DvQpEx {
@@ -23,6 +25,10 @@ struct DvQpEx {
   Qp* qp = nullptr;
   // The MLX5DV_QP_EX_WITH_* operations the QP was created with.
   uint64_t send_ops = 0;
+  // The UMR being built: mlx5dv_wr_mkey_configure opened it (the batch's
+  // last WR) for `setters_left` setters; nullptr once they all came.
+  Mkey* umr_mkey = nullptr;
+  uint8_t umr_setters_left = 0;
 };
 
 // Fills every builder of qp's DvQpEx (at the QP's creation).

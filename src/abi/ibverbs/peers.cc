@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "datapath/mkey_layout.h"
 #include "datapath/owner_memory.h"
 #include "datapath/owner_word_lock.h"
 
@@ -323,6 +324,19 @@ datapath::VendorError PeerCache::BindWindow(const datapath::LocalQp& qp,
   protocol::BindMwReply rep{};
   return ctx_->channel.Call(protocol::Op::kBindMw, &req, sizeof(req), &rep, sizeof(rep))
              ? datapath::kVendorMwBind
+             : datapath::kVendorNone;
+}
+
+datapath::VendorError PeerCache::ConfigureMkey(const datapath::LocalQp& qp,
+                                              const datapath::SendWr& wr) {
+  protocol::ConfigureMkeyRequest req{};
+  req.qpn = qp.qpn;
+  if (!datapath::UmrLayoutOf(wr, &req.mkey, &req.sets, &req.access, &req.repeat_count, &req.num_entries,
+                             req.entry)) {
+    return datapath::kVendorUmr;
+  }
+  return ctx_->channel.Call(protocol::Op::kConfigureMkey, &req, sizeof(req), nullptr, 0)
+             ? datapath::kVendorUmr
              : datapath::kVendorNone;
 }
 

@@ -76,6 +76,8 @@ class PeerCache final : public datapath::Host {
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
   datapath::VendorError BindWindow(const datapath::LocalQp& qp,
                                    const datapath::SendWr& wr) override;
+  datapath::VendorError ConfigureMkey(const datapath::LocalQp& qp,
+                                      const datapath::SendWr& wr) override;
   bool InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) override;
   datapath::PeerQp* FindXrcSrq(uint32_t srqn) override;
   void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override;

@@ -143,6 +143,15 @@ void softverbs_dv_set_dci_streams(struct ibv_qp* qp, uint8_t log_num_errored);
  * EINVAL (not a DCI with streams, or the stream is not in error). */
 int softverbs_dci_stream_id_reset(struct ibv_qp* qp, uint16_t stream_id);
 
+/* mlx5dv_create_mkey of an indirect key of pd whose layouts have at most
+ * max_entries entries (libmlx5's rounded value); remote_invalidate: a
+ * SEND_WITH_INV may invalidate it. NULL with errno set on failure.
+ * mlx5dv_destroy_mkey: 0 or an errno. */
+struct mlx5dv_mkey;
+struct mlx5dv_mkey* softverbs_create_mkey(struct ibv_pd* pd, uint32_t max_entries,
+                                          int remote_invalidate);
+int softverbs_destroy_mkey(struct mlx5dv_mkey* mkey);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,9 +4,9 @@
 // checks the verbs ones (libmlx5 checks a few of those first: a request
 // wrong in both ways may get another errno). What softverbs does not have
 // answers EOPNOTSUPP: the creation flags of Ethernet and
-// signature offloads, and the memory-key (UMR) send operations; raw WQEs
-// run on RC and UC QPs, DMA memcpy on RC QPs and DCIs (docs/devx.md,
-// "mlx5dv_create_qp and raw WQEs", "DMA memcpy"). DC QPs
+// signature offloads; raw WQEs run on RC and UC QPs, DMA memcpy on RC QPs
+// and DCIs, memory-key (UMR) work requests on RC QPs (docs/devx.md,
+// "mlx5dv_create_qp and raw WQEs", "DMA memcpy", "Indirect memory keys"). DC QPs
 // (IBV_QPT_DRIVER: a DCI or a DCT) are made by softverbs_create_dc_qp and
 // run on one host (docs/devx.md, "DC QPs").
 #include "abi/ibverbs/softverbs_private.h"
@@ -29,10 +29,10 @@ constexpr uint32_t kKnownCreateFlags =
 // always places received bytes in the receive buffers, so both flags hold.
 constexpr uint32_t kSupportedCreateFlags =
     MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE | MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
-constexpr uint64_t kKnownSendOps = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST |
-                                   MLX5DV_QP_EX_WITH_MKEY_CONFIGURE | MLX5DV_QP_EX_WITH_RAW_WQE |
-                                   MLX5DV_QP_EX_WITH_MEMCPY;
-constexpr uint64_t kSupportedSendOps = MLX5DV_QP_EX_WITH_RAW_WQE | MLX5DV_QP_EX_WITH_MEMCPY;
+constexpr uint64_t kMkeySendOps = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST |
+                                  MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
+constexpr uint64_t kKnownSendOps =
+    kMkeySendOps | MLX5DV_QP_EX_WITH_RAW_WQE | MLX5DV_QP_EX_WITH_MEMCPY;
 
 // libmlx5's create_dct: the verbs comp_mask PD alone (no send operations:
 // a DCT does not send), the vendor comp_mask DC and creation flags, of
@@ -119,12 +119,11 @@ int CheckVendorAttributes(const ibv_qp_init_attr_ex& attr, const mlx5dv_qp_init_
         EOPNOTSUPP, "mlx5dv_create_qp: send_ops_flags 0x%llx have bits libmlx5 does not know",
         static_cast<unsigned long long>(ops));
   }
-  if (ops & ~kSupportedSendOps) {
+  if ((ops & kMkeySendOps) && attr.qp_type != IBV_QPT_RC) {
+    // libmlx5: memory-key work requests on RC QPs only.
     return softverbs::mlx5::Reject(
-        EOPNOTSUPP,
-        "mlx5dv_create_qp: send_ops_flags 0x%llx: memory key (UMR) work requests are not "
-        "supported by softverbs",
-        static_cast<unsigned long long>(ops & ~kSupportedSendOps));
+        EOPNOTSUPP, "mlx5dv_create_qp: memory-key (UMR) work requests are on RC QPs only (type %u)",
+        attr.qp_type);
   }
   if ((ops & MLX5DV_QP_EX_WITH_MEMCPY) && attr.qp_type != IBV_QPT_RC &&
       attr.qp_type != IBV_QPT_DRIVER) {

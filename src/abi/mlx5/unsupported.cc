@@ -123,17 +123,8 @@ SOFTVERBS_WEAK_EXPORT void* mlx5dv_dm_map_op_addr(ibv_dm*, uint8_t) {
 }
 
 // ---------------------------------------------------------------------------
-// Memory keys, crypto login and data-encryption keys.
+// Crypto login and data-encryption keys (memory keys: mkey.cc).
 // ---------------------------------------------------------------------------
-SOFTVERBS_WEAK_EXPORT mlx5dv_mkey* mlx5dv_create_mkey(mlx5dv_mkey_init_attr*) {
-  return NullNotSupported();
-}
-SOFTVERBS_WEAK_EXPORT int mlx5dv_destroy_mkey(mlx5dv_mkey*) {
-  return ErrnoValueNotSupported();
-}
-SOFTVERBS_WEAK_EXPORT int _mlx5dv_mkey_check(mlx5dv_mkey*, mlx5dv_mkey_err*, size_t) {
-  return ErrnoValueNotSupported();
-}
 SOFTVERBS_WEAK_EXPORT int mlx5dv_crypto_login(ibv_context*, mlx5dv_crypto_login_attr*) {
   return ErrnoValueNotSupported();
 }
