@@ -131,8 +131,7 @@ bool Device::QpSlotFree(uint32_t qpn) const {
 bool Device::MrSlotFree(uint32_t index) const {
   // A window's slot has no lkey: the windows are asked separately.
   return (!table_.valid() || table_.MrSlot(index << 8)->lkey.load() == 0) &&
-         !mw_by_index_.count(index) && !mr_by_index_.count(index) &&
-         !mkey_by_index_.count(index);
+         !mw_by_index_.count(index) && !mr_by_index_.count(index) && !mkey_by_index_.count(index);
 }
 
 uint32_t Device::AllocateQpn() {

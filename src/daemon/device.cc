@@ -99,8 +99,9 @@ Verdict Device::RegMr(ClientId c, const protocol::RegMrRequest& req, protocol::R
   }
   if (Verdict v = CheckMrAccess(req.access); !v.ok()) return v;
   if (KeysInUse() >= static_cast<size_t>(lim::kMaxMr)) {
-    return Verdict::Fail(ENOMEM, "device limit max_mr reached (MRs, memory windows and memory keys "
-                                 "share it)");
+    return Verdict::Fail(ENOMEM,
+                         "device limit max_mr reached (MRs, memory windows and memory keys "
+                         "share it)");
   }
   // Keys: bits 8..30 the MR index, bit 31 set in the rkey only, low byte a
   // generation. lkey and rkey are distinct so a local key never works remotely.

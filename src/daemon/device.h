@@ -365,7 +365,7 @@ class Device {
   std::map<uint32_t, Handle> mw_by_index_;  // a window's key index -> its handle
   std::map<Handle, Mkey> mkeys_;
   std::map<uint32_t, Handle> mkey_by_index_;  // an indirect key's index -> its handle
-  std::map<uint32_t, Handle> mr_by_index_;  // an MR's key index -> its handle
+  std::map<uint32_t, Handle> mr_by_index_;    // an MR's key index -> its handle
   std::map<Handle, Cq> cqs_;
   std::map<Handle, Srq> srqs_;
   std::map<uint32_t, Qp> qps_;                  // by QP number

@@ -51,8 +51,9 @@ Verdict Device::CreateMkey(ClientId c, const protocol::CreateMkeyRequest& req,
                                      std::to_string(lim::kMaxMkeyEntries));
   }
   if (KeysInUse() >= static_cast<size_t>(lim::kMaxMr)) {
-    return Verdict::Fail(ENOMEM, "device limit max_mr reached (MRs, memory windows and memory keys "
-                                 "share it)");
+    return Verdict::Fail(ENOMEM,
+                         "device limit max_mr reached (MRs, memory windows and memory keys "
+                         "share it)");
   }
   const uint32_t index = AllocateMrIndex();
   if (index == 0) return Verdict::Fail(ENOMEM, "create_mkey: no key index left");
@@ -90,7 +91,8 @@ Verdict Device::ConfigureMkey(ClientId c, const protocol::ConfigureMkeyRequest& 
   }
   Mkey* mkey = FindMkeyByKey(req.mkey);
   if (!mkey || mkey->lkey != req.mkey || !SameGroup(mkey->owner, c)) {
-    return Verdict::Fail(EINVAL, "umr: no memory key of this context has lkey 0x" + ToHex(req.mkey));
+    return Verdict::Fail(EINVAL,
+                         "umr: no memory key of this context has lkey 0x" + ToHex(req.mkey));
   }
   if (q->second.pd != mkey->pd) {
     return Verdict::Fail(EINVAL, "umr: the memory key's PD is not the QP's");
@@ -123,8 +125,8 @@ Verdict Device::ConfigureMkey(ClientId c, const protocol::ConfigureMkeyRequest& 
                                        "has lkey 0x" + ToHex(entry.lkey));
     }
     if (mr->pd != mkey->pd) {
-      return Verdict::Fail(EINVAL, "umr: entry " + std::to_string(i) +
-                                       ": the MR's PD is not the memory key's");
+      return Verdict::Fail(
+          EINVAL, "umr: entry " + std::to_string(i) + ": the MR's PD is not the memory key's");
     }
     // The entry's last block ends inside the MR.
     const unsigned __int128 last_end =
@@ -183,12 +185,12 @@ Verdict Device::InvalidateMkey(ClientId c, const protocol::InvalidateMwRequest& 
                                        "MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE)");
     }
     if (!SameGroup(qp.creator, mkey.owner)) {
-      return Verdict::Fail(EINVAL, "invalidate: memory key 0x" + ToHex(req.rkey) +
-                                       " is not of the QP's context");
+      return Verdict::Fail(
+          EINVAL, "invalidate: memory key 0x" + ToHex(req.rkey) + " is not of the QP's context");
     }
   } else if (!SameGroup(mkey.owner, c)) {
-    return Verdict::Fail(EINVAL, "invalidate: memory key 0x" + ToHex(req.rkey) +
-                                     " is not this context's");
+    return Verdict::Fail(EINVAL,
+                         "invalidate: memory key 0x" + ToHex(req.rkey) + " is not this context's");
   }
   if (qp.pd != mkey.pd) {
     return Verdict::Fail(EINVAL, "invalidate: the memory key is not in the QP's PD");

@@ -188,9 +188,9 @@ Verdict Device::InvalidateMw(ClientId c, const protocol::InvalidateMwRequest& re
   if (Mkey* mkey = FindMkeyByKey(req.rkey)) return InvalidateMkey(c, req, *mkey);
   Mw* mw = FindMwByKey(req.rkey);
   if (!mw || !mw->bound || mw->rkey != req.rkey) {
-    return Verdict::Fail(EINVAL, "invalidate: no bound memory window has rkey 0x" +
-                                     ToHex(req.rkey) +
-                                     " (an MR is not invalidated: softverbs has no fast-registered MRs)");
+    return Verdict::Fail(EINVAL,
+                         "invalidate: no bound memory window has rkey 0x" + ToHex(req.rkey) +
+                             " (an MR is not invalidated: softverbs has no fast-registered MRs)");
   }
   // o10-37.2.26: type 1 windows are invalidated by a bind of length 0.
   if (mw->type != IBV_MW_TYPE_2) {

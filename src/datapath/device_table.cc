@@ -16,8 +16,8 @@ void DeviceTable::Init(void* base) {
 bool DeviceTable::Compatible(const void* base, size_t size) {
   const auto* h = static_cast<const DeviceTableHeader*>(base);
   return size >= kDeviceTableSize && h->magic == kDeviceTableMagic &&
-         h->layout_version == kLayoutVersion && h->mr_slots == kMrSlots && h->qp_slots == kQpSlots &&
-         h->mkey_offset == kDeviceTableMkeyOffset;
+         h->layout_version == kLayoutVersion && h->mr_slots == kMrSlots &&
+         h->qp_slots == kQpSlots && h->mkey_offset == kDeviceTableMkeyOffset;
 }
 
 }  // namespace softverbs::datapath

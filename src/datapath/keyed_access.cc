@@ -57,9 +57,9 @@ VendorError AddLayoutPiece(Host& host, MrGuards& guards, uint32_t lkey, bool rem
 // passed): through the MRs of its layout, copied now. The layout may have
 // changed since the key check (a UMR that keeps the key): the copy's bounds
 // are checked again.
-VendorError AddIndirectPieces(Host& host, MrGuards& guards, uint32_t key, bool remote,
-                              uint32_t pdn, uint32_t owner, uint32_t need, uint64_t addr,
-                              uint64_t len, PieceList* out) {
+VendorError AddIndirectPieces(Host& host, MrGuards& guards, uint32_t key, bool remote, uint32_t pdn,
+                              uint32_t owner, uint32_t need, uint64_t addr, uint64_t len,
+                              PieceList* out) {
   MkeyLayoutCopy layout;
   if (!ReadMkeyLayout(*host.table().MkeyLayoutSlot(key), &layout)) {
     return KeyError(MrCheck::kBadKey, remote);
@@ -69,11 +69,12 @@ VendorError AddIndirectPieces(Host& host, MrGuards& guards, uint32_t key, bool r
           ? IBV_ACCESS_LOCAL_WRITE
           : 0;
   VendorError why = kVendorNone;
-  const bool whole = ForEachMkeyPiece(layout, addr, len, [&](const UmrEntry& entry, uint64_t at,
-                                                            uint64_t bytes) {
-    why = AddLayoutPiece(host, guards, entry.lkey, remote, pdn, owner, need_of_mr, at, bytes, out);
-    return why == kVendorNone;
-  });
+  const bool whole =
+      ForEachMkeyPiece(layout, addr, len, [&](const UmrEntry& entry, uint64_t at, uint64_t bytes) {
+        why = AddLayoutPiece(host, guards, entry.lkey, remote, pdn, owner, need_of_mr, at, bytes,
+                             out);
+        return why == kVendorNone;
+      });
   if (why != kVendorNone) return why;
   return whole ? kVendorNone : KeyError(MrCheck::kOutOfRange, remote);
 }

@@ -44,10 +44,10 @@ enum class WrAction : uint8_t {
 // The work of an operation without a packet (WrAction::kLocal), done in the
 // send queue's order (local_ops.h).
 enum class LocalOp : uint8_t {
-  kNone,        // not a local operation
-  kInvalidate,  // LOCAL_INV: invalidates a type 2 window (imm_data: its rkey)
-  kBindWindow,  // BIND_MW: binds a type 2 window
-  kMemcpy,      // mlx5's DMA memcpy: copies between two local ranges by lkey
+  kNone,           // not a local operation
+  kInvalidate,     // LOCAL_INV: invalidates a type 2 window (imm_data: its rkey)
+  kBindWindow,     // BIND_MW: binds a type 2 window
+  kMemcpy,         // mlx5's DMA memcpy: copies between two local ranges by lkey
   kConfigureMkey,  // mlx5's UMR: gives an indirect memory key its layout and access
 };
 

@@ -108,8 +108,8 @@ void SetDcAddr(mlx5dv_qp_ex* mq, ibv_ah* ah, uint32_t remote_dctn, uint64_t remo
 // error fails the batch (wr_complete reports the first) and the setters
 // after it do nothing. The WR is a local operation of the send queue
 // (datapath/local_ops.h): the device gives the key its layout there.
-constexpr uint64_t kMkeySendOps = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST |
-                                  MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
+constexpr uint64_t kMkeySendOps =
+    MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
 constexpr uint32_t kMkeyAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
@@ -135,9 +135,9 @@ void MkeyConfigure(mlx5dv_qp_ex* mq, mlx5dv_mkey* dv_mkey, uint8_t num_setters,
   }
   if (attr == nullptr || attr->comp_mask != 0 ||
       (attr->conf_flags & ~uint64_t{MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR})) {
-    FailBatch(qp, Reject(EOPNOTSUPP,
-                         "mlx5dv_wr_mkey_configure: QP 0x%x: attr is NULL or has unknown bits",
-                         qpn));
+    FailBatch(qp,
+              Reject(EOPNOTSUPP,
+                     "mlx5dv_wr_mkey_configure: QP 0x%x: attr is NULL or has unknown bits", qpn));
     return;
   }
   if (dv_mkey == nullptr) {
@@ -203,8 +203,8 @@ void SetMkeyLayout(Qp* qp, const char* setter, bool is_interleaved, uint32_t rep
   if (!wr) return;
   const uint32_t qpn = qp->ibv.qp_base.qp_num;
   if (num_entries > qp->dv_ex.umr_mkey->max_entries) {
-    FailBatch(qp, Reject(ENOMEM, "mlx5dv_wr_%s: QP 0x%x: %u entries, the key takes %u", setter,
-                         qpn, num_entries, qp->dv_ex.umr_mkey->max_entries));
+    FailBatch(qp, Reject(ENOMEM, "mlx5dv_wr_%s: QP 0x%x: %u entries, the key takes %u", setter, qpn,
+                         num_entries, qp->dv_ex.umr_mkey->max_entries));
     return;
   }
   if (num_entries > 0 && (is_interleaved ? interleaved == nullptr : sge == nullptr)) {
@@ -236,8 +236,8 @@ void SetMkeyLayoutList(mlx5dv_qp_ex* mq, uint16_t num_sges, const ibv_sge* sge) 
 }
 void SetMkeyLayoutInterleaved(mlx5dv_qp_ex* mq, uint32_t repeat_count, uint16_t num_interleaved,
                               const mlx5dv_mr_interleaved* data) {
-  SetMkeyLayout(QpOf(mq), "set_mkey_layout_interleaved", true, repeat_count, num_interleaved,
-                data, nullptr);
+  SetMkeyLayout(QpOf(mq), "set_mkey_layout_interleaved", true, repeat_count, num_interleaved, data,
+                nullptr);
 }
 void MrInterleaved(mlx5dv_qp_ex* mq, mlx5dv_mkey* mkey, uint32_t access_flags,
                    uint32_t repeat_count, uint16_t num_interleaved, mlx5dv_mr_interleaved* data) {

@@ -25,6 +25,9 @@ struct DvQpEx {
   Qp* qp = nullptr;
   // The MLX5DV_QP_EX_WITH_* operations the QP was created with.
   uint64_t send_ops = 0;
+  // mlx5dv_create_qp made the QP: libmlx5's QP, whose every ibv_wr_*
+  // builder of its type works whatever its send_ops_flags (qp_ex_ops.cc).
+  bool made_by_mlx5dv = false;
   // The UMR being built: mlx5dv_wr_mkey_configure opened it (the batch's
   // last WR) for `setters_left` setters; nullptr once they all came.
   Mkey* umr_mkey = nullptr;

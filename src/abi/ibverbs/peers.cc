@@ -328,11 +328,11 @@ datapath::VendorError PeerCache::BindWindow(const datapath::LocalQp& qp,
 }
 
 datapath::VendorError PeerCache::ConfigureMkey(const datapath::LocalQp& qp,
-                                              const datapath::SendWr& wr) {
+                                               const datapath::SendWr& wr) {
   protocol::ConfigureMkeyRequest req{};
   req.qpn = qp.qpn;
-  if (!datapath::UmrLayoutOf(wr, &req.mkey, &req.sets, &req.access, &req.repeat_count, &req.num_entries,
-                             req.entry)) {
+  if (!datapath::UmrLayoutOf(wr, &req.mkey, &req.sets, &req.access, &req.repeat_count,
+                             &req.num_entries, req.entry)) {
     return datapath::kVendorUmr;
   }
   return ctx_->channel.Call(protocol::Op::kConfigureMkey, &req, sizeof(req), nullptr, 0)

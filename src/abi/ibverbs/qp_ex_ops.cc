@@ -31,12 +31,13 @@ void FailBatch(Qp* qp, int err) {
 // Each wr_<opcode> call opens a new WR in the batch; the wr_set_* calls
 // fill the last one. Errors are remembered and reported by wr_complete, as
 // rdma-core providers do. An opcode the QP was not created with
-// (send_ops_flags) is EINVAL - except under the mlx5 personality: libmlx5
-// installs every builder of the QP's type whatever the flags, and programs
-// written against it (rdma-core's test_mlx5_mkey) use them so.
+// (send_ops_flags) is EINVAL - except on libmlx5's QPs (mlx5dv_create_qp's,
+// or any under the mlx5 personality): libmlx5 installs every builder of the
+// QP's type whatever the flags, and programs written against it (rdma-core's
+// test_mlx5_mkey) use them so.
 dp::SendWr* Open(ibv_qp_ex* q, ibv_wr_opcode opcode) {
   Qp* qp = QpOf(q);
-  if (!(qp->send_ops_flags & dp::WrOpcode(opcode).send_ops_flag) &&
+  if (!(qp->send_ops_flags & dp::WrOpcode(opcode).send_ops_flag) && !qp->dv_ex.made_by_mlx5dv &&
       ActivePersonality().personality != Personality::kMlx5) {
     FailBatch(
         qp, Reject(EINVAL, "ibv_wr_*: QP 0x%x: opcode %u was not in send_ops_flags at QP creation",
@@ -65,6 +66,7 @@ void WrStart(ibv_qp_ex* q) {
   Qp* qp = QpOf(q);
   qp->batch.clear();
   qp->batch_error = 0;
+  qp->dv_ex.umr_mkey = nullptr;  // a UMR left open by the last batch
 }
 
 int WrComplete(ibv_qp_ex* q) {

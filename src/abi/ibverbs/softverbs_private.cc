@@ -70,8 +70,10 @@ SV_EXPORT int softverbs_dv_set_cqe_size(ibv_cq* cq, uint32_t cqe_size) {
 }
 
 SV_EXPORT void softverbs_dv_set_send_ops(ibv_qp* qp, uint64_t mlx5_send_ops) {
-  if (qp != nullptr)
-    FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp))->dv_ex.send_ops = mlx5_send_ops;
+  if (qp == nullptr) return;
+  DvQpEx& dv = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp))->dv_ex;
+  dv.send_ops = mlx5_send_ops;
+  dv.made_by_mlx5dv = true;
 }
 
 SV_EXPORT ibv_qp* softverbs_create_dc_qp(ibv_context* context, ibv_qp_init_attr_ex* attr, int dct,

@@ -125,7 +125,8 @@ int softverbs_dv_set_cqe_size(struct ibv_cq* cq, uint32_t cqe_size);
 
 /*
  * mlx5dv_create_qp's MLX5DV_QP_EX_WITH_* operations for the QP's mlx5dv_qp_ex,
- * set right after the QP is created; and that mlx5dv_qp_ex
+ * set right after the QP is created (which marks it libmlx5's: its ibv_wr_*
+ * builders then work whatever its send_ops_flags); and that mlx5dv_qp_ex
  * (mlx5dv_qp_ex_from_ibv_qp_ex; NULL for a QP that is not softverbs').
  */
 struct mlx5dv_qp_ex;

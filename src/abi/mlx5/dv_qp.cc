@@ -29,8 +29,8 @@ constexpr uint32_t kKnownCreateFlags =
 // always places received bytes in the receive buffers, so both flags hold.
 constexpr uint32_t kSupportedCreateFlags =
     MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE | MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
-constexpr uint64_t kMkeySendOps = MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST |
-                                  MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
+constexpr uint64_t kMkeySendOps =
+    MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
 constexpr uint64_t kKnownSendOps =
     kMkeySendOps | MLX5DV_QP_EX_WITH_RAW_WQE | MLX5DV_QP_EX_WITH_MEMCPY;
 

@@ -20,10 +20,9 @@ SV_MLX5_EXPORT mlx5dv_mkey* mlx5dv_create_mkey(mlx5dv_mkey_init_attr* attr) {
   }
   // libmlx5: some flag, and only those it knows (UPDATE_TAG only where the
   // device has it: not here).
-  constexpr uint32_t kKnown = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
-                              MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE |
-                              MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO |
-                              MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE;
+  constexpr uint32_t kKnown =
+      MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT | MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE |
+      MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO | MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE;
   if (attr->create_flags == 0 || (attr->create_flags & ~kKnown)) {
     return RejectNull(EOPNOTSUPP, "mlx5dv_create_mkey: create_flags 0x%x are empty or unknown",
                       attr->create_flags);
@@ -40,9 +39,9 @@ SV_MLX5_EXPORT mlx5dv_mkey* mlx5dv_create_mkey(mlx5dv_mkey_init_attr* attr) {
     return RejectNull(EINVAL, "mlx5dv_create_mkey: max_entries %u is above softverbs' %u",
                       attr->max_entries, softverbs::limits::kMaxMkeyEntries);
   }
-  mlx5dv_mkey* mkey =
-      softverbs_create_mkey(attr->pd, max_entries,
-                            (attr->create_flags & MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE) != 0);
+  mlx5dv_mkey* mkey = softverbs_create_mkey(
+      attr->pd, max_entries,
+      (attr->create_flags & MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE) != 0);
   if (mkey != nullptr) attr->max_entries = static_cast<uint16_t>(max_entries);
   return mkey;
 }

@@ -4,103 +4,10 @@
 // order, completing as IBV_WC_DRIVER2; mlx5dv_wr_memcpy's DMA copies.
 #include <string.h>
 
-#include "devx_env.h"
+#include "dv_qp_fixture.h"
 
 namespace devx_it {
 namespace {
-
-class DvQpTest : public DevxTest {
- protected:
-  void SetUp() override {
-    DevxTest::SetUp();
-    pd_ = ibv_alloc_pd(ctx_);
-    ASSERT_NE(pd_, nullptr);
-    ibv_cq_init_attr_ex cq_attr{};
-    cq_attr.cqe = 32;
-    cq_attr.wc_flags = IBV_WC_STANDARD_FLAGS;
-    cq_ = ibv_create_cq_ex(ctx_, &cq_attr);
-    ASSERT_NE(cq_, nullptr);
-  }
-  void TearDown() override {
-    for (ibv_qp* qp : qps_) ibv_destroy_qp(qp);
-    for (ibv_mr* mr : mrs_) ibv_dereg_mr(mr);
-    if (cq_) ibv_destroy_cq(ibv_cq_ex_to_cq(cq_));
-    if (pd_) ibv_dealloc_pd(pd_);
-    DevxTest::TearDown();
-  }
-
-  ibv_qp_init_attr_ex QpAttr(ibv_qp_type type = IBV_QPT_RC) {
-    ibv_qp_init_attr_ex attr{};
-    attr.qp_type = type;
-    attr.send_cq = attr.recv_cq = ibv_cq_ex_to_cq(cq_);
-    attr.cap = {16, 16, 2, 2, 0};
-    attr.pd = pd_;
-    attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
-    if (type == IBV_QPT_RC) attr.send_ops_flags |= IBV_QP_EX_WITH_RDMA_WRITE;
-    return attr;
-  }
-
-  // mlx5dv_create_qp; the QP is destroyed at the end of the test.
-  ibv_qp* Create(ibv_qp_init_attr_ex attr, mlx5dv_qp_init_attr* dv) {
-    errno = 0;
-    ibv_qp* qp = mlx5dv_create_qp(ctx_, &attr, dv);
-    if (qp) qps_.push_back(qp);
-    return qp;
-  }
-
-  // A, made by mlx5dv_create_qp with `dv`, and a plain B, connected to each
-  // other (RTS); false when creating or connecting them failed.
-  bool ConnectedPair(mlx5dv_qp_init_attr* dv, ibv_qp** a, ibv_qp** b) {
-    *a = Create(QpAttr(), dv);
-    *b = Create(QpAttr(), nullptr);
-    return *a && *b && ConnectVerbsRc(ctx_, *a, (*b)->qp_num) &&
-           ConnectVerbsRc(ctx_, *b, (*a)->qp_num);
-  }
-
-  // Posts one receive WR of `length` bytes at `addr`.
-  static int PostRecv(ibv_qp* qp, uint64_t wr_id, const void* addr, uint32_t length,
-                      uint32_t lkey) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(addr), length, lkey};
-    ibv_recv_wr wr{}, *bad = nullptr;
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    return ibv_post_recv(qp, &wr, &bad);
-  }
-
-  // The errno of a creation that must fail (0 if it did not).
-  int Refused(ibv_qp_init_attr_ex attr, mlx5dv_qp_init_attr* dv) {
-    errno = 0;
-    ibv_qp* qp = mlx5dv_create_qp(ctx_, &attr, dv);
-    if (qp) {
-      ibv_destroy_qp(qp);
-      return 0;
-    }
-    return errno;
-  }
-
-  ibv_mr* Register(void* addr, size_t len) {
-    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    EXPECT_NE(mr, nullptr) << strerror(errno);
-    if (mr) mrs_.push_back(mr);
-    return mr;
-  }
-
-  // Polls one completion of the CQ; false after about 2 s without one.
-  bool PollOne(ibv_wc* wc) {
-    for (int i = 0; i < 2000000; ++i) {
-      if (ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, wc) == 1) return true;
-      if (i > 1000) usleep(1);
-    }
-    return false;
-  }
-
-  ibv_pd* pd_ = nullptr;
-  ibv_cq_ex* cq_ = nullptr;
-  std::vector<ibv_qp*> qps_;
-  std::vector<ibv_mr*> mrs_;
-};
 
 mlx5dv_qp_init_attr RawWqeAttr() {
   mlx5dv_qp_init_attr dv{};
@@ -176,8 +83,11 @@ TEST_F(DvQpTest, CreateDvQpTakesLibmlx5sAttributes) {
   dv.comp_mask = 0;
   EXPECT_EQ(Refused(driver, &dv), EINVAL);
   EXPECT_EQ(Refused(driver, nullptr), EINVAL);
+  // Memory-key work requests: RC QPs only (mkey_test.cc has them at work).
   raw.send_ops_flags = MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
-  EXPECT_EQ(Refused(QpAttr(), &raw), EOPNOTSUPP);
+  EXPECT_EQ(Refused(QpAttr(IBV_QPT_UC), &raw), EOPNOTSUPP);
+  raw.send_ops_flags = MLX5DV_QP_EX_WITH_MR_LIST;
+  EXPECT_EQ(Refused(QpAttr(IBV_QPT_UD), &raw), EOPNOTSUPP);
   // DMA memcpy: RC QPs (and DCIs, dc_test.cc) of a PD given in comp_mask.
   raw.send_ops_flags = MLX5DV_QP_EX_WITH_MEMCPY;
   EXPECT_EQ(Refused(QpAttr(IBV_QPT_UC), &raw), EOPNOTSUPP);
@@ -415,8 +325,9 @@ TEST_F(DvQpTest, RawReadAndAtomicWqesMoveTheirBytes) {
 // A raw WQE the device cannot read, or one on a QP not created for raw
 // WQEs, fails its whole batch at ibv_wr_complete: nothing of it runs; so
 // does a DMA memcpy on a QP not created with MLX5DV_QP_EX_WITH_MEMCPY
-// (mlx5dv_wr_post(3): the flag is needed). The builders softverbs does not
-// have fail with EOPNOTSUPP.
+// (mlx5dv_wr_post(3): the flag is needed), or memory-key WRs on a QP not
+// created with their flags. The builders softverbs does not have (the
+// signature and crypto setters) fail with EOPNOTSUPP.
 TEST_F(DvQpTest, ABadRawWqeFailsItsBatch) {
   mlx5dv_qp_init_attr raw = RawWqeAttr();
   ibv_qp* a = Create(QpAttr(), &raw);
@@ -456,10 +367,13 @@ TEST_F(DvQpTest, ABadRawWqeFailsItsBatch) {
                     mlx5dv_wr_memcpy(mx, mr->lkey, sge.addr + 64, mr->lkey, sge.addr, 8);
                   }),
             EINVAL);
+  // Memory-key WRs on a QP created without their send_ops flags.
   EXPECT_EQ(batch(a,
                   [&](mlx5dv_qp_ex* mx) {
                     mlx5dv_wr_mr_list(mx, nullptr, IBV_ACCESS_LOCAL_WRITE, 1, &sge);
                   }),
+            EINVAL);
+  EXPECT_EQ(batch(a, [&](mlx5dv_qp_ex* mx) { mlx5dv_wr_set_mkey_sig_block(mx, nullptr); }),
             EOPNOTSUPP);
   ibv_wc wc{};
   usleep(20000);

@@ -1,0 +1,464 @@
+// mlx5's indirect memory keys (mlx5dv_create_mkey(3), mlx5dv_wr_mr_list(3),
+// mlx5dv_wr_mr_interleaved, mlx5dv_wr_mkey_configure(3)): a UMR gives the
+// key its layout in its send queue's order; SENDs, receives and RDMA WRITEs
+// through the key reach the bytes its layout names and nothing else; an
+// access past the layout, through an invalidated key or onto an MR that is
+// gone fails as hardware's does; the builders check what libmlx5 checks.
+// Over the network transport too (devx_mkey_wire_loopback).
+#include <string.h>
+
+#include <string>
+
+#include "dv_qp_fixture.h"
+
+namespace devx_it {
+namespace {
+
+constexpr uint32_t kUmr = IBV_WR_ATOMIC_WRITE + 2;  // no ibv_wr_opcode: a vendor WR
+
+mlx5dv_qp_init_attr MkeyQpAttr(uint64_t send_ops = MLX5DV_QP_EX_WITH_MR_LIST |
+                                                   MLX5DV_QP_EX_WITH_MR_INTERLEAVED |
+                                                   MLX5DV_QP_EX_WITH_MKEY_CONFIGURE) {
+  mlx5dv_qp_init_attr dv{};
+  dv.comp_mask = MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS;
+  dv.send_ops_flags = send_ops;
+  return dv;
+}
+
+class MkeyTest : public DvQpTest {
+ protected:
+  void TearDown() override {
+    for (mlx5dv_mkey* mkey : mkeys_) mlx5dv_destroy_mkey(mkey);
+    DvQpTest::TearDown();
+  }
+
+  mlx5dv_mkey* NewMkey(uint32_t flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT,
+                       uint16_t max_entries = 4) {
+    mlx5dv_mkey_init_attr attr{};
+    attr.pd = pd_;
+    attr.create_flags = flags;
+    attr.max_entries = max_entries;
+    errno = 0;
+    mlx5dv_mkey* mkey = mlx5dv_create_mkey(&attr);
+    if (mkey) mkeys_.push_back(mkey);
+    return mkey;
+  }
+
+  // A connected pair whose first QP builds memory-key WRs.
+  void Pair() { ASSERT_TRUE(ConnectedPair(&dv_, &a_, &b_)) << strerror(errno); }
+
+  ibv_qp_ex* Qx() { return ibv_qp_to_qp_ex(a_); }
+  mlx5dv_qp_ex* Mx() { return mlx5dv_qp_ex_from_ibv_qp_ex(Qx()); }
+
+  // mlx5dv_wr_mr_list of `sges` on A, signaled and inline as libmlx5 wants:
+  // wr_complete's result.
+  int MrList(mlx5dv_mkey* mkey, uint32_t access, std::vector<ibv_sge> sges, uint64_t wr_id = 1) {
+    ibv_wr_start(Qx());
+    Qx()->wr_id = wr_id;
+    Qx()->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    mlx5dv_wr_mr_list(Mx(), mkey, access, static_cast<uint16_t>(sges.size()), sges.data());
+    return ibv_wr_complete(Qx());
+  }
+
+  // The next completion, which must come.
+  ibv_wc Next() {
+    ibv_wc wc{};
+    EXPECT_TRUE(PollOne(&wc)) << "no completion";
+    return wc;
+  }
+
+  // A UMR that must complete successfully.
+  void ExpectUmrDone(uint64_t wr_id = 1) {
+    const ibv_wc wc = Next();
+    EXPECT_EQ(wc.wr_id, wr_id);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.opcode, static_cast<ibv_wc_opcode>(MLX5DV_WC_UMR));
+  }
+
+  // One SEND of [addr, +length) under lkey from `from`.
+  static int PostSend(ibv_qp* from, uint64_t wr_id, uint64_t addr, uint32_t length, uint32_t lkey,
+                      ibv_wr_opcode opcode = IBV_WR_SEND, uint32_t invalidate_rkey = 0) {
+    ibv_sge sge{addr, length, lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id;
+    wr.opcode = opcode;
+    wr.sg_list = &sge;
+    wr.num_sge = length ? 1 : 0;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.invalidate_rkey = invalidate_rkey;
+    return ibv_post_send(from, &wr, &bad);
+  }
+
+  static int PostWrite(ibv_qp* from, uint64_t wr_id, uint64_t addr, uint32_t length, uint32_t lkey,
+                       uint64_t remote_addr, uint32_t rkey) {
+    ibv_sge sge{addr, length, lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
+    return ibv_post_send(from, &wr, &bad);
+  }
+
+  static uint64_t At(const std::vector<uint8_t>& buf, size_t offset) {
+    return reinterpret_cast<uintptr_t>(buf.data() + offset);
+  }
+
+  mlx5dv_qp_init_attr dv_ = MkeyQpAttr();
+  ibv_qp* a_ = nullptr;
+  ibv_qp* b_ = nullptr;
+  std::vector<mlx5dv_mkey*> mkeys_;
+};
+
+// rdma-core's test_mkey_list, byte for byte: a 16-byte SEND gathered from
+// two 8-byte pieces of one MR through a list key lands, through another
+// list key, in two 8-byte pieces of the receiver's MR; the UMRs complete as
+// MLX5DV_WC_UMR, in the send queue's order.
+TEST_F(MkeyTest, AListKeyGathersAndScattersAcrossItsMrs) {
+  Pair();
+  std::vector<uint8_t> src(256, 'c'), dst(256, 's');
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ASSERT_TRUE(src_mr && dst_mr);
+  src[3] = 'X';
+  src[70] = 'Y';
+  mlx5dv_mkey* gather = NewMkey();
+  mlx5dv_mkey* scatter = NewMkey();
+  ASSERT_TRUE(gather && scatter) << strerror(errno);
+  ASSERT_EQ(MrList(gather, 0, {{At(src, 0), 8, src_mr->lkey}, {At(src, 64), 8, src_mr->lkey}}, 1),
+            0);
+  ASSERT_EQ(MrList(scatter, IBV_ACCESS_LOCAL_WRITE,
+                   {{At(dst, 0), 8, dst_mr->lkey}, {At(dst, 64), 8, dst_mr->lkey}}, 2),
+            0);
+  ExpectUmrDone(1);
+  ExpectUmrDone(2);
+  ASSERT_EQ(PostRecv(b_, 10, nullptr, 16, scatter->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 11, 0, 16, gather->lkey), 0);
+  for (int i = 0; i < 2; ++i) {
+    const ibv_wc wc = Next();
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    if (wc.wr_id == 10) EXPECT_EQ(wc.byte_len, 16u);
+  }
+  std::string expected =
+      std::string(8, 'c') + std::string(56, 's') + std::string(8, 'c') + std::string(184, 's');
+  expected[3] = 'X';
+  expected[70] = 'Y';
+  EXPECT_EQ(std::string(dst.begin(), dst.end()), expected);
+}
+
+// An interleaved key: repeat_count blocks, each entry giving bytes_count
+// bytes and skipping bytes_skip. An RDMA WRITE through its rkey (remote
+// write granted by the UMR) lands exactly where the layout says, computed
+// here independently; a WRITE starting inside a block too.
+TEST_F(MkeyTest, AnInterleavedKeyRepeatsItsBlocks) {
+  Pair();
+  std::vector<uint8_t> src(64), dst(512, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i + 1);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ASSERT_TRUE(src_mr && dst_mr);
+  mlx5dv_mkey* mkey = NewMkey();
+  ASSERT_NE(mkey, nullptr) << strerror(errno);
+  mlx5dv_mr_interleaved layout[2] = {{At(dst, 0), 3, 5, dst_mr->lkey},
+                                     {At(dst, 200), 2, 6, dst_mr->lkey}};
+  ibv_wr_start(Qx());
+  Qx()->wr_id = 1;
+  Qx()->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  mlx5dv_wr_mr_interleaved(Mx(), mkey, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 4, 2,
+                           layout);
+  ASSERT_EQ(ibv_wr_complete(Qx()), 0);
+  ExpectUmrDone();
+  // Where byte k of the key lives: block k / 5; in it, 3 bytes of entry 0
+  // (stride 8) then 2 of entry 1 (stride 8).
+  const auto where = [](size_t k) {
+    const size_t block = k / 5, in = k % 5;
+    return in < 3 ? block * 8 + in : 200 + block * 8 + (in - 3);
+  };
+  ASSERT_EQ(PostWrite(a_, 5, At(src, 0), 20, src_mr->lkey, 0, mkey->rkey), 0);
+  ibv_wc wc = Next();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  std::vector<uint8_t> expected(512, 0);
+  for (size_t k = 0; k < 20; ++k) expected[where(k)] = src[k];
+  EXPECT_EQ(dst, expected);
+  // Bytes 7..15 of the key again, from other source bytes.
+  ASSERT_EQ(PostWrite(a_, 6, At(src, 40), 9, src_mr->lkey, 7, mkey->rkey), 0);
+  wc = Next();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  for (size_t k = 7; k < 16; ++k) expected[where(k)] = src[40 + k - 7];
+  EXPECT_EQ(dst, expected);
+}
+
+// rdma-core's test_mkey_list_bad_flow: a SEND longer than the key's layout
+// is a local protection error (vendor_err 0x103, out of range), the QP goes
+// to ERR and nothing arrives.
+TEST_F(MkeyTest, PastItsLayoutIsALocalProtectionError) {
+  Pair();
+  std::vector<uint8_t> src(256, 'c'), dst(256, 's');
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ASSERT_TRUE(src_mr && dst_mr);
+  mlx5dv_mkey* mkey = NewMkey();
+  ASSERT_NE(mkey, nullptr);
+  ASSERT_EQ(MrList(mkey, 0, {{At(src, 0), 8, src_mr->lkey}, {At(src, 64), 8, src_mr->lkey}}), 0);
+  ExpectUmrDone();
+  ASSERT_EQ(PostRecv(b_, 10, dst.data(), 256, dst_mr->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 11, 0, 17, mkey->lkey), 0);
+  const ibv_wc wc = Next();
+  EXPECT_EQ(wc.wr_id, 11u);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.vendor_err, 0x103u);
+  EXPECT_EQ(dst, std::vector<uint8_t>(256, 's'));
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(a_, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+}
+
+// IBV_WR_LOCAL_INV of the key (its lkey, as libmlx5's tests post it) ends
+// it: the next SEND through it is a bad key (vendor_err 0x101). A UMR makes
+// it whole again, with a new layout.
+TEST_F(MkeyTest, LocalInvalidateEndsTheKeyAndAUmrRestoresIt) {
+  Pair();
+  std::vector<uint8_t> src(64, 'a'), dst(64, 0);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ASSERT_TRUE(src_mr && dst_mr);
+  mlx5dv_mkey* mkey = NewMkey();
+  ASSERT_NE(mkey, nullptr);
+  ASSERT_EQ(MrList(mkey, 0, {{At(src, 0), 16, src_mr->lkey}}), 0);
+  ExpectUmrDone();
+  ASSERT_EQ(PostSend(a_, 2, 0, 0, 0, IBV_WR_LOCAL_INV, mkey->lkey), 0);
+  ibv_wc wc = Next();
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.opcode, IBV_WC_LOCAL_INV);
+  ASSERT_EQ(PostRecv(b_, 10, dst.data(), 64, dst_mr->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 3, 0, 16, mkey->lkey), 0);
+  wc = Next();
+  EXPECT_EQ(wc.wr_id, 3u);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.vendor_err, 0x101u);
+  EXPECT_EQ(dst, std::vector<uint8_t>(64, 0));
+
+  // A new pair (A is in ERR): the UMR gives the key a layout again.
+  ibv_qp* old_a = a_;
+  Pair();
+  ASSERT_NE(a_, old_a);
+  src[20] = 'z';
+  ASSERT_EQ(MrList(mkey, 0, {{At(src, 16), 8, src_mr->lkey}}, 4), 0);
+  ExpectUmrDone(4);
+  ASSERT_EQ(PostRecv(b_, 11, dst.data(), 64, dst_mr->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 5, 0, 8, mkey->lkey), 0);
+  for (int i = 0; i < 2; ++i) {
+    wc = Next();
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  }
+  EXPECT_EQ(std::string(dst.begin(), dst.begin() + 9), std::string("aaaazaaa") + '\0');
+}
+
+// rdma-core's test_mkey_remote_invalidate: a key created with
+// MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE is invalidated by a
+// SEND_WITH_INV of its rkey (the receive completion says IBV_WC_WITH_INV
+// and names it); a WRITE through it then is a remote access error. A key
+// created without the flag is not: the SEND_WITH_INV is an invalid request.
+TEST_F(MkeyTest, RemoteInvalidateNeedsTheKeysFlag) {
+  Pair();
+  std::vector<uint8_t> src(64, 'w'), dst(64, 0), note(16, 0);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ibv_mr* note_mr = Register(note.data(), note.size());
+  ASSERT_TRUE(src_mr && dst_mr && note_mr);
+  mlx5dv_mkey* mkey =
+      NewMkey(MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT | MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE);
+  ASSERT_NE(mkey, nullptr) << strerror(errno);
+  ASSERT_EQ(MrList(mkey, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                   {{At(dst, 0), 32, dst_mr->lkey}}),
+            0);
+  ExpectUmrDone();
+  ASSERT_EQ(PostRecv(b_, 10, note.data(), 16, note_mr->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 2, At(src, 0), 4, src_mr->lkey, IBV_WR_SEND_WITH_INV, mkey->rkey), 0);
+  for (int i = 0; i < 2; ++i) {
+    const ibv_wc wc = Next();
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    if (wc.wr_id == 10) {
+      EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
+      EXPECT_EQ(wc.invalidated_rkey, mkey->rkey);
+    }
+  }
+  ASSERT_EQ(PostWrite(a_, 3, At(src, 0), 8, src_mr->lkey, 0, mkey->rkey), 0);
+  ibv_wc wc = Next();
+  EXPECT_EQ(wc.wr_id, 3u);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(dst, std::vector<uint8_t>(64, 0));
+
+  Pair();
+  mlx5dv_mkey* plain = NewMkey();
+  ASSERT_NE(plain, nullptr);
+  ASSERT_EQ(MrList(plain, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE,
+                   {{At(dst, 0), 32, dst_mr->lkey}}),
+            0);
+  ExpectUmrDone();
+  ASSERT_EQ(PostRecv(b_, 12, note.data(), 16, note_mr->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 4, At(src, 0), 4, src_mr->lkey, IBV_WR_SEND_WITH_INV, plain->rkey), 0);
+  bool sender_saw_it = false;
+  for (int i = 0; i < 2 && PollOne(&wc); ++i) {
+    if (wc.wr_id == 4) {
+      sender_saw_it = true;
+      EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR) << ibv_wc_status_str(wc.status);
+    }
+  }
+  EXPECT_TRUE(sender_saw_it);
+}
+
+// The key reaches its MRs only while they are registered: once one is
+// deregistered, a WRITE through the key is a remote access error and the
+// memory keeps its bytes.
+TEST_F(MkeyTest, AnMrDeregisteredUnderTheKeyIsNotReached) {
+  Pair();
+  std::vector<uint8_t> src(64, 'q'), dst(4096, 0);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ASSERT_NE(src_mr, nullptr);
+  ibv_mr* dst_mr =
+      ibv_reg_mr(pd_, dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(dst_mr, nullptr);
+  mlx5dv_mkey* mkey = NewMkey();
+  ASSERT_NE(mkey, nullptr);
+  ASSERT_EQ(MrList(mkey, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+                   {{At(dst, 0), 64, dst_mr->lkey}}),
+            0);
+  ExpectUmrDone();
+  ASSERT_EQ(ibv_dereg_mr(dst_mr), 0);
+  ASSERT_EQ(PostWrite(a_, 2, At(src, 0), 64, src_mr->lkey, 0, mkey->rkey), 0);
+  const ibv_wc wc = Next();
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(dst, std::vector<uint8_t>(4096, 0));
+}
+
+// What the device refuses of a layout - an MR of another PD, a range past
+// its MR - fails the UMR with IBV_WC_MW_BIND_ERR (vendor_err 0x107, mlx5's
+// status for a refused UMR), and the key stays as it was (free).
+TEST_F(MkeyTest, TheDeviceRefusesALayoutItCannotServe) {
+  ibv_pd* other_pd = ibv_alloc_pd(ctx_);
+  ASSERT_NE(other_pd, nullptr);
+  std::vector<uint8_t> buf(4096, 0);
+  ibv_mr* mine = Register(buf.data(), buf.size());
+  ibv_mr* foreign = ibv_reg_mr(other_pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(mine && foreign);
+  mlx5dv_mkey* mkey = NewMkey();
+  ASSERT_NE(mkey, nullptr);
+  const std::vector<std::vector<ibv_sge>> bad = {
+      {{At(buf, 0), 16, foreign->lkey}},
+      {{At(buf, 4090), 16, mine->lkey}},
+  };
+  for (const auto& layout : bad) {
+    Pair();
+    ASSERT_EQ(MrList(mkey, IBV_ACCESS_LOCAL_WRITE, layout, 7), 0);
+    const ibv_wc wc = Next();
+    EXPECT_EQ(wc.wr_id, 7u);
+    EXPECT_EQ(wc.status, IBV_WC_MW_BIND_ERR) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.vendor_err, 0x107u);
+  }
+  // Still free: a SEND through it is a bad key.
+  Pair();
+  ASSERT_EQ(PostSend(a_, 8, 0, 8, mkey->lkey), 0);
+  const ibv_wc wc = Next();
+  EXPECT_EQ(wc.wr_id, 8u);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.vendor_err, 0x101u);
+  ibv_dereg_mr(foreign);
+  ibv_dealloc_pd(other_pd);
+}
+
+// libmlx5's checks, at mlx5dv_create_mkey and when the batch completes
+// (the first error of a batch is wr_complete's, and nothing of it runs):
+// signature and crypto keys are EOPNOTSUPP here, max_entries is rounded up
+// to a multiple of 4; a UMR needs IBV_SEND_INLINE (EOPNOTSUPP), at most the
+// key's entries (ENOMEM), each setter once and after mkey_configure
+// (EINVAL), and a QP created with a memory-key send_ops flag (EINVAL).
+// ibv_post_send has no UMR opcode. The keys are the device's objects: its
+// status counts them until they are destroyed.
+TEST_F(MkeyTest, CreationAndBuildersCheckAsLibmlx5Does) {
+  const auto mkey_count = [] { return Status()["objects"]["mkey"].get<size_t>(); };
+  const size_t before = mkey_count();
+  mlx5dv_mkey_init_attr attr{};
+  attr.pd = pd_;
+  attr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
+  attr.max_entries = 3;
+  mlx5dv_mkey* mkey = mlx5dv_create_mkey(&attr);
+  ASSERT_NE(mkey, nullptr) << strerror(errno);
+  EXPECT_EQ(attr.max_entries, 4);
+  EXPECT_EQ(mkey_count(), before + 1);
+  EXPECT_EQ(mkey->lkey & 0xff, 0u);
+  for (uint32_t flags : {0u, uint32_t{MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE},
+                         uint32_t{MLX5DV_MKEY_INIT_ATTR_FLAGS_CRYPTO}, 1u << 20}) {
+    EXPECT_EQ(NewMkey(flags), nullptr);
+    EXPECT_EQ(errno, EOPNOTSUPP) << "create_flags 0x" << std::hex << flags;
+  }
+  EXPECT_EQ(NewMkey(MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT, 9), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  mlx5dv_mkey_err err{};
+  EXPECT_EQ(mlx5dv_mkey_check(mkey, &err), EINVAL);  // no signature
+
+  Pair();
+  std::vector<uint8_t> buf(256);
+  ibv_mr* mr = Register(buf.data(), buf.size());
+  ASSERT_NE(mr, nullptr);
+  const ibv_sge one{At(buf, 0), 8, mr->lkey};
+  std::vector<ibv_sge> five(5, one);
+  EXPECT_EQ(MrList(mkey, 0, five), ENOMEM);
+  ibv_wr_start(Qx());
+  Qx()->wr_flags = IBV_SEND_SIGNALED;
+  mlx5dv_wr_mr_list(Mx(), mkey, 0, 1, const_cast<ibv_sge*>(&one));
+  EXPECT_EQ(ibv_wr_complete(Qx()), EOPNOTSUPP);
+  mlx5dv_mkey_conf_attr conf{};
+  ibv_wr_start(Qx());
+  Qx()->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  mlx5dv_wr_mkey_configure(Mx(), mkey, 3, &conf);
+  mlx5dv_wr_set_mkey_access_flags(Mx(), IBV_ACCESS_LOCAL_WRITE);
+  mlx5dv_wr_set_mkey_access_flags(Mx(), IBV_ACCESS_LOCAL_WRITE);
+  EXPECT_EQ(ibv_wr_complete(Qx()), EINVAL);
+  ibv_wr_start(Qx());
+  mlx5dv_wr_set_mkey_layout_list(Mx(), 1, &one);
+  EXPECT_EQ(ibv_wr_complete(Qx()), EINVAL);
+  ibv_wr_start(Qx());
+  Qx()->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  mlx5dv_wr_mkey_configure(Mx(), mkey, 1, &conf);
+  mlx5dv_wr_set_mkey_access_flags(Mx(), IBV_ACCESS_MW_BIND);
+  EXPECT_EQ(ibv_wr_complete(Qx()), EINVAL);
+  // The mkey_configure API in full: access and layout, then traffic reads
+  // the layout (the error batches above ran nothing).
+  ibv_wr_start(Qx());
+  Qx()->wr_id = 8;
+  Qx()->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  mlx5dv_wr_mkey_configure(Mx(), mkey, 2, &conf);
+  mlx5dv_wr_set_mkey_access_flags(Mx(), IBV_ACCESS_LOCAL_WRITE);
+  mlx5dv_wr_set_mkey_layout_list(Mx(), 1, &one);
+  ASSERT_EQ(ibv_wr_complete(Qx()), 0);
+  ExpectUmrDone(8);
+
+  ibv_qp_init_attr_ex plain_attr = QpAttr();
+  ibv_qp* plain = Create(plain_attr, nullptr);
+  ASSERT_NE(plain, nullptr);
+  ASSERT_TRUE(ConnectVerbsRc(ctx_, plain, b_->qp_num));
+  ibv_qp_ex* px = ibv_qp_to_qp_ex(plain);
+  ibv_wr_start(px);
+  px->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  mlx5dv_wr_mr_list(mlx5dv_qp_ex_from_ibv_qp_ex(px), mkey, 0, 1, const_cast<ibv_sge*>(&one));
+  EXPECT_EQ(ibv_wr_complete(px), EINVAL) << "a QP without memory-key send_ops";
+
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.opcode = static_cast<ibv_wr_opcode>(kUmr);
+  wr.send_flags = IBV_SEND_SIGNALED;
+  EXPECT_EQ(ibv_post_send(a_, &wr, &bad), EINVAL);
+  usleep(20000);
+  ibv_wc wc{};
+  EXPECT_EQ(ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, &wc), 0) << "a refused WR ran";
+
+  EXPECT_EQ(mlx5dv_destroy_mkey(mkey), 0);
+  EXPECT_EQ(mkey_count(), before);
+}
+
+}  // namespace
+}  // namespace devx_it
