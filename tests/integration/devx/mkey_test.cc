@@ -5,9 +5,13 @@
 // access past the layout, through an invalidated key or onto an MR that is
 // gone fails as hardware's does; the builders check what libmlx5 checks.
 // Over the network transport too (devx_mkey_wire_loopback).
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "dv_qp_fixture.h"
 
@@ -458,6 +462,73 @@ TEST_F(MkeyTest, CreationAndBuildersCheckAsLibmlx5Does) {
 
   EXPECT_EQ(mlx5dv_destroy_mkey(mkey), 0);
   EXPECT_EQ(mkey_count(), before);
+}
+
+// A process that dies loses its keys as its other objects: the device frees
+// a SIGKILLed owner's configured key (and its index) with the rest.
+TEST(MkeyOwner, AKilledOwnersKeysAreFreed) {
+  ASSERT_NE(FindSoftverbs(), nullptr);
+  // A context of the parent's own keeps the device (and its status) up.
+  ibv_context* ctx = OpenDevx(false);
+  ASSERT_NE(ctx, nullptr);
+  const auto mkey_count = [] { return Status()["objects"]["mkey"].get<size_t>(); };
+  const size_t before = mkey_count();
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    ibv_context* own = OpenDevx(false);
+    ibv_pd* pd = own ? ibv_alloc_pd(own) : nullptr;
+    ibv_cq* cq = own ? ibv_create_cq(own, 16, nullptr, nullptr, 0) : nullptr;
+    if (!pd || !cq) _exit(10);
+    static std::vector<uint8_t> memory(4096);
+    ibv_mr* mr = ibv_reg_mr(pd, memory.data(), memory.size(), IBV_ACCESS_LOCAL_WRITE);
+    ibv_qp_init_attr_ex attr{};
+    attr.qp_type = IBV_QPT_RC;
+    attr.send_cq = attr.recv_cq = cq;
+    attr.cap = {4, 4, 1, 1, 0};
+    attr.pd = pd;
+    attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    attr.send_ops_flags = IBV_QP_EX_WITH_SEND;
+    mlx5dv_qp_init_attr dv = MkeyQpAttr();
+    ibv_qp* qp = mr ? mlx5dv_create_qp(own, &attr, &dv) : nullptr;
+    if (!qp || !ConnectVerbsRc(own, qp, qp->qp_num)) _exit(11);
+    mlx5dv_mkey_init_attr mattr{};
+    mattr.pd = pd;
+    mattr.create_flags = MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT;
+    mattr.max_entries = 1;
+    mlx5dv_mkey* mkey = mlx5dv_create_mkey(&mattr);
+    if (!mkey) _exit(12);
+    ibv_qp_ex* qx = ibv_qp_to_qp_ex(qp);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(memory.data()), 64, mr->lkey};
+    ibv_wr_start(qx);
+    qx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    mlx5dv_wr_mr_list(mlx5dv_qp_ex_from_ibv_qp_ex(qx), mkey, IBV_ACCESS_LOCAL_WRITE, 1, &sge);
+    if (ibv_wr_complete(qx) != 0) _exit(13);
+    ibv_wc wc{};
+    for (int i = 0; i < 2000000 && ibv_poll_cq(cq, 1, &wc) == 0; ++i) usleep(1);
+    if (wc.status != IBV_WC_SUCCESS) _exit(14);
+    char ok = 'y';
+    if (write(pipe_fds[1], &ok, 1) != 1) _exit(15);
+    for (;;) pause();
+  }
+  close(pipe_fds[1]);
+  char ready = 0;
+  ASSERT_EQ(read(pipe_fds[0], &ready, 1), 1) << "the child failed to set up";
+  close(pipe_fds[0]);
+  EXPECT_EQ(mkey_count(), before + 1);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  size_t after = before + 1;
+  for (int i = 0; i < 100 && after != before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = mkey_count();
+  }
+  EXPECT_EQ(after, before);
+  ibv_close_device(ctx);
 }
 
 }  // namespace
