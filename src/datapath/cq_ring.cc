@@ -50,7 +50,7 @@ uint64_t CqRing::Capacity() const {
   return CapacityRef(header_).load(std::memory_order_acquire);
 }
 
-bool CqRing::Push(const Completion& completion, uint32_t recv_wqe) {
+bool CqRing::Push(const Completion& completion, uint32_t recv_wqe, const OnReserved* on_reserved) {
   uint64_t w = rw::WaitOpen(header_->tail);
   uint64_t index = 0;
   for (;;) {
@@ -72,6 +72,7 @@ bool CqRing::Push(const Completion& completion, uint32_t recv_wqe) {
     if (header_->tail.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) break;
     if (w & rw::kClosed) w = rw::WaitOpen(header_->tail);
   }
+  if (on_reserved) on_reserved->run(on_reserved->arg);
   // A resize waits for this slot to be published, so the capacity read now
   // is the one the reservation was made under.
   CqEntry& slot = entries_[index & (Capacity() - 1)];

@@ -49,8 +49,16 @@ class CqRing {
 
   // Appends one completion; recv_wqe as CqEntry::recv_wqe (0: not said).
   // Returns false when the ring is full (a CQ overrun, counted in
-  // header->overruns).
-  bool Push(const Completion& completion, uint32_t recv_wqe = 0);
+  // header->overruns). on_reserved (if any) runs once the slot is reserved,
+  // before the completion is published: what must be true before anyone
+  // can see it, and seen by a resize as soon as the slot counts
+  // (WireQp::CompleteFront retires its work request there).
+  struct OnReserved {
+    void (*run)(void* arg);
+    void* arg;
+  };
+  bool Push(const Completion& completion, uint32_t recv_wqe = 0,
+            const OnReserved* on_reserved = nullptr);
   // Owner (ibv_req_notify_cq): arms the CQ for the next completion, or the
   // next solicited or error one. The owner polls after arming.
   void Arm(bool solicited_only);

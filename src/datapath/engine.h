@@ -336,7 +336,10 @@ void FinishRendezvous(Host& host, const LocalQp& qp, const RendezvousFinish& f);
 // (shm_completer.cc).
 // A message's receive completion names the WQE it consumed, `consumed`
 // (CqEntry::recv_wqe), for the owner of the WQE's queue.
-void Complete(CqRing& cq, int event_fd, const Completion& c, const ClaimedRecv* consumed = nullptr);
+// Returns whether the completion went into the ring (CqRing::Push; its
+// on_reserved ran then).
+bool Complete(CqRing& cq, int event_fd, const Completion& c, const ClaimedRecv* consumed = nullptr,
+              const CqRing::OnReserved* on_reserved = nullptr);
 
 // Claims every WQE left in rq and completes it with IBV_WC_WR_FLUSH_ERR on
 // cq (a QP in the error state). Safe against concurrent claimers.

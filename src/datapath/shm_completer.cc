@@ -75,17 +75,20 @@ CompleterVerdict JudgeRetry(Host& host, const RequesterAttributes& r, Outcome* o
   return CompleterVerdict::kComplete;
 }
 
-void Complete(CqRing& cq, int event_fd, const Completion& c, const ClaimedRecv* consumed) {
-  if (!cq.valid()) return;
-  cq.Push(c, consumed ? static_cast<uint32_t>(consumed->index + 1) : 0);
+bool Complete(CqRing& cq, int event_fd, const Completion& c, const ClaimedRecv* consumed,
+              const CqRing::OnReserved* on_reserved) {
+  if (!cq.valid()) return false;
+  const bool pushed =
+      cq.Push(c, consumed ? static_cast<uint32_t>(consumed->index + 1) : 0, on_reserved);
   // A CQ without a completion channel raises no events: its owner does not
   // arm it (ReqNotifyCqOp), and producers skip the hand-off's fence.
-  if (event_fd < 0) return;
+  if (event_fd < 0) return pushed;
   if (cq.TakeArm(c.solicited || c.status != IBV_WC_SUCCESS)) {
     uint64_t one = 1;
     ssize_t ignored = write(event_fd, &one, sizeof(one));
     (void)ignored;
   }
+  return pushed;
 }
 
 void FlushRecvQueue(RecvQueue& rq, CqRing& cq, int event_fd, uint32_t qpn) {

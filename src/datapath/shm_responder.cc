@@ -240,7 +240,8 @@ void DeliverMatched(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpc
     if (!CopyPieces(dst, SkipBytes(src, kTmhBytes))) c.status = IBV_WC_LOC_ACCESS_ERR;
     c.wc_flags |= IBV_WC_TM_MATCH | IBV_WC_TM_DATA_VALID;
     out->response = Response::kAck;
-    return Complete(peer->recv_cq, peer->cq_event_fd, c);
+    Complete(peer->recv_cq, peer->cq_event_fd, c);
+    return;
   }
   // Rendezvous: the match is reported at once, the data once it is read.
   const Rvh rvh = DecodeRvh(rvh_bytes);

@@ -270,16 +270,30 @@ void WireQp::OnAtomicAck(const WirePacket& packet) {
   CompleteFront(IBV_WC_SUCCESS, kVendorNone);
 }
 
-void WireQp::PushSendCompletion(const Completion& c) {
+bool WireQp::PushSendCompletion(const Completion& c, const CqRing::OnReserved* on_reserved) {
   CqRing* ring = nullptr;
   int event_fd = -1;
-  if (host_.SendCq(config_.qpn, &ring, &event_fd)) Complete(*ring, event_fd, c);
+  return host_.SendCq(config_.qpn, &ring, &event_fd) &&
+         Complete(*ring, event_fd, c, nullptr, on_reserved);
 }
 
 void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
   const Pending& p = sq_.front();
-  // Its slot is free before the application can see the completion.
-  host_.SendWrsRetired(config_.qpn, 1);
+  // Its slot in the send queue is free before the application can see the
+  // completion, and its completion's slot in the CQ is taken before the
+  // application can see the WR gone: a CQ resize that waited for the
+  // network's WRs to retire counts it (ibv_resize_cq).
+  struct Retire {
+    WireHost& host;
+    uint32_t qpn;
+    bool done = false;
+    static void Run(void* arg) {
+      auto* r = static_cast<Retire*>(arg);
+      r->host.SendWrsRetired(r->qpn, 1);
+      r->done = true;
+    }
+  } retire{host_, config_.qpn};
+  const CqRing::OnReserved on_reserved{&Retire::Run, &retire};
   if (status != IBV_WC_SUCCESS || config_.sq_sig_all || (p.wr.send_flags & IBV_SEND_SIGNALED)) {
     Completion c{};
     c.wr_id = p.wr.wr_id;
@@ -288,8 +302,9 @@ void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
     c.vendor_err = vendor_err;
     c.byte_len = p.bytes;
     c.qp_num = config_.qpn;
-    PushSendCompletion(c);
+    PushSendCompletion(c, &on_reserved);
   }
+  if (!retire.done) Retire::Run(&retire);
   sq_.pop_front();
   if (next_send_ > 0) next_send_--;
   rnr_retries_ = 0;

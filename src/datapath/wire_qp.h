@@ -283,7 +283,8 @@ class WireQp {
   // A reliable QP in ERR: its own receive queue's WQEs complete with
   // IBV_WC_WR_FLUSH_ERR (an SRQ's stay, for its other QPs).
   void FlushOwnReceives();
-  void PushSendCompletion(const Completion& c);
+  // Whether the completion went into the QP's send CQ (on_reserved ran).
+  bool PushSendCompletion(const Completion& c, const CqRing::OnReserved* on_reserved = nullptr);
   // ---- responder (wire_responder.cc)
   void OnRequest(const WirePacket& packet);
   void OnUdRequest(const WirePacket& packet);

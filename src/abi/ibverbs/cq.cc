@@ -350,9 +350,42 @@ SV_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
   return ex ? ibv_cq_ex_to_cq(ex) : nullptr;
 }
 
+namespace {
+
+// A NIC writes a completion microseconds after the post; the device's
+// network transport, a little later, from its own thread. So that a resize
+// right after posting counts what those WRs owe this CQ, as it would on a
+// NIC, it waits until every WR its QPs posted over the network has left the
+// device (QpEntry::wire_retired, counted once the completion's slot is
+// reserved: WireQp::CompleteFront) - a bounded wait: a WR held up by RNR or
+// retry timers goes on after it.
+void AwaitNetworkCompletions(Context* ctx, ibv_cq* cq) {
+  constexpr uint64_t kPatienceNs = 100'000'000;
+  const uint64_t deadline = softverbs::datapath::NowNs() + kPatienceNs;
+  for (;;) {
+    bool owed = false;
+    {
+      std::lock_guard objects(ctx->objects_mutex);
+      std::lock_guard wire(ctx->wire_mutex);
+      for (const Qp* qp : ctx->qps) {
+        if (qp->ibv.qp_base.send_cq == cq && qp->entry &&
+            qp->wire_posted != qp->entry->wire_retired.load(std::memory_order_acquire)) {
+          owed = true;
+          break;
+        }
+      }
+    }
+    if (!owed || softverbs::datapath::NowNs() > deadline) return;
+    sched_yield();
+  }
+}
+
+}  // namespace
+
 // The ring is resized in place under the consumer lock (datapath/cq_ring.h):
 // peers keep their mapping. Shrinking below the completions outstanding is
-// EINVAL, as on hardware.
+// EINVAL, as on hardware (with the network's owed ones counted:
+// AwaitNetworkCompletions).
 SV_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   if (!cq) return Reject(EINVAL, "ibv_resize_cq: cq is NULL");
   if (cqe < 1 || cqe > softverbs::limits::kMaxCqe) {
@@ -365,6 +398,7 @@ SV_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   Cq* c = FromPublic<Cq>(cq);
   Context* ctx = Context::From(cq->context);
   protocol::ResizeCqReply rep{};
+  AwaitNetworkCompletions(ctx, cq);
   std::lock_guard lock(c->poll_lock);
   // Completions outstanding are counted against the size asked for, as
   // rxe's rxe_cq_chk_attr counts them.
