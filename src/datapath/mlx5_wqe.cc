@@ -6,14 +6,16 @@
 #include <algorithm>
 #include <iterator>
 
+#include "datapath/mkey_layout.h"
+
 namespace softverbs::datapath::mlx5 {
 namespace {
 
 // The send opcodes this device executes (PRM "Send WQE opcodes"); MMO with
-// the DMA engine only (kOpcModMmoDma). Masked atomics, UMR (and so LOCAL_INV,
-// a UMR WQE on mlx5), LSO,
-// TAG_MATCHING and the rest are not in the table: their WQEs complete with
-// LOCAL_QP_OP_ERR, as on a device without them.
+// the DMA engine only (kOpcModMmoDma); UMR for indirect memory keys and
+// their invalidation (LOCAL_INV is a UMR WQE on mlx5; ParseUmr). Masked
+// atomics, LSO, TAG_MATCHING and the rest are not in the table: their WQEs
+// complete with LOCAL_QP_OP_ERR, as on a device without them.
 constexpr SendOpcodeInfo kSendOpcodes[] = {
     // opcode                    name              nop    wr_opcode                raddr  atomic
     // gather
@@ -28,7 +30,24 @@ constexpr SendOpcodeInfo kSendOpcodes[] = {
     {MLX5_OPCODE_ATOMIC_CS, "ATOMIC_CS", false, IBV_WR_ATOMIC_CMP_AND_SWP, true, true, true},
     {MLX5_OPCODE_ATOMIC_FA, "ATOMIC_FA", false, IBV_WR_ATOMIC_FETCH_AND_ADD, true, true, true},
     {MLX5_OPCODE_MMO, "MMO_DMA", false, kWrMlx5Memcpy, false, false, false, true},
+    {MLX5_OPCODE_UMR, "UMR", false, kWrMlx5Umr, false, false, false, false, true},
 };
+
+// The mkey context's access flags as ibv_access_flags.
+struct UmrAccessRow {
+  uint8_t context_bit;  // MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_*
+  uint32_t access;      // IBV_ACCESS_*
+};
+constexpr UmrAccessRow kUmrAccess[] = {
+    {MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE, IBV_ACCESS_LOCAL_WRITE},
+    {MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ, IBV_ACCESS_REMOTE_READ},
+    {MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE, IBV_ACCESS_REMOTE_WRITE},
+    {MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC, IBV_ACCESS_REMOTE_ATOMIC},
+};
+constexpr uint64_t kUmrAccessMask = MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
+                                    MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+                                    MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
+                                    MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC;
 
 // Work-completion status -> CQE syndrome (PRM "CQE error syndromes").
 struct SyndromeRow {
@@ -67,6 +86,74 @@ Seg ReadSeg(const uint8_t* wqe, uint32_t offset) {
   return seg;
 }
 
+// A UMR WQE after its control segment (`offset`), as libmlx5's memory-key
+// and LOCAL_INV builders write it: the UMR control segment, the memory key
+// context, then the translation inline - KLMs, or a repeat block and its
+// entries. The key is the control segment's immediate. A FREE mask with
+// the context's free bit is an invalidation (IBV_WR_LOCAL_INV of the key);
+// anything else gives the key what the mask names - access, length and
+// layout - as kWrMlx5Umr (datapath/mkey_layout.h). A bind of a memory
+// window by UMR WQE is read the same way, and the device refuses it (the
+// key is no memory key): MW_BIND_ERR.
+WqeError ParseUmr(const uint8_t* wqe, uint32_t bytes, uint32_t offset, uint32_t key, SendWr* wr) {
+  if (offset + sizeof(mlx5_wqe_umr_ctrl_seg) + sizeof(mlx5_wqe_mkey_context_seg) > bytes) {
+    return WqeError::kUmrSegments;
+  }
+  const auto umr = ReadSeg<mlx5_wqe_umr_ctrl_seg>(wqe, offset);
+  const auto mkc = ReadSeg<mlx5_wqe_mkey_context_seg>(wqe, offset + sizeof(umr));
+  offset += sizeof(umr) + sizeof(mkc);
+  const uint64_t mask = be64toh(umr.mkey_mask);
+  wr->imm_data = key;
+  if ((mask & MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE) && (mkc.free & MLX5_WQE_MKEY_CONTEXT_FREE)) {
+    wr->opcode = IBV_WR_LOCAL_INV;
+    return WqeError::kNone;
+  }
+  wr->compare_add = 1;
+  if (mask & kUmrAccessMask) {
+    for (const UmrAccessRow& row : kUmrAccess) {
+      if (mkc.access_flags & row.context_bit) wr->bind_access |= row.access;
+    }
+    wr->swap |= kUmrSetsAccess;
+  }
+  if (!(mask & MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN)) return WqeError::kNone;
+  wr->swap |= kUmrSetsLayout;
+  const uint32_t xlt_bytes = be16toh(umr.klm_octowords) * kSegBytes;
+  if (xlt_bytes == 0) return WqeError::kNone;  // an empty layout
+  if (!(umr.flags & MLX5_WQE_UMR_CTRL_FLAG_INLINE) || offset + xlt_bytes > bytes) {
+    return WqeError::kUmrSegments;
+  }
+  UmrEntry entries[limits::kMaxMkeyEntries] = {};
+  uint32_t n = 0;
+  const auto block = ReadSeg<mlx5_wqe_umr_repeat_block_seg>(wqe, offset);
+  if (be32toh(block.op) == kUmrRepeatBlockOp) {
+    n = be16toh(block.num_ent);
+    if (n > limits::kMaxMkeyEntries || (n + 1) * kSegBytes > xlt_bytes) {
+      return WqeError::kUmrSegments;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      const auto e = ReadSeg<mlx5_wqe_umr_repeat_ent_seg>(wqe, offset + (i + 1) * kSegBytes);
+      entries[i] = {be64toh(e.va), be32toh(e.memkey), be16toh(e.byte_count), be16toh(e.stride), 0};
+    }
+    wr->compare_add = be32toh(block.repeat_count);
+  } else {
+    // KLMs up to the translation's end, less the zeroed ones that pad it
+    // to 64 bytes.
+    uint32_t last = 0;
+    for (uint32_t i = 0; i * kSegBytes < xlt_bytes; ++i) {
+      const auto klm = ReadSeg<mlx5_wqe_umr_klm_seg>(wqe, offset + i * kSegBytes);
+      if (klm.byte_count == 0 && klm.mkey == 0 && klm.address == 0) continue;
+      if (i >= limits::kMaxMkeyEntries) return WqeError::kUmrSegments;
+      const uint32_t count = be32toh(klm.byte_count);
+      entries[i] = {be64toh(klm.address), be32toh(klm.mkey), count, count, 0};
+      last = i + 1;
+    }
+    n = last;
+  }
+  memcpy(wr->inline_data, entries, n * sizeof(UmrEntry));
+  wr->inline_len = n * sizeof(UmrEntry);
+  return WqeError::kNone;
+}
+
 }  // namespace
 
 const SendOpcodeInfo* FindSendOpcode(uint8_t opcode) {
@@ -103,6 +190,9 @@ const char* WqeErrorName(WqeError error) {
     case WqeError::kMmoSegments:
       return "a DMA MMO needs a metadata segment, then a source and a destination data segment "
              "of one length";
+    case WqeError::kUmrSegments:
+      return "a UMR needs its control and memory key context segments, and a translation of at "
+             "most 8 inline KLMs or one repeat block";
   }
   return "unknown";
 }
@@ -141,6 +231,7 @@ WqeError ParseSendWqe(const uint8_t* sq, uint32_t sq_basic_blocks, uint32_t wqeb
   // ibv_send_wr's invalidate_rkey).
   wr.imm_data = info.wr_opcode == IBV_WR_SEND_WITH_INV ? be32toh(ctrl.imm) : ctrl.imm;
   uint32_t offset = kSegBytes;
+  if (info.umr) return ParseUmr(wqe, bytes, offset, be32toh(ctrl.imm), &wr);
   if (info.dma_mmo) {
     // opmod: which MMO engine (DMA only); the metadata segment (an opaque
     // buffer of the PD for the engine's own use) is not read. Source and

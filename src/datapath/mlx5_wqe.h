@@ -37,6 +37,14 @@ static_assert(sizeof(mlx5_wqe_inl_data_seg) == 4);
 static_assert(sizeof(mlx5_wqe_datagram_seg) == 3 * kSegBytes);
 static_assert(sizeof(mlx5_cqe64) == kCqeBytes);
 static_assert(sizeof(mlx5_err_cqe) == kCqeBytes);
+static_assert(sizeof(mlx5_wqe_umr_ctrl_seg) == 3 * kSegBytes);
+static_assert(sizeof(mlx5_wqe_mkey_context_seg) == 4 * kSegBytes);
+static_assert(sizeof(mlx5_wqe_umr_klm_seg) == kSegBytes);
+static_assert(sizeof(mlx5_wqe_umr_repeat_block_seg) == kSegBytes);
+static_assert(sizeof(mlx5_wqe_umr_repeat_ent_seg) == kSegBytes);
+// A UMR's translation is a repeat block when its second word is this
+// (libmlx5's umr_strided_seg_create), KLMs otherwise.
+inline constexpr uint32_t kUmrRepeatBlockOp = 0x400;
 static_assert(offsetof(mlx5_cqe64, op_own) == 63 && offsetof(mlx5_err_cqe, syndrome) == 55);
 
 // The doorbell record of a QP: two big-endian counters (MLX5_RCV_DBR,
@@ -58,6 +66,9 @@ struct SendOpcodeInfo {
   // A DMA MMO (opmod kOpcModMmoDma): a metadata segment, then a source and
   // a destination data segment of one length (libmlx5's mlx5_mmo_wqe).
   bool dma_mmo = false;
+  // A UMR: a UMR control segment, a memory key context, then the
+  // translation inline (ParseSendWqe says which work request it is).
+  bool umr = false;
 };
 const SendOpcodeInfo* FindSendOpcode(uint8_t opcode);
 
@@ -76,6 +87,7 @@ enum class WqeError : uint8_t {
   kOffHost,          // a UD WQE's address vector leads off this host (the DEVX data path's)
   kAtomicSge,        // an atomic without exactly one 8-byte data segment
   kMmoSegments,      // a DMA MMO without its source and destination of one length
+  kUmrSegments,      // a UMR without its segments, or a translation that is not read here
 };
 const char* WqeErrorName(WqeError error);
 

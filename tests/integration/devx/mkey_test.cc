@@ -375,6 +375,147 @@ TEST_F(MkeyTest, TheDeviceRefusesALayoutItCannotServe) {
   ibv_dealloc_pd(other_pd);
 }
 
+// UMR WQEs as libmlx5 writes them, given to mlx5dv_wr_raw_wqe (the DEVX
+// queue engine reads WQEs with the same parser): inline KLMs give the key a
+// list layout, a repeat block an interleaved one (the same key again,
+// without an invalidation, as an mlx5 UMR may), and a UMR with the FREE
+// mask and a free context invalidates it. Each completes as a raw WQE
+// (IBV_WC_DRIVER2).
+TEST_F(MkeyTest, UmrWqesConfigureAndInvalidateTheKey) {
+  dv_ = MkeyQpAttr(MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_RAW_WQE);
+  Pair();
+  std::vector<uint8_t> src(256), dst(256, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i + 1);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ASSERT_TRUE(src_mr && dst_mr);
+  mlx5dv_mkey* mkey = NewMkey();
+  ASSERT_NE(mkey, nullptr);
+  struct Umr {
+    mlx5_wqe_ctrl_seg ctrl;
+    mlx5_wqe_umr_ctrl_seg umr;
+    mlx5_wqe_mkey_context_seg mkc;
+    uint8_t translation[64];
+  };
+  static_assert(sizeof(Umr) == 192);
+  const auto post = [&](const Umr& w, uint64_t wr_id) {
+    ibv_wr_start(Qx());
+    Qx()->wr_id = wr_id;
+    mlx5dv_wr_raw_wqe(Mx(), &w);
+    return ibv_wr_complete(Qx());
+  };
+  const auto expect_done = [&](uint64_t wr_id) {
+    const ibv_wc wc = Next();
+    EXPECT_EQ(wc.wr_id, wr_id);
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_EQ(wc.opcode, IBV_WC_DRIVER2);
+  };
+  const uint64_t access_mask = MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC;
+
+  // Two KLMs: src[0..8) and src[64..72).
+  Umr list{};
+  mlx5dv_set_ctrl_seg(&list.ctrl, 0, MLX5_OPCODE_UMR, 0, a_->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 12, 0,
+                      htobe32(mkey->lkey));
+  list.umr.flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE;
+  list.umr.klm_octowords = htobe16(4);
+  list.umr.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN | access_mask);
+  list.mkc.qpn_mkey = htobe32(0xffffff00);
+  list.mkc.len = htobe64(16);
+  auto* klm = reinterpret_cast<mlx5_wqe_umr_klm_seg*>(list.translation);
+  klm[0] = {htobe32(8), htobe32(src_mr->lkey), htobe64(At(src, 0))};
+  klm[1] = {htobe32(8), htobe32(src_mr->lkey), htobe64(At(src, 64))};
+  ASSERT_EQ(post(list, 1), 0);
+  expect_done(1);
+  ASSERT_EQ(PostRecv(b_, 10, dst.data(), 64, dst_mr->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 2, 0, 16, mkey->lkey), 0);
+  for (int i = 0; i < 2; ++i) {
+    const ibv_wc wc = Next();
+    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  }
+  std::vector<uint8_t> expected(256, 0);
+  for (size_t i = 0; i < 8; ++i) expected[i] = src[i], expected[8 + i] = src[64 + i];
+  EXPECT_EQ(dst, expected);
+
+  // A repeat block over dst: 2 blocks of (3 bytes, stride 8) and (2 bytes,
+  // stride 8 at 100), remote write granted.
+  Umr repeat{};
+  mlx5dv_set_ctrl_seg(&repeat.ctrl, 0, MLX5_OPCODE_UMR, 0, a_->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 12,
+                      0, htobe32(mkey->lkey));
+  repeat.umr = list.umr;
+  repeat.mkc.access_flags = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE |
+                            MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
+  repeat.mkc.len = htobe64(10);
+  auto* rb = reinterpret_cast<mlx5_wqe_umr_repeat_block_seg*>(repeat.translation);
+  rb->byte_count = htobe32(5);
+  rb->op = htobe32(0x400);
+  rb->repeat_count = htobe32(2);
+  rb->num_ent = htobe16(2);
+  auto* ent = reinterpret_cast<mlx5_wqe_umr_repeat_ent_seg*>(repeat.translation + 16);
+  ent[0] = {htobe16(8), htobe16(3), htobe32(dst_mr->lkey), htobe64(At(dst, 128))};
+  ent[1] = {htobe16(8), htobe16(2), htobe32(dst_mr->lkey), htobe64(At(dst, 200))};
+  ASSERT_EQ(post(repeat, 3), 0);
+  expect_done(3);
+  ASSERT_EQ(PostWrite(a_, 4, At(src, 100), 10, src_mr->lkey, 0, mkey->rkey), 0);
+  ibv_wc wc = Next();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  const size_t where[10] = {128, 129, 130, 200, 201, 136, 137, 138, 208, 209};
+  for (size_t k = 0; k < 10; ++k) expected[where[k]] = src[100 + k];
+  EXPECT_EQ(dst, expected);
+
+  // Invalidation: the FREE mask and a free context, no translation.
+  Umr inv{};
+  mlx5dv_set_ctrl_seg(&inv.ctrl, 0, MLX5_OPCODE_UMR, 0, a_->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 8, 0,
+                      htobe32(mkey->lkey));
+  inv.umr.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE);
+  inv.mkc.free = MLX5_WQE_MKEY_CONTEXT_FREE;
+  ASSERT_EQ(post(inv, 5), 0);
+  expect_done(5);
+  ASSERT_EQ(PostWrite(a_, 6, At(src, 0), 4, src_mr->lkey, 0, mkey->rkey), 0);
+  wc = Next();
+  EXPECT_EQ(wc.wr_id, 6u);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(dst, expected);
+}
+
+// A UMR WQE the parser cannot read - a translation that is not inline, or
+// more KLMs than a key takes - fails its batch with EINVAL (its CQE would
+// be LOCAL_QP_OP_ERR on a DEVX queue).
+TEST_F(MkeyTest, AnUnreadableUmrWqeFailsItsBatch) {
+  dv_ = MkeyQpAttr(MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_RAW_WQE);
+  Pair();
+  mlx5dv_mkey* mkey = NewMkey();
+  ASSERT_NE(mkey, nullptr);
+  struct {
+    mlx5_wqe_ctrl_seg ctrl;
+    mlx5_wqe_umr_ctrl_seg umr;
+    mlx5_wqe_mkey_context_seg mkc;
+    mlx5_wqe_umr_klm_seg klm[12];
+  } w{};
+  mlx5dv_set_ctrl_seg(&w.ctrl, 0, MLX5_OPCODE_UMR, 0, a_->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 20, 0,
+                      htobe32(mkey->lkey));
+  w.umr.klm_octowords = htobe16(4);
+  w.umr.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN);
+  w.klm[0] = {htobe32(8), htobe32(1), htobe64(0x1000)};
+  const auto batch = [&] {
+    ibv_wr_start(Qx());
+    mlx5dv_wr_raw_wqe(Mx(), &w);
+    return ibv_wr_complete(Qx());
+  };
+  EXPECT_EQ(batch(), EINVAL) << "a translation by pointer";
+  w.umr.flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE;
+  w.umr.klm_octowords = htobe16(12);
+  for (auto& k : w.klm) k = {htobe32(8), htobe32(1), htobe64(0x1000)};
+  w.ctrl.qpn_ds = htobe32(a_->qp_num << 8 | 20);
+  EXPECT_EQ(batch(), EINVAL) << "nine KLMs and more";
+  ibv_wc wc{};
+  usleep(20000);
+  EXPECT_EQ(ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, &wc), 0) << "a refused WQE ran";
+}
+
 // libmlx5's checks, at mlx5dv_create_mkey and when the batch completes
 // (the first error of a batch is wr_complete's, and nothing of it runs):
 // signature and crypto keys are EOPNOTSUPP here, max_entries is rounded up
