@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "datapath/mkey_layout.h"
+
 namespace softverbs::datapath::mlx5 {
 namespace {
 
@@ -198,9 +200,11 @@ TEST(Mlx5SendWqe, MalformedWqesAreNamedErrors) {
   EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kQpnMismatch);
   ring.Write(0, {Ctrl(0, MLX5_OPCODE_SEND, 0, 0)});
   EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kBadDs);
-  ring.Write(0, {Ctrl(0, MLX5_OPCODE_UMR, 1, 0)});
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_ATOMIC_MASKED_CS, 1, 0)});
   EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kUnknownOpcode);
-  EXPECT_EQ(wqe.opcode, MLX5_OPCODE_UMR);
+  EXPECT_EQ(wqe.opcode, MLX5_OPCODE_ATOMIC_MASKED_CS);
+  ring.Write(0, {Ctrl(0, MLX5_OPCODE_UMR, 1, 0)});  // no UMR control segment
+  EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kUmrSegments);
   ring.Write(0, {Ctrl(0, MLX5_OPCODE_RDMA_READ, 1, 0)});  // no room for the raddr segment
   EXPECT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kBadDs);
   std::array<uint8_t, 16> inl{};
@@ -221,6 +225,93 @@ TEST(Mlx5SendWqe, MalformedWqesAreNamedErrors) {
 // memcpy: the source as the one SGE, the destination by address and lkey.
 // Another opmod is an engine the device lacks; a WQE without both data
 // segments of one length is refused.
+// UMR WQEs as libmlx5 writes them: the key in the immediate, KLMs (their
+// zeroed padding dropped) or a repeat block, access and length by mask; the
+// FREE mask with a free context is LOCAL_INV of the key.
+TEST(Mlx5SendWqe, UmrWqesConfigureOrInvalidateAKey) {
+  SendRing ring(8);
+  ParsedSendWqe wqe;
+  struct {
+    mlx5_wqe_umr_ctrl_seg umr;
+    mlx5_wqe_mkey_context_seg mkc;
+    mlx5_wqe_umr_klm_seg klm[4];
+  } list{};
+  list.umr.flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE;
+  list.umr.klm_octowords = htobe16(4);
+  list.umr.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ);
+  list.mkc.access_flags = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ;
+  list.klm[0] = {htobe32(8), htobe32(0x1234), htobe64(0x10000)};
+  list.klm[1] = {htobe32(24), htobe32(0x5678), htobe64(0x20040)};
+  std::array<uint8_t, 11 * 16> body{};
+  memcpy(body.data(), &list, sizeof(list));
+  std::vector<std::array<uint8_t, 16>> segs{
+      Ctrl(0, MLX5_OPCODE_UMR, 12, MLX5_WQE_CTRL_CQ_UPDATE, htobe32(0x700))};
+  for (size_t i = 0; i < 11; ++i) {
+    std::array<uint8_t, 16> seg{};
+    memcpy(seg.data(), body.data() + i * 16, 16);
+    segs.push_back(seg);
+  }
+  ring.Write(0, segs);
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kNone);
+  EXPECT_EQ(wqe.wr.opcode, kWrMlx5Umr);
+  EXPECT_EQ(wqe.wr.imm_data, 0x700u);
+  EXPECT_EQ(wqe.wr.swap, kUmrSetsAccess | kUmrSetsLayout);
+  EXPECT_EQ(wqe.wr.bind_access, uint32_t{IBV_ACCESS_REMOTE_READ});
+  EXPECT_EQ(wqe.wr.compare_add, 1u);
+  ASSERT_EQ(wqe.wr.inline_len, 2 * sizeof(UmrEntry));
+  UmrEntry e[2];
+  memcpy(e, wqe.wr.inline_data, sizeof(e));
+  EXPECT_EQ(e[0].addr, 0x10000u);
+  EXPECT_EQ(e[0].lkey, 0x1234u);
+  EXPECT_EQ(e[0].bytes_count, 8u);
+  EXPECT_EQ(e[1].addr, 0x20040u);
+  EXPECT_EQ(e[1].bytes_count, 24u);
+  EXPECT_EQ(e[1].stride, 24u);
+  EXPECT_EQ(wqe.basic_blocks, 3u);
+
+  // A repeat block: 3 blocks of one entry (4 bytes, stride 16).
+  struct {
+    mlx5_wqe_umr_ctrl_seg umr;
+    mlx5_wqe_mkey_context_seg mkc;
+    mlx5_wqe_umr_repeat_block_seg rb;
+    mlx5_wqe_umr_repeat_ent_seg ent[3];
+  } repeat{};
+  repeat.umr = list.umr;
+  repeat.umr.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN);
+  repeat.rb.op = htobe32(kUmrRepeatBlockOp);
+  repeat.rb.repeat_count = htobe32(3);
+  repeat.rb.num_ent = htobe16(1);
+  repeat.ent[0] = {htobe16(16), htobe16(4), htobe32(0x1234), htobe64(0x10000)};
+  memcpy(body.data(), &repeat, sizeof(repeat));
+  for (size_t i = 0; i < 11; ++i) memcpy(segs[i + 1].data(), body.data() + i * 16, 16);
+  ring.Write(0, segs);
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kNone);
+  EXPECT_EQ(wqe.wr.swap, kUmrSetsLayout) << "no access bits in the mask";
+  EXPECT_EQ(wqe.wr.compare_add, 3u);
+  ASSERT_EQ(wqe.wr.inline_len, sizeof(UmrEntry));
+  memcpy(e, wqe.wr.inline_data, sizeof(UmrEntry));
+  EXPECT_EQ(e[0].bytes_count, 4u);
+  EXPECT_EQ(e[0].stride, 16u);
+
+  // An invalidation.
+  struct {
+    mlx5_wqe_umr_ctrl_seg umr;
+    mlx5_wqe_mkey_context_seg mkc;
+  } inv{};
+  inv.umr.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE);
+  inv.mkc.free = MLX5_WQE_MKEY_CONTEXT_FREE;
+  segs.resize(8);
+  segs[0] = Ctrl(0, MLX5_OPCODE_UMR, 8, 0, htobe32(0x900));
+  memcpy(body.data(), &inv, sizeof(inv));
+  for (size_t i = 0; i < 7; ++i) memcpy(segs[i + 1].data(), body.data() + i * 16, 16);
+  ring.Write(0, segs);
+  ASSERT_EQ(ParseSendWqe(ring.data(), ring.blocks(), 0, kQpn, &wqe), WqeError::kNone);
+  EXPECT_EQ(wqe.wr.opcode, uint32_t{IBV_WR_LOCAL_INV});
+  EXPECT_EQ(wqe.wr.imm_data, 0x900u);
+}
+
 std::array<uint8_t, 16> MmoCtrl(uint16_t index, uint8_t opmod, uint8_t ds) {
   mlx5_wqe_ctrl_seg ctrl{};
   mlx5dv_set_ctrl_seg(&ctrl, index, MLX5_OPCODE_MMO, opmod, kQpn, MLX5_WQE_CTRL_CQ_UPDATE, ds, 0,
