@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 
 #include "datapath/owner_memory.h"
 #include "datapath/owner_word_lock.h"
@@ -31,6 +32,27 @@ MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t
   }
   *mr_lkey = mr;
   return MrCheck::kOk;
+}
+
+bool PieceList::Grow() {
+  if (capacity_ >= kMaxPieces) return false;
+  const int capacity = std::min(capacity_ * 4, kMaxPieces);
+  auto* grown = new (std::nothrow) MemPiece[capacity];
+  if (grown == nullptr) return false;
+  std::copy(piece, piece + count, grown);
+  delete[] heap_;
+  heap_ = grown;
+  piece = grown;
+  capacity_ = capacity;
+  return true;
+}
+
+void PieceList::CopyFrom(const PieceList& other) {
+  count = 0;
+  bytes = 0;
+  for (int i = 0; i < other.count; ++i) {
+    if (!Add(other.piece[i])) break;  // a list of the same bounds: cannot happen
+  }
 }
 
 void UseBacking(const SharedMapping& backing, const MrEntry& e, MrMapping* m) {

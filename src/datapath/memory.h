@@ -39,18 +39,40 @@ struct MemPiece {
   uint64_t len;
 };
 
-inline constexpr int kMaxPieces = 128;
+// The pieces of one side of an access. The first kInlinePieces live in the
+// list (on the executing thread's stack: a work request's SGEs reach at most
+// three pieces each, a partial page at either end and the backed middle);
+// an indirect memory key's layout can make many more (an interleaved key of
+// small entries), and then the list moves to the heap, up to kMaxPieces.
+inline constexpr int kInlinePieces = 128;
+inline constexpr int kMaxPieces = 1 << 16;
 struct PieceList {
-  MemPiece piece[kMaxPieces];
+  PieceList() = default;
+  PieceList(const PieceList& other) { CopyFrom(other); }
+  PieceList& operator=(const PieceList& other) {
+    if (this != &other) CopyFrom(other);
+    return *this;
+  }
+  ~PieceList() { delete[] heap_; }
+
+  MemPiece* piece = inline_;  // count pieces
   int count = 0;
   uint64_t bytes = 0;
+  // False when the list holds kMaxPieces already (or the heap refused).
   bool Add(const MemPiece& p) {
     if (p.len == 0) return true;
-    if (count == kMaxPieces) return false;
+    if (count == capacity_ && !Grow()) return false;
     piece[count++] = p;
     bytes += p.len;
     return true;
   }
+
+ private:
+  bool Grow();  // memory.cc
+  void CopyFrom(const PieceList& other);
+  MemPiece inline_[kInlinePieces];
+  MemPiece* heap_ = nullptr;
+  int capacity_ = kInlinePieces;
 };
 
 enum class MrCheck {

@@ -195,6 +195,52 @@ TEST_F(MkeyTest, AnInterleavedKeyRepeatsItsBlocks) {
   EXPECT_EQ(dst, expected);
 }
 
+// An interleaved key of one-byte pieces: a 4 KiB SEND gathers 4,096 of
+// them (more than an access's pieces that fit on the stack: the list moves
+// to the heap) and a 4 KiB WRITE scatters 4,096 - every byte where the
+// layout says.
+TEST_F(MkeyTest, AKeyOfThousandsOfPiecesCarriesWholeMessages) {
+  Pair();
+  constexpr uint32_t kBytes = 4096, kStride = 3;
+  std::vector<uint8_t> src(kBytes * kStride), dst(kBytes, 0), far(kBytes * kStride, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + i / 251);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ibv_mr* far_mr = Register(far.data(), far.size());
+  ASSERT_TRUE(src_mr && dst_mr && far_mr);
+  mlx5dv_mkey* gather = NewMkey();
+  mlx5dv_mkey* scatter = NewMkey();
+  ASSERT_TRUE(gather && scatter);
+  const auto interleave = [&](mlx5dv_mkey* mkey, uint64_t addr, uint32_t lkey, uint32_t access,
+                              uint64_t wr_id) {
+    mlx5dv_mr_interleaved one{addr, 1, kStride - 1, lkey};
+    ibv_wr_start(Qx());
+    Qx()->wr_id = wr_id;
+    Qx()->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    mlx5dv_wr_mr_interleaved(Mx(), mkey, access, kBytes, 1, &one);
+    return ibv_wr_complete(Qx());
+  };
+  ASSERT_EQ(interleave(gather, At(src, 0), src_mr->lkey, 0, 1), 0);
+  ExpectUmrDone(1);
+  ASSERT_EQ(interleave(scatter, At(far, 1), far_mr->lkey,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, 2),
+            0);
+  ExpectUmrDone(2);
+  ASSERT_EQ(PostRecv(b_, 10, dst.data(), kBytes, dst_mr->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 3, 0, kBytes, gather->lkey), 0);
+  for (int i = 0; i < 2; ++i) {
+    const ibv_wc wc = Next();
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  }
+  for (uint32_t k = 0; k < kBytes; ++k) ASSERT_EQ(dst[k], src[k * kStride]) << "byte " << k;
+  ASSERT_EQ(PostWrite(a_, 4, At(dst, 0), kBytes, dst_mr->lkey, 0, scatter->rkey), 0);
+  const ibv_wc wc = Next();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  for (size_t i = 0; i < far.size(); ++i) {
+    ASSERT_EQ(far[i], i % kStride == 1 ? dst[i / kStride] : 0) << "byte " << i;
+  }
+}
+
 // rdma-core's test_mkey_list_bad_flow: a SEND longer than the key's layout
 // is a local protection error (vendor_err 0x103, out of range), the QP goes
 // to ERR and nothing arrives.
