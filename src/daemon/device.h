@@ -325,6 +325,7 @@ class Device {
   Mkey* FindMkeyByKey(uint32_t key);
   void UnpublishMkey(Mkey& mkey);
   Verdict InvalidateMkey(ClientId c, const protocol::InvalidateMwRequest& req, Mkey& mkey);
+  Verdict BindMwByUmr(ClientId c, const protocol::ConfigureMkeyRequest& req, Mw& mw);
   // The MR whose lkey or rkey is key, or nullptr.
   Mr* FindMrByKey(uint32_t key);
   void ArmSrqLimit(const Srq& srq);

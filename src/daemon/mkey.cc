@@ -5,7 +5,8 @@
 // MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE). Each step checks, then
 // applies; a refused one changes nothing. The layout lives in the device
 // table (datapath/layout.h: MkeyLayout), the bytes stay the MRs': every
-// access checks the MRs beneath again (datapath/keyed_access.h).
+// access checks the MRs beneath again (datapath/keyed_access.h). A UMR of a
+// memory window's key (libmlx5's bind WQE) is a bind (BindMwByUmr).
 #include <errno.h>
 
 #include "common/device_limits.h"
@@ -90,6 +91,11 @@ Verdict Device::ConfigureMkey(ClientId c, const protocol::ConfigureMkeyRequest& 
     return Verdict::Fail(EINVAL, "umr: QP 0x" + ToHex(req.qpn) + " is not this context's");
   }
   Mkey* mkey = FindMkeyByKey(req.mkey);
+  if (!mkey) {
+    if (Mw* mw = FindMwByKey(req.mkey); mw && mw->rkey == req.mkey) {
+      return BindMwByUmr(c, req, *mw);
+    }
+  }
   if (!mkey || mkey->lkey != req.mkey || !SameGroup(mkey->owner, c)) {
     return Verdict::Fail(EINVAL,
                          "umr: no memory key of this context has lkey 0x" + ToHex(req.mkey));
@@ -172,6 +178,22 @@ Verdict Device::ConfigureMkey(ClientId c, const protocol::ConfigureMkeyRequest& 
   e->lkey.store(mkey->lkey, std::memory_order_release);
   mkey->configured = true;
   return Verdict::Ok();
+}
+
+// libmlx5's bind of a memory window is a UMR WQE of the window's key: one
+// KLM (the MR's lkey, the range), the window's access, the new key's tag
+// (ibv_bind_mw(3)'s checks, by BindMw).
+Verdict Device::BindMwByUmr(ClientId c, const protocol::ConfigureMkeyRequest& req, Mw& mw) {
+  if (!(req.sets & dp::kUmrSetsLayout) || req.num_entries != 1) {
+    return Verdict::Fail(
+        EINVAL, "umr: a bind of memory window 0x" + ToHex(req.mkey) + " names one range (one KLM)");
+  }
+  protocol::BindMwRequest bind{mw.handle,         req.qpn,
+                               req.entry[0].lkey, (mw.rkey & ~0xffu) | req.new_tag,
+                               req.entry[0].addr, req.entry[0].bytes_count,
+                               req.access,        0};
+  protocol::BindMwReply out{};
+  return BindMw(c, bind, &out);
 }
 
 Verdict Device::InvalidateMkey(ClientId c, const protocol::InvalidateMwRequest& req, Mkey& mkey) {

@@ -512,8 +512,8 @@ dp::VendorError WireService::ConfigureMkey(const dp::LocalQp& qp, const dp::Send
   if (!q) return dp::kVendorUmr;
   protocol::ConfigureMkeyRequest req{};
   req.qpn = qp.qpn;
-  if (!dp::UmrLayoutOf(wr, &req.mkey, &req.sets, &req.access, &req.repeat_count, &req.num_entries,
-                       req.entry)) {
+  if (!dp::UmrLayoutOf(wr, &req.mkey, &req.new_tag, &req.sets, &req.access, &req.repeat_count,
+                       &req.num_entries, req.entry)) {
     return dp::kVendorUmr;
   }
   Verdict v = device_.ConfigureMkey(q->creator, req);

@@ -32,14 +32,16 @@ void WriteMkeyLayout(MkeyLayout* slot, const UmrEntry* entries, uint32_t num_ent
   slot->sequence.store(seq + 2, std::memory_order_release);
 }
 
-bool UmrLayoutOf(const SendWr& wr, uint32_t* mkey, uint32_t* sets, uint32_t* access,
-                 uint32_t* repeat_count, uint32_t* num_entries, UmrEntry* entries) {
+bool UmrLayoutOf(const SendWr& wr, uint32_t* mkey, uint32_t* new_tag, uint32_t* sets,
+                 uint32_t* access, uint32_t* repeat_count, uint32_t* num_entries,
+                 UmrEntry* entries) {
   if (wr.inline_len % sizeof(UmrEntry) != 0 ||
       wr.inline_len > limits::kMaxMkeyEntries * sizeof(UmrEntry) || wr.compare_add > UINT32_MAX ||
       (wr.swap & ~(kUmrSetsAccess | kUmrSetsLayout))) {
     return false;
   }
   *mkey = wr.imm_data;
+  *new_tag = wr.rkey & 0xff;
   *sets = static_cast<uint32_t>(wr.swap);
   *access = wr.bind_access;
   *repeat_count = static_cast<uint32_t>(wr.compare_add);

@@ -29,8 +29,10 @@ void WriteMkeyLayout(MkeyLayout* slot, const UmrEntry* entries, uint32_t num_ent
 // every attempt (bounded) or it is not one the device writes.
 bool ReadMkeyLayout(const MkeyLayout& slot, MkeyLayoutCopy* out);
 
-// A UMR work request (kWrMlx5Umr) carries: imm_data the key's lkey,
-// bind_access its access, compare_add the repeat count, the entries in its
+// A UMR work request (kWrMlx5Umr) carries: imm_data the key (an indirect
+// key's lkey; a memory window's rkey for a UMR WQE that binds it, rkey then
+// holding the new key's low 8 bits), bind_access its access, compare_add the
+// repeat count, the entries in its
 // inline bytes (inline_len a multiple of sizeof(UmrEntry)) and in swap
 // which of those it sets (the others stay as the key had them, as an mlx5
 // UMR's mkey_mask leaves them):
@@ -40,8 +42,9 @@ struct SendWr;
 // The device's request for it (protocol::ConfigureMkeyRequest's fields);
 // false if the WR's inline bytes are not a layout of at most
 // kMaxMkeyEntries entries.
-bool UmrLayoutOf(const SendWr& wr, uint32_t* mkey, uint32_t* sets, uint32_t* access,
-                 uint32_t* repeat_count, uint32_t* num_entries, UmrEntry* entries);
+bool UmrLayoutOf(const SendWr& wr, uint32_t* mkey, uint32_t* new_tag, uint32_t* sets,
+                 uint32_t* access, uint32_t* repeat_count, uint32_t* num_entries,
+                 UmrEntry* entries);
 
 // Calls piece(entry, addr, len) for each part of [offset, offset + len) of
 // the key's space, in order: len bytes of the entry's MR at addr (its iova

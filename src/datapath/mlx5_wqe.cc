@@ -92,9 +92,10 @@ Seg ReadSeg(const uint8_t* wqe, uint32_t offset) {
 // entries. The key is the control segment's immediate. A FREE mask with
 // the context's free bit is an invalidation (IBV_WR_LOCAL_INV of the key);
 // anything else gives the key what the mask names - access, length and
-// layout - as kWrMlx5Umr (datapath/mkey_layout.h). A bind of a memory
-// window by UMR WQE is read the same way, and the device refuses it (the
-// key is no memory key): MW_BIND_ERR.
+// layout - as kWrMlx5Umr (datapath/mkey_layout.h), with the context's new
+// key tag (qpn_mkey's low byte) in rkey: a UMR of a memory window's key is
+// libmlx5's bind (one KLM: the MR, the range, the window's access), which
+// the device applies as a bind.
 WqeError ParseUmr(const uint8_t* wqe, uint32_t bytes, uint32_t offset, uint32_t key, SendWr* wr) {
   if (offset + sizeof(mlx5_wqe_umr_ctrl_seg) + sizeof(mlx5_wqe_mkey_context_seg) > bytes) {
     return WqeError::kUmrSegments;
@@ -109,6 +110,7 @@ WqeError ParseUmr(const uint8_t* wqe, uint32_t bytes, uint32_t offset, uint32_t 
     return WqeError::kNone;
   }
   wr->compare_add = 1;
+  wr->rkey = be32toh(mkc.qpn_mkey) & 0xff;
   if (mask & kUmrAccessMask) {
     for (const UmrAccessRow& row : kUmrAccess) {
       if (mkc.access_flags & row.context_bit) wr->bind_access |= row.access;

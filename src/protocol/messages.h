@@ -695,6 +695,8 @@ static_assert(sizeof(CreateMkeyReply) == 12);
 // repeated repeat_count times (a list: 1) if sets has kUmrSetsLayout, and
 // `access` (IBV_ACCESS_LOCAL_WRITE and IBV_ACCESS_REMOTE_*) if it has
 // kUmrSetsAccess (datapath/mkey_layout.h); what it does not set stays.
+// A memory window's rkey in `mkey` (a UMR WQE that binds it): the bind of
+// entry[0]'s range with `access` under the key whose low 8 bits are new_tag.
 struct ConfigureMkeyRequest {
   uint32_t qpn;
   uint32_t mkey;
@@ -702,8 +704,10 @@ struct ConfigureMkeyRequest {
   uint32_t access;
   uint32_t repeat_count;
   uint32_t num_entries;
+  uint32_t new_tag;
+  uint32_t reserved;
   datapath::UmrEntry entry[limits::kMaxMkeyEntries];
 };
-static_assert(sizeof(ConfigureMkeyRequest) == 24 + 24 * limits::kMaxMkeyEntries);
+static_assert(sizeof(ConfigureMkeyRequest) == 32 + 24 * limits::kMaxMkeyEntries);
 
 }  // namespace softverbs::protocol

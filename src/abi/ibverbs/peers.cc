@@ -331,7 +331,7 @@ datapath::VendorError PeerCache::ConfigureMkey(const datapath::LocalQp& qp,
                                                const datapath::SendWr& wr) {
   protocol::ConfigureMkeyRequest req{};
   req.qpn = qp.qpn;
-  if (!datapath::UmrLayoutOf(wr, &req.mkey, &req.sets, &req.access, &req.repeat_count,
+  if (!datapath::UmrLayoutOf(wr, &req.mkey, &req.new_tag, &req.sets, &req.access, &req.repeat_count,
                              &req.num_entries, req.entry)) {
     return datapath::kVendorUmr;
   }

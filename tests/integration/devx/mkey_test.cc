@@ -527,6 +527,80 @@ TEST_F(MkeyTest, UmrWqesConfigureAndInvalidateTheKey) {
   EXPECT_EQ(dst, expected);
 }
 
+// libmlx5's bind of a type 2 memory window is a UMR WQE of the window's key
+// (one KLM, the window's access, the new key's tag and the QP's number):
+// written raw, it binds the window, which the peer's WRITE then reaches; a
+// UMR WQE with the FREE mask of the new key invalidates it.
+TEST_F(MkeyTest, AUmrWqeOfAWindowsKeyBindsTheWindow) {
+  dv_ = MkeyQpAttr(MLX5DV_QP_EX_WITH_RAW_WQE);
+  Pair();
+  std::vector<uint8_t> mem(4096, 0), src(64);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(0xa0 + i);
+  ibv_mr* mr = ibv_reg_mr(pd_, mem.data(), mem.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mw* mw = ibv_alloc_mw(pd_, IBV_MW_TYPE_2);
+  ASSERT_TRUE(src_mr && mw);
+  const uint8_t tag = static_cast<uint8_t>(mw->rkey + 1);
+  const uint32_t rkey = (mw->rkey & ~0xffu) | tag;
+  struct {
+    mlx5_wqe_ctrl_seg ctrl;
+    mlx5_wqe_umr_ctrl_seg umr;
+    mlx5_wqe_mkey_context_seg mkc;
+    mlx5_wqe_umr_klm_seg klm[4];
+  } bind{};
+  mlx5dv_set_ctrl_seg(&bind.ctrl, 0, MLX5_OPCODE_UMR, 0, a_->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 12, 0,
+                      htobe32(mw->rkey));
+  bind.umr.flags = MLX5_WQE_UMR_CTRL_FLAG_INLINE | MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE;
+  bind.umr.klm_octowords = htobe16(4);
+  bind.umr.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN | MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR |
+                               MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE);
+  bind.mkc.qpn_mkey = htobe32(tag | a_->qp_num << 8);
+  bind.mkc.access_flags = MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE;
+  bind.mkc.start_addr = htobe64(At(mem, 256));
+  bind.mkc.len = htobe64(512);
+  bind.klm[0] = {htobe32(512), htobe32(mr->lkey), htobe64(At(mem, 256))};
+  ibv_wr_start(Qx());
+  Qx()->wr_id = 1;
+  mlx5dv_wr_raw_wqe(Mx(), &bind);
+  ASSERT_EQ(ibv_wr_complete(Qx()), 0);
+  ibv_wc wc = Next();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.opcode, IBV_WC_DRIVER2);
+  ASSERT_EQ(PostWrite(b_, 2, At(src, 0), 64, src_mr->lkey, At(mem, 300), rkey), 0);
+  wc = Next();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  std::vector<uint8_t> expected(4096, 0);
+  std::copy(src.begin(), src.end(), expected.begin() + 300);
+  EXPECT_EQ(mem, expected);
+
+  struct {
+    mlx5_wqe_ctrl_seg ctrl;
+    mlx5_wqe_umr_ctrl_seg umr;
+    mlx5_wqe_mkey_context_seg mkc;
+  } inv{};
+  mlx5dv_set_ctrl_seg(&inv.ctrl, 0, MLX5_OPCODE_UMR, 0, a_->qp_num, MLX5_WQE_CTRL_CQ_UPDATE, 8, 0,
+                      htobe32(rkey));
+  inv.umr.mkey_mask = htobe64(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE | MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY);
+  inv.mkc.free = MLX5_WQE_MKEY_CONTEXT_FREE;
+  ibv_wr_start(Qx());
+  Qx()->wr_id = 3;
+  mlx5dv_wr_raw_wqe(Mx(), &inv);
+  ASSERT_EQ(ibv_wr_complete(Qx()), 0);
+  wc = Next();
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  ASSERT_EQ(PostWrite(b_, 4, At(src, 0), 8, src_mr->lkey, At(mem, 400), rkey), 0);
+  wc = Next();
+  EXPECT_EQ(wc.wr_id, 4u);
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(mem, expected);
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 // A UMR WQE the parser cannot read - a translation that is not inline, or
 // more KLMs than a key takes - fails its batch with EINVAL (its CQE would
 // be LOCAL_QP_OP_ERR on a DEVX queue).
