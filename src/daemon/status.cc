@@ -63,6 +63,14 @@ std::string Device::StatusJson() const {
     for (const auto& [h, mw] : mws_)
       if (mw.owner == id)
         mws.push_back({{"rkey", mw.rkey}, {"type", mw.type}, {"bound", mw.bound}});
+    json mkeys = json::array();
+    for (const auto& [h, mkey] : mkeys_)
+      if (mkey.owner == id)
+        mkeys.push_back({{"lkey", mkey.lkey},
+                         {"rkey", mkey.rkey},
+                         {"configured", mkey.configured},
+                         {"entries", mkey.layout.size()},
+                         {"max_entries", mkey.max_entries}});
     json dms = json::array();
     for (const auto& [h, dm] : dms_)
       if (dm.owner == id) dms.push_back({{"handle", h}, {"size", dm.size}});
@@ -75,6 +83,7 @@ std::string Device::StatusJson() const {
     cl["xrcd"] = xrcds;
     cl["dm"] = dms;
     cl["mw"] = mws;
+    cl["mkey"] = mkeys;
     if (devx_) cl["devx"] = devx_->StatusJson(id);
     clients.push_back(cl);
   }

@@ -780,6 +780,13 @@ TEST(MkeyOwner, AKilledOwnersKeysAreFreed) {
   ASSERT_EQ(read(pipe_fds[0], &ready, 1), 1) << "the child failed to set up";
   close(pipe_fds[0]);
   EXPECT_EQ(mkey_count(), before + 1);
+  // The owner's listing shows the key, configured with its one entry.
+  const nlohmann::json listed = ClientOf(Status(), child);
+  ASSERT_TRUE(listed.contains("mkey")) << listed.dump();
+  ASSERT_EQ(listed["mkey"].size(), 1u);
+  EXPECT_TRUE(listed["mkey"][0]["configured"].get<bool>());
+  EXPECT_EQ(listed["mkey"][0]["entries"].get<size_t>(), 1u);
+  EXPECT_EQ(listed["mkey"][0]["max_entries"].get<uint32_t>(), 4u);
   ASSERT_EQ(kill(child, SIGKILL), 0);
   int wstatus = 0;
   ASSERT_EQ(waitpid(child, &wstatus, 0), child);
