@@ -182,10 +182,13 @@ void PrintStatus(const nlohmann::json& s) {
   const auto& clients = s["clients"];
   fmt::print("{} client context(s)\n", clients.size());
   for (const auto& c : clients) {
-    fmt::print("client {} pid {} ({}): {} pd, {} mr, {} cq, {} srq, {} qp, {} ah, {} xrcd\n",
-               c["client"].get<int>(), c["pid"].get<int>(), c["comm"].get<std::string>(),
-               c["pd"].size(), c["mr"].size(), c["cq"].size(), c["srq"].size(), c["qp"].size(),
-               c["ah"].size(), c["xrcd"].size());
+    const auto count = [&c](const char* kind) { return c.contains(kind) ? c[kind].size() : 0; };
+    fmt::print(
+        "client {} pid {} ({}): {} pd, {} mr, {} mw, {} mkey, {} cq, {} srq, {} qp, {} ah, {} "
+        "xrcd\n",
+        c["client"].get<int>(), c["pid"].get<int>(), c["comm"].get<std::string>(), count("pd"),
+        count("mr"), count("mw"), count("mkey"), count("cq"), count("srq"), count("qp"),
+        count("ah"), count("xrcd"));
     for (const auto& qp : c["qp"]) {
       fmt::print("  qp 0x{:06x} {} {}\n", qp["qpn"].get<uint32_t>(), qp["type"].get<std::string>(),
                  qp["state"].get<std::string>());
@@ -193,6 +196,14 @@ void PrintStatus(const nlohmann::json& s) {
     for (const auto& mr : c["mr"]) {
       fmt::print("  mr lkey 0x{:08x} rkey 0x{:08x} length {}\n", mr["lkey"].get<uint32_t>(),
                  mr["rkey"].get<uint32_t>(), mr["length"].get<uint64_t>());
+    }
+    if (c.contains("mkey")) {
+      for (const auto& mkey : c["mkey"]) {
+        fmt::print("  mkey lkey 0x{:08x} rkey 0x{:08x} {} ({} of {} entries)\n",
+                   mkey["lkey"].get<uint32_t>(), mkey["rkey"].get<uint32_t>(),
+                   mkey["configured"].get<bool>() ? "configured" : "free",
+                   mkey["entries"].get<size_t>(), mkey["max_entries"].get<uint32_t>());
+      }
     }
     for (const auto& cq : c["cq"]) {
       fmt::print("  cq 0x{:06x} cqe {}\n", cq["cqn"].get<uint32_t>(), cq["cqe"].get<uint32_t>());
