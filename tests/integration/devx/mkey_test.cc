@@ -71,6 +71,16 @@ class MkeyTest : public DvQpTest {
     return wc;
   }
 
+  // The next n completions, each of which must be a success.
+  std::vector<ibv_wc> Successes(int n) {
+    std::vector<ibv_wc> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(Next());
+      EXPECT_EQ(out.back().status, IBV_WC_SUCCESS) << ibv_wc_status_str(out.back().status);
+    }
+    return out;
+  }
+
   // A UMR that must complete successfully.
   void ExpectUmrDone(uint64_t wr_id = 1) {
     const ibv_wc wc = Next();
@@ -141,10 +151,10 @@ TEST_F(MkeyTest, AListKeyGathersAndScattersAcrossItsMrs) {
   ExpectUmrDone(2);
   ASSERT_EQ(PostRecv(b_, 10, nullptr, 16, scatter->lkey), 0);
   ASSERT_EQ(PostSend(a_, 11, 0, 16, gather->lkey), 0);
-  for (int i = 0; i < 2; ++i) {
-    const ibv_wc wc = Next();
-    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
-    if (wc.wr_id == 10) EXPECT_EQ(wc.byte_len, 16u);
+  for (const ibv_wc& wc : Successes(2)) {
+    if (wc.wr_id == 10) {
+      EXPECT_EQ(wc.byte_len, 16u);
+    }
   }
   std::string expected =
       std::string(8, 'c') + std::string(56, 's') + std::string(8, 'c') + std::string(184, 's');
@@ -228,10 +238,7 @@ TEST_F(MkeyTest, AKeyOfThousandsOfPiecesCarriesWholeMessages) {
   ExpectUmrDone(2);
   ASSERT_EQ(PostRecv(b_, 10, dst.data(), kBytes, dst_mr->lkey), 0);
   ASSERT_EQ(PostSend(a_, 3, 0, kBytes, gather->lkey), 0);
-  for (int i = 0; i < 2; ++i) {
-    const ibv_wc wc = Next();
-    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
-  }
+  Successes(2);
   for (uint32_t k = 0; k < kBytes; ++k) ASSERT_EQ(dst[k], src[k * kStride]) << "byte " << k;
   ASSERT_EQ(PostWrite(a_, 4, At(dst, 0), kBytes, dst_mr->lkey, 0, scatter->rkey), 0);
   const ibv_wc wc = Next();
@@ -301,10 +308,7 @@ TEST_F(MkeyTest, LocalInvalidateEndsTheKeyAndAUmrRestoresIt) {
   ExpectUmrDone(4);
   ASSERT_EQ(PostRecv(b_, 11, dst.data(), 64, dst_mr->lkey), 0);
   ASSERT_EQ(PostSend(a_, 5, 0, 8, mkey->lkey), 0);
-  for (int i = 0; i < 2; ++i) {
-    wc = Next();
-    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
-  }
+  Successes(2);
   EXPECT_EQ(std::string(dst.begin(), dst.begin() + 9), std::string("aaaazaaa") + '\0');
 }
 
@@ -329,9 +333,7 @@ TEST_F(MkeyTest, RemoteInvalidateNeedsTheKeysFlag) {
   ExpectUmrDone();
   ASSERT_EQ(PostRecv(b_, 10, note.data(), 16, note_mr->lkey), 0);
   ASSERT_EQ(PostSend(a_, 2, At(src, 0), 4, src_mr->lkey, IBV_WR_SEND_WITH_INV, mkey->rkey), 0);
-  for (int i = 0; i < 2; ++i) {
-    const ibv_wc wc = Next();
-    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  for (const ibv_wc& wc : Successes(2)) {
     if (wc.wr_id == 10) {
       EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
       EXPECT_EQ(wc.invalidated_rkey, mkey->rkey);
@@ -478,10 +480,7 @@ TEST_F(MkeyTest, UmrWqesConfigureAndInvalidateTheKey) {
   expect_done(1);
   ASSERT_EQ(PostRecv(b_, 10, dst.data(), 64, dst_mr->lkey), 0);
   ASSERT_EQ(PostSend(a_, 2, 0, 16, mkey->lkey), 0);
-  for (int i = 0; i < 2; ++i) {
-    const ibv_wc wc = Next();
-    EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
-  }
+  Successes(2);
   std::vector<uint8_t> expected(256, 0);
   for (size_t i = 0; i < 8; ++i) expected[i] = src[i], expected[8 + i] = src[64 + i];
   EXPECT_EQ(dst, expected);
