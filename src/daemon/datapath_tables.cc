@@ -605,7 +605,6 @@ Verdict Device::MapMr(ClientId c, uint32_t key, protocol::MapMrReply* out, std::
 }
 
 Verdict Device::QpError(ClientId c, uint32_t qpn, uint32_t state) {
-  (void)c;
   auto it = qps_.find(qpn);
   if (it == qps_.end()) return Verdict::Fail(ENOENT, "qp_error: no QP 0x" + ToHex(qpn));
   Qp& qp = it->second;
@@ -626,8 +625,22 @@ Verdict Device::QpError(ClientId c, uint32_t qpn, uint32_t state) {
     }
     return Verdict::Ok();
   }
+  if (state == IBV_QPS_SQD) {
+    // mlx5's signature pipelining (MLX5DV_QP_CREATE_SIG_PIPELINING): the
+    // owner's send queue stopped before a fenced WR after a bad signature,
+    // and the QP drains to SQD as mlx5 moves it (SQD->RTS resumes it).
+    if (!SameGroup(qp.creator, c)) {
+      return Verdict::Fail(EINVAL, "qp_error: QP 0x" + ToHex(qpn) + " is not this context's");
+    }
+    if (qp.state == IBV_QPS_RTS) {
+      qp.state = IBV_QPS_SQD;
+      PublishQpAttributes(qp);
+    }
+    return Verdict::Ok();
+  }
   if (state != 0 && state != IBV_QPS_ERR) {
-    return Verdict::Fail(EINVAL, "qp_error: state " + std::to_string(state) + " is not SQE or ERR");
+    return Verdict::Fail(EINVAL,
+                         "qp_error: state " + std::to_string(state) + " is not SQE, SQD or ERR");
   }
   if (qp.state != IBV_QPS_RESET) {
     const ibv_qp_state previous = qp.state;

@@ -126,6 +126,10 @@ class Device {
                      protocol::CreateMkeyReply* out);
   Verdict DestroyMkey(ClientId c, Handle mkey);
   Verdict ConfigureMkey(ClientId c, const protocol::ConfigureMkeyRequest& req);
+  // A bad signature an access met through key (any executor may report it:
+  // a key that is not a live signature key's is ignored).
+  void ReportSigError(uint32_t key, const datapath::SigError& err);
+  Verdict CheckMkey(ClientId c, Handle mkey, protocol::CheckMkeyReply* out);
 
   // Completion queues.
   Verdict CreateCq(ClientId c, const protocol::CreateCqRequest& req, protocol::CreateCqReply* out);

@@ -11,6 +11,7 @@
 
 #include "common/device_limits.h"
 #include "daemon/device.h"
+#include "datapath/block_signature.h"
 #include "datapath/mkey_layout.h"
 
 namespace softverbs::daemon {
@@ -51,6 +52,9 @@ Verdict Device::CreateMkey(ClientId c, const protocol::CreateMkeyRequest& req,
                                      " is above softverbs' " +
                                      std::to_string(lim::kMaxMkeyEntries));
   }
+  if (req.flags & ~(protocol::kMkeyRemoteInvalidate | protocol::kMkeySignature)) {
+    return Verdict::Fail(EINVAL, "create_mkey: flags 0x" + ToHex(req.flags) + " has unknown bits");
+  }
   if (KeysInUse() >= static_cast<size_t>(lim::kMaxMr)) {
     return Verdict::Fail(ENOMEM,
                          "device limit max_mr reached (MRs, memory windows and memory keys "
@@ -61,7 +65,8 @@ Verdict Device::CreateMkey(ClientId c, const protocol::CreateMkeyRequest& req,
   // As mlx5's: the low 8 bits 0 (no tag); the rkey has bit 31, as every
   // rkey here, so a local key never works remotely.
   Mkey mkey{NextHandle(), c, req.pd, index << 8, (index << 8) | 0x80000000u, req.max_entries};
-  mkey.remote_invalidate = req.remote_invalidate != 0;
+  mkey.remote_invalidate = req.flags & protocol::kMkeyRemoteInvalidate;
+  mkey.signature = req.flags & protocol::kMkeySignature;
   if (table_.valid()) {
     dp::MrEntry* e = table_.MrSlot(mkey.lkey);
     e->rkey.store(0);
@@ -103,8 +108,21 @@ Verdict Device::ConfigureMkey(ClientId c, const protocol::ConfigureMkeyRequest& 
   if (q->second.pd != mkey->pd) {
     return Verdict::Fail(EINVAL, "umr: the memory key's PD is not the QP's");
   }
-  if (req.sets & ~uint32_t{dp::kUmrSetsAccess | dp::kUmrSetsLayout}) {
+  if (req.sets &
+      ~uint32_t{dp::kUmrSetsAccess | dp::kUmrSetsLayout | dp::kUmrSetsSig | dp::kUmrResetsSig}) {
     return Verdict::Fail(EINVAL, "umr: sets 0x" + ToHex(req.sets) + " has unknown bits");
+  }
+  const bool sets_sig = req.sets & dp::kUmrSetsSig;
+  const bool resets_sig = req.sets & dp::kUmrResetsSig;
+  if ((sets_sig || resets_sig) && !mkey->signature) {
+    return Verdict::Fail(EINVAL,
+                         "umr: a block signature for a memory key created without "
+                         "MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE");
+  }
+  if (sets_sig) {
+    if (const char* problem = dp::SigAttrProblem(req.sig)) {
+      return Verdict::Fail(EINVAL, std::string("umr: block signature: ") + problem);
+    }
   }
   const bool sets_access = req.sets & dp::kUmrSetsAccess;
   const bool sets_layout = req.sets & dp::kUmrSetsLayout;
@@ -155,18 +173,32 @@ Verdict Device::ConfigureMkey(ClientId c, const protocol::ConfigureMkeyRequest& 
     mkey->layout.assign(req.entry, req.entry + req.num_entries);
     mkey->repeat_count = req.repeat_count;
   }
+  if (sets_sig) {
+    mkey->sig = req.sig;
+    mkey->sig.enabled = 1;
+  } else if (resets_sig) {
+    mkey->sig = dp::SigAttr{};
+  }
+  // A UMR arms the key's signature errors again (libmlx5 writes the error
+  // count it has seen into the key with every UMR).
+  mkey->sig_armed = true;
+  // An access through a signature key sees its wire domain: each whole
+  // block with the wire's signature after it.
+  const uint64_t mem_length = block * repeat_count;
+  const uint64_t length =
+      mkey->sig.enabled ? dp::SigGeometryOf(mkey->sig, mem_length).wire_length() : mem_length;
   dp::MrEntry* e = table_.MrSlot(mkey->lkey);
   e->rkey.store(0, std::memory_order_seq_cst);
   e->lkey.store(0, std::memory_order_seq_cst);
   e->generation.fetch_add(1);
   dp::WriteMkeyLayout(table_.MkeyLayoutSlot(mkey->lkey), mkey->layout.data(),
-                      static_cast<uint32_t>(mkey->layout.size()), mkey->repeat_count);
+                      static_cast<uint32_t>(mkey->layout.size()), mkey->repeat_count, mkey->sig);
   e->access.store(mkey->access | dp::kMrIndirect);
   e->owner.store(GroupOf(mkey->owner));
   e->registrant.store(mkey->owner);
   e->pdn.store(pds_.at(mkey->pd).pdn);
   e->iova.store(0);
-  e->length.store(block * repeat_count);
+  e->length.store(length);
   e->addr.store(0);
   e->backed_begin.store(0);
   e->backed_end.store(0);
@@ -194,6 +226,26 @@ Verdict Device::BindMwByUmr(ClientId c, const protocol::ConfigureMkeyRequest& re
                                req.access,        0};
   protocol::BindMwReply out{};
   return BindMw(c, bind, &out);
+}
+
+void Device::ReportSigError(uint32_t key, const dp::SigError& err) {
+  Mkey* mkey = FindMkeyByKey(key);
+  if (!mkey || !mkey->configured || !mkey->sig.enabled || !mkey->sig_armed) return;
+  mkey->sig_armed = false;
+  mkey->sig_error_kept = true;
+  mkey->sig_error = err;
+}
+
+Verdict Device::CheckMkey(ClientId c, Handle h, protocol::CheckMkeyReply* out) {
+  *out = {};
+  Mkey* mkey = FindOwned(mkeys_, c, h);
+  if (!mkey) return Verdict::Fail(EINVAL, "mkey_check: no such memory key in this context");
+  if (mkey->sig_error_kept) {
+    out->has_error = 1;
+    out->error = mkey->sig_error;
+    mkey->sig_error_kept = false;
+  }
+  return Verdict::Ok();
 }
 
 Verdict Device::InvalidateMkey(ClientId c, const protocol::InvalidateMwRequest& req, Mkey& mkey) {

@@ -79,11 +79,18 @@ struct Mkey {
   uint32_t rkey;
   uint32_t max_entries;            // the most entries a layout may have
   bool remote_invalidate = false;  // a SEND_WITH_INV may invalidate it
+  bool signature = false;          // a UMR may give it a block signature
   bool configured = false;         // published in the device table
   // What the last UMR gave it (a UMR that sets one of them keeps the other).
   uint32_t access = 0;
   uint32_t repeat_count = 1;
   std::vector<datapath::UmrEntry> layout;
+  datapath::SigAttr sig{};  // its block signature (enabled 0: none)
+  // The first bad signature since the last UMR (which arms the key again),
+  // until mlx5dv_mkey_check reads it.
+  bool sig_armed = false;
+  bool sig_error_kept = false;
+  datapath::SigError sig_error{};
 };
 
 struct Cq {

@@ -772,6 +772,16 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       SV_BODY(protocol::ConfigureMkeyRequest, req);
       return reply_empty(device_.ConfigureMkey(c, req));
     }
+    case Op::kReportSigError: {
+      SV_BODY(protocol::ReportSigErrorRequest, req);
+      device_.ReportSigError(req.key, req.error);
+      return reply_empty(Verdict::Ok());
+    }
+    case Op::kCheckMkey: {
+      SV_BODY(protocol::HandleRequest, req);
+      protocol::CheckMkeyReply out{};
+      return reply(device_.CheckMkey(c, req.handle, &out), out);
+    }
     case Op::kQueryPd: {
       SV_BODY(protocol::HandleRequest, req);
       protocol::QueryPdReply out{};

@@ -489,6 +489,10 @@ void WireService::SrqLimitReached(uint32_t srqn) {
   device_.SrqLimitReached(0, srqn);
 }
 
+void WireService::ReportSigError(uint32_t key, const dp::SigError& err) {
+  device_.ReportSigError(key, err);
+}
+
 void WireService::RaiseQpEvent(uint32_t qpn, ibv_event_type event) {
   device_.RaiseQpEvent(0, qpn, static_cast<uint32_t>(event));
 }
@@ -513,7 +517,7 @@ dp::VendorError WireService::ConfigureMkey(const dp::LocalQp& qp, const dp::Send
   protocol::ConfigureMkeyRequest req{};
   req.qpn = qp.qpn;
   if (!dp::UmrLayoutOf(wr, &req.mkey, &req.new_tag, &req.sets, &req.access, &req.repeat_count,
-                       &req.num_entries, req.entry)) {
+                       &req.num_entries, req.entry, &req.sig)) {
     return dp::kVendorUmr;
   }
   Verdict v = device_.ConfigureMkey(q->creator, req);

@@ -113,6 +113,7 @@ class WireService : public datapath::WireHost {
   void SetSendQueueError(uint32_t qpn) override;
   void SrqLimitReached(uint32_t srqn) override;
   void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override;
+  void ReportSigError(uint32_t key, const datapath::SigError& err) override;
   // QP1, the general services interface: CM MADs (daemon/cm_wire.h). The
   // sink gets each MAD that arrives (UD SEND Only to QP1 with the GSI
   // Q_Key) with the packet's source GID and the carrier's GID.

@@ -142,6 +142,9 @@ struct SendWr {
   // Posted while the QP was in SQD: not started until the QP is back in RTS
   // (IBA 10.3.1). Set on the send queue's copy only; SendWr is process-local.
   bool held = false;
+  // mlx5dv_qp_cancel_posted_send_wrs turned it into a NOP: it completes
+  // (with its own opcode) without running. On the send queue's copy only.
+  bool canceled = false;
 };
 
 // The opcode of a send WR's own completion.
@@ -181,6 +184,7 @@ struct PeerQpCache {
 };
 
 struct LocalQp;
+struct SigError;  // block_signature.h
 
 // What the engine needs from the process it runs in (the provider).
 class Host {
@@ -264,6 +268,10 @@ class Host {
     (void)wr;
     return kVendorUmr;
   }
+  // An access through signature key `key` found a bad signature (the first
+  // of the access; sig_access.h): the device keeps it for the key's owner
+  // (mlx5dv_mkey_check), as mlx5 reports one in a signature error CQE.
+  virtual void ReportSigError(uint32_t key, const SigError& err) = 0;
   // Invalidates the type 2 window of rkey for QP qpn - or the indirect
   // memory key of that key (an mkey's lkey too, for a LOCAL_INV) -: a
   // LOCAL_INV posted on it, or (remote) a SEND_WITH_INV that arrived on it.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "datapath/mkey_layout.h"
+#include "datapath/sig_access.h"
 
 namespace softverbs::datapath {
 
@@ -68,15 +69,42 @@ VendorError AddIndirectPieces(Host& host, MrGuards& guards, uint32_t key, bool r
       (need & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC))
           ? IBV_ACCESS_LOCAL_WRITE
           : 0;
-  VendorError why = kVendorNone;
-  const bool whole =
-      ForEachMkeyPiece(layout, addr, len, [&](const UmrEntry& entry, uint64_t at, uint64_t bytes) {
-        why = AddLayoutPiece(host, guards, entry.lkey, remote, pdn, owner, need_of_mr, at, bytes,
-                             out);
-        return why == kVendorNone;
-      });
-  if (why != kVendorNone) return why;
-  return whole ? kVendorNone : KeyError(MrCheck::kOutOfRange, remote);
+  // The key's memory domain: its layout's ranges, each MR checked.
+  class LayoutMemory final : public KeyMemory {
+   public:
+    LayoutMemory(const MkeyLayoutCopy& layout, Host& host, MrGuards& guards, bool remote,
+                 uint32_t pdn, uint32_t owner, uint32_t need)
+        : layout_(layout),
+          host_(host),
+          guards_(guards),
+          remote_(remote),
+          pdn_(pdn),
+          owner_(owner),
+          need_(need) {}
+    VendorError Add(uint64_t offset, uint64_t len, PieceList* out) override {
+      VendorError why = kVendorNone;
+      const bool whole = ForEachMkeyPiece(
+          layout_, offset, len, [&](const UmrEntry& entry, uint64_t at, uint64_t bytes) {
+            why = AddLayoutPiece(host_, guards_, entry.lkey, remote_, pdn_, owner_, need_, at,
+                                 bytes, out);
+            return why == kVendorNone;
+          });
+      if (why != kVendorNone) return why;
+      return whole ? kVendorNone : KeyError(MrCheck::kOutOfRange, remote_);
+    }
+
+   private:
+    const MkeyLayoutCopy& layout_;
+    Host& host_;
+    MrGuards& guards_;
+    const bool remote_;
+    const uint32_t pdn_, owner_, need_;
+  } memory(layout, host, guards, remote, pdn, owner, need_of_mr);
+  if (!layout.sig.enabled) return memory.Add(addr, len, out);
+  // A signature key: an atomic through it has no meaning (mlx5 refuses it).
+  if (need & IBV_ACCESS_REMOTE_ATOMIC) return KeyError(MrCheck::kNoAccess, remote);
+  return AddSignedPieces(host, key, layout.sig, layout.length, need_of_mr != 0, addr, len, memory,
+                         KeyError(MrCheck::kOutOfRange, remote), out);
 }
 
 }  // namespace

@@ -29,8 +29,9 @@ namespace softverbs::datapath {
 // windows (MrEntry::window_of, bound_qpn); 10: no MrEntry::inflight (a peer
 // inside an access counts only in its access record); 11: CqEntry::recv_wqe;
 // 12: receive rings of twice the WQEs that may be posted; 14: indirect
-// memory keys (kMrIndirect, MkeyLayout after the QP entries).
-inline constexpr uint32_t kLayoutVersion = 14;
+// memory keys (kMrIndirect, MkeyLayout after the QP entries); 15: a
+// signature key's block signature (MkeyLayout::sig, SigAttr).
+inline constexpr uint32_t kLayoutVersion = 15;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -114,7 +115,50 @@ struct UmrEntry {
   uint32_t reserved;
 };
 static_assert(sizeof(UmrEntry) == 24);
-static_assert(limits::kMaxMkeyEntries * sizeof(UmrEntry) <= limits::kMaxInlineData);
+
+// A block signature's kind in one domain (mlx5dv_sig_block_domain's
+// sig_type and its CRC type or T10-DIF guard type, as one code).
+enum SigKind : uint8_t {
+  kSigNone = 0,
+  kSigCrc32 = 1,       // CRC-32 (IEEE 802.3), 4 bytes, big-endian
+  kSigCrc32c = 2,      // CRC-32C (Castagnoli), 4 bytes, big-endian
+  kSigT10DifCrc = 3,   // T10-DIF, guard a CRC-16 (T10-DIF polynomial), 8 bytes
+  kSigT10DifCsum = 4,  // T10-DIF, guard an IP checksum, 8 bytes
+};
+
+// One domain (the memory or the wire) of a signature key: after every
+// block_size bytes of data the domain holds that block's signature (or
+// none: kSigNone). Written by the daemon, packed into MkeyLayout::sig.
+struct SigDomain {
+  uint8_t kind;         // SigKind
+  uint8_t seed_ones;    // CRC: the seed is all ones (else 0); T10-DIF: the guard's seed is 0xffff
+  uint16_t dif_flags;   // T10-DIF: mlx5dv_sig_t10dif_flags (REF_REMAP, APP_ESCAPE, APP_REF_ESCAPE)
+  uint16_t block_size;  // data bytes a block: 512, 520, 4048, 4096 or 4160
+  uint16_t app_tag;     // T10-DIF: the application tag of every block
+  uint32_t ref_tag;     // T10-DIF: block 0's reference tag (REF_REMAP: one more each block)
+};
+static_assert(sizeof(SigDomain) == 12);
+
+// A signature key's block signature (mlx5dv_wr_set_mkey_sig_block): the key's
+// layout is the memory domain; an access through the key sees the wire
+// domain, each block's signature generated, checked or copied on the way.
+struct SigAttr {
+  SigDomain mem;
+  SigDomain wire;
+  // Bytes of the incoming domain's signature that are checked (the memory's
+  // when the key is read, the wire's when it is written): bit 7 - i is byte i
+  // (mlx5dv_sig_mask).
+  uint8_t check_mask;
+  // Bytes of the wire's signature that are the memory's, copied rather than
+  // generated (both domains of one kind and block size; same bit order).
+  uint8_t copy_mask;
+  uint8_t enabled;  // 1: the key has a block signature (else the rest is 0)
+  uint8_t reserved[5];
+};
+static_assert(sizeof(SigAttr) == 32);
+// A UMR work request carries its layout and block signature inline.
+static_assert(limits::kMaxMkeyEntries * sizeof(UmrEntry) + sizeof(SigAttr) <=
+              limits::kMaxInlineData);
 
 // The layout of the indirect key in MR slot i (DeviceTable::MkeyLayoutSlot).
 // Written by the daemon only, under `sequence` (a sequence lock: odd while
@@ -135,8 +179,10 @@ struct MkeyLayout {
     std::atomic<uint32_t> stride;
     uint32_t reserved;
   } entry[limits::kMaxMkeyEntries];
-  uint64_t reserved3[4];
+  // A signature key's SigAttr, its 32 bytes as four words (all 0: none).
+  std::atomic<uint64_t> sig[4];
 };
+static_assert(sizeof(SigAttr) == sizeof(MkeyLayout::sig));
 static_assert(sizeof(MkeyLayout::Entry) == sizeof(UmrEntry));
 static_assert(sizeof(MkeyLayout) == 256);
 

@@ -9,6 +9,7 @@
 
 #include "datapath/owner_memory.h"
 #include "datapath/owner_word_lock.h"
+#include "datapath/sig_access.h"
 
 namespace softverbs::datapath {
 
@@ -50,6 +51,7 @@ bool PieceList::Grow() {
 void PieceList::CopyFrom(const PieceList& other) {
   count = 0;
   bytes = 0;
+  sig = other.sig;
   for (int i = 0; i < other.count; ++i) {
     if (!Add(other.piece[i])) break;  // a list of the same bounds: cannot happen
   }
@@ -130,15 +132,35 @@ bool MoveBytes(const MemPiece& dst, uint64_t doff, const MemPiece& src, uint64_t
 bool CopyPieces(const PieceList& dst, const PieceList& src) {
   int di = 0, si = 0;
   uint64_t doff = 0, soff = 0;
+  uint64_t copied = 0;
   while (di < dst.count && si < src.count) {
     const MemPiece& d = dst.piece[di];
     const MemPiece& s = src.piece[si];
     uint64_t n = std::min(d.len - doff, s.len - soff);
     if (!MoveBytes(d, doff, s, soff, n)) return false;
+    copied += n;
     doff += n;
     soff += n;
     if (doff == d.len) ++di, doff = 0;
     if (soff == s.len) ++si, soff = 0;
+  }
+  return !dst.sig || FinishSignedWrite(*dst.sig, copied);
+}
+
+bool ReadPieces(const MemPiece* piece, int n, uint8_t* out) {
+  for (int i = 0; i < n; ++i) {
+    const MemPiece to{out, -1, 0, piece[i].len};
+    if (!MoveBytes(to, 0, piece[i], 0, piece[i].len)) return false;
+    out += piece[i].len;
+  }
+  return true;
+}
+
+bool WritePieces(const MemPiece* piece, int n, const uint8_t* in) {
+  for (int i = 0; i < n; ++i) {
+    const MemPiece from{const_cast<uint8_t*>(in), -1, 0, piece[i].len};
+    if (!MoveBytes(piece[i], 0, from, 0, piece[i].len)) return false;
+    in += piece[i].len;
   }
   return true;
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "datapath/layout.h"
 #include "datapath/shm.h"
@@ -28,6 +29,8 @@ struct MrMapping {
 // not lie inside it: then those bytes stay reached through the owner's
 // /proc/<pid>/mem, as unbacked ones.
 void UseBacking(const SharedMapping& backing, const MrEntry& e, MrMapping* m);
+
+struct SigWork;  // sig_access.h
 
 // A contiguous part of a range: directly addressable, or via pread/pwrite.
 struct MemPiece {
@@ -58,6 +61,14 @@ struct PieceList {
   MemPiece* piece = inline_;  // count pieces
   int count = 0;
   uint64_t bytes = 0;
+  // Pieces of a signature key's wire space that the list writes: what is
+  // left to do once they are written (CopyPieces does it), and the scratch
+  // bytes of wire signatures the pieces name. Shared by copies of the list.
+  std::shared_ptr<SigWork> sig;
+  void Clear() {
+    count = 0;
+    bytes = 0;
+  }
   // False when the list holds kMaxPieces already (or the heap refused).
   bool Add(const MemPiece& p) {
     if (p.len == 0) return true;
@@ -134,10 +145,15 @@ MrCheck CheckWindowAccess(const MrEntry& w, uint32_t key, uint32_t pdn, uint32_t
 bool AddMrPieces(const MrMapping& m, const MrEntry& e, uint64_t owner_va, uint64_t len,
                  PieceList* out);
 
-// Copies min(dst.bytes, src.bytes) bytes. Returns false if a pread/pwrite
+// Copies min(dst.bytes, src.bytes) bytes, then finishes dst's signature
+// work (sig_access.h) for them. Returns false if a pread/pwrite
 // through an owner's /proc/<pid>/mem failed, errno as ReadOwnerMemory sets
 // it (owner_memory.h: EIO may clear later, ESRCH - the owner is gone).
 bool CopyPieces(const PieceList& dst, const PieceList& src);
+
+// The bytes of n pieces, in order, into out / from in (errno as CopyPieces).
+bool ReadPieces(const MemPiece* piece, int n, uint8_t* out);
+bool WritePieces(const MemPiece* piece, int n, const uint8_t* in);
 
 // A 64-bit atomic at one 8-byte aligned piece. Returns false on failure
 // (errno as CopyPieces; nothing was written).

@@ -15,7 +15,7 @@ uint64_t MkeyLayoutLength(const UmrEntry* entries, uint32_t num_entries, uint32_
 }
 
 void WriteMkeyLayout(MkeyLayout* slot, const UmrEntry* entries, uint32_t num_entries,
-                     uint32_t repeat_count) {
+                     uint32_t repeat_count, const SigAttr& sig) {
   const uint32_t seq = slot->sequence.load(std::memory_order_relaxed);
   slot->sequence.store(seq + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -29,15 +29,22 @@ void WriteMkeyLayout(MkeyLayout* slot, const UmrEntry* entries, uint32_t num_ent
   slot->repeat_count.store(repeat_count, std::memory_order_relaxed);
   slot->length.store(MkeyLayoutLength(entries, num_entries, repeat_count),
                      std::memory_order_relaxed);
+  uint64_t words[4];
+  static_assert(sizeof(words) == sizeof(SigAttr));
+  memcpy(words, &sig, sizeof(words));
+  for (int i = 0; i < 4; ++i) slot->sig[i].store(words[i], std::memory_order_relaxed);
   slot->sequence.store(seq + 2, std::memory_order_release);
 }
 
 bool UmrLayoutOf(const SendWr& wr, uint32_t* mkey, uint32_t* new_tag, uint32_t* sets,
-                 uint32_t* access, uint32_t* repeat_count, uint32_t* num_entries,
-                 UmrEntry* entries) {
-  if (wr.inline_len % sizeof(UmrEntry) != 0 ||
-      wr.inline_len > limits::kMaxMkeyEntries * sizeof(UmrEntry) || wr.compare_add > UINT32_MAX ||
-      (wr.swap & ~(kUmrSetsAccess | kUmrSetsLayout))) {
+                 uint32_t* access, uint32_t* repeat_count, uint32_t* num_entries, UmrEntry* entries,
+                 SigAttr* sig) {
+  const uint32_t sig_bytes = (wr.swap & kUmrSetsSig) ? sizeof(SigAttr) : 0;
+  if (wr.inline_len < sig_bytes) return false;
+  const uint32_t entry_bytes = wr.inline_len - sig_bytes;
+  if (entry_bytes % sizeof(UmrEntry) != 0 ||
+      entry_bytes > limits::kMaxMkeyEntries * sizeof(UmrEntry) || wr.compare_add > UINT32_MAX ||
+      (wr.swap & ~(kUmrSetsAccess | kUmrSetsLayout | kUmrSetsSig | kUmrResetsSig))) {
     return false;
   }
   *mkey = wr.imm_data;
@@ -45,8 +52,10 @@ bool UmrLayoutOf(const SendWr& wr, uint32_t* mkey, uint32_t* new_tag, uint32_t* 
   *sets = static_cast<uint32_t>(wr.swap);
   *access = wr.bind_access;
   *repeat_count = static_cast<uint32_t>(wr.compare_add);
-  *num_entries = wr.inline_len / sizeof(UmrEntry);
-  memcpy(entries, wr.inline_data, wr.inline_len);
+  *num_entries = entry_bytes / sizeof(UmrEntry);
+  memcpy(entries, wr.inline_data, entry_bytes);
+  *sig = SigAttr{};
+  if (sig_bytes) memcpy(sig, wr.inline_data + entry_bytes, sizeof(SigAttr));
   return true;
 }
 
@@ -68,6 +77,9 @@ bool ReadMkeyLayout(const MkeyLayout& slot, MkeyLayoutCopy* out) {
       out->entry[i].stride = slot.entry[i].stride.load(std::memory_order_relaxed);
       out->entry[i].reserved = 0;
     }
+    uint64_t words[4];
+    for (int i = 0; i < 4; ++i) words[i] = slot.sig[i].load(std::memory_order_relaxed);
+    memcpy(&out->sig, words, sizeof(words));
     std::atomic_thread_fence(std::memory_order_acquire);
     if (slot.sequence.load(std::memory_order_relaxed) == before) return true;
   }

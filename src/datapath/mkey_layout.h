@@ -16,14 +16,16 @@ struct MkeyLayoutCopy {
   uint32_t repeat_count = 0;
   uint64_t length = 0;  // sum of bytes_count * repeat_count
   UmrEntry entry[limits::kMaxMkeyEntries] = {};
+  SigAttr sig = {};  // a signature key's block signature (enabled 0: none)
 };
 
 // The bytes a layout of these entries addresses.
 uint64_t MkeyLayoutLength(const UmrEntry* entries, uint32_t num_entries, uint32_t repeat_count);
 
-// Writes a layout (the daemon; the key's MrEntry keys are cleared).
+// Writes a layout and its block signature (the daemon; the key's MrEntry
+// keys are cleared).
 void WriteMkeyLayout(MkeyLayout* slot, const UmrEntry* entries, uint32_t num_entries,
-                     uint32_t repeat_count);
+                     uint32_t repeat_count, const SigAttr& sig);
 
 // Copies the layout in slot; false if the device kept writing it through
 // every attempt (bounded) or it is not one the device writes.
@@ -32,19 +34,23 @@ bool ReadMkeyLayout(const MkeyLayout& slot, MkeyLayoutCopy* out);
 // A UMR work request (kWrMlx5Umr) carries: imm_data the key (an indirect
 // key's lkey; a memory window's rkey for a UMR WQE that binds it, rkey then
 // holding the new key's low 8 bits), bind_access its access, compare_add the
-// repeat count, the entries in its
-// inline bytes (inline_len a multiple of sizeof(UmrEntry)) and in swap
-// which of those it sets (the others stay as the key had them, as an mlx5
-// UMR's mkey_mask leaves them):
+// repeat count, the entries in its inline bytes - then, with kUmrSetsSig,
+// a SigAttr (inline_len: a multiple of sizeof(UmrEntry), plus
+// sizeof(SigAttr) with it) - and in swap which of those it sets (the others
+// stay as the key had them, as an mlx5 UMR's mkey_mask leaves them;
+// kUmrResetsSig takes the block signature away,
+// MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR):
 inline constexpr uint64_t kUmrSetsAccess = 1;
 inline constexpr uint64_t kUmrSetsLayout = 2;
+inline constexpr uint64_t kUmrSetsSig = 4;
+inline constexpr uint64_t kUmrResetsSig = 8;
 struct SendWr;
 // The device's request for it (protocol::ConfigureMkeyRequest's fields);
 // false if the WR's inline bytes are not a layout of at most
 // kMaxMkeyEntries entries.
 bool UmrLayoutOf(const SendWr& wr, uint32_t* mkey, uint32_t* new_tag, uint32_t* sets,
-                 uint32_t* access, uint32_t* repeat_count, uint32_t* num_entries,
-                 UmrEntry* entries);
+                 uint32_t* access, uint32_t* repeat_count, uint32_t* num_entries, UmrEntry* entries,
+                 SigAttr* sig);
 
 // Calls piece(entry, addr, len) for each part of [offset, offset + len) of
 // the key's space, in order: len bytes of the entry's MR at addr (its iova

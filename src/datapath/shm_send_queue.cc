@@ -26,6 +26,15 @@ Completion FlushedCompletion(const SendWr& wr, uint32_t qpn) {
   return c;
 }
 
+Completion CanceledCompletion(const SendWr& wr, uint32_t qpn) {
+  Completion c{};
+  c.wr_id = wr.wr_id;
+  c.status = IBV_WC_SUCCESS;
+  c.opcode = RequesterWcOpcode(wr);
+  c.qp_num = qpn;
+  return c;
+}
+
 void TraceExecution(uint32_t qpn, const SendWr& wr, const Outcome& out, CompleterVerdict v) {
   TraceEngine("QP 0x%x WR 0x%llx %s: responder %s, completer %s (status %u)", qpn,
               static_cast<unsigned long long>(wr.wr_id), WrOpcode(wr.opcode).name,

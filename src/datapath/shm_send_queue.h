@@ -25,6 +25,7 @@
 #include "datapath/engine.h"
 #include "datapath/layout.h"
 #include "datapath/shm_completer.h"
+#include "datapath/sig_access.h"
 #include "datapath/trace.h"
 
 namespace softverbs::datapath {
@@ -59,10 +60,16 @@ concept ShmQpPort = requires(P& p, const Completion& c) {
   p.FlushReceivesAfterError();
   // Raises IBV_EVENT_SQ_DRAINED.
   p.SendQueueDrained();
+  // mlx5's signature pipelining stopped the queue: the QP moves to SQD and
+  // IBV_EVENT_SQ_DRAINED is raised.
+  p.DrainOnSigError();
 };
 
 // The completion of a WR that is flushed (the QP is in ERR or SQE).
 Completion FlushedCompletion(const SendWr& wr, uint32_t qpn);
+// The completion of a canceled WR (mlx5's NOP in its place): successful,
+// with the WR's own opcode.
+Completion CanceledCompletion(const SendWr& wr, uint32_t qpn);
 
 // Traces one execution (trace.h).
 void TraceExecution(uint32_t qpn, const SendWr& wr, const Outcome& out, CompleterVerdict v);
@@ -85,6 +92,10 @@ class ShmSendQueue {
           return 0;
         case Step::kFailed:
           Fail(port);
+          return 0;
+        case Step::kSigDrain:
+          waiting_.push_back(wr);
+          StopOnSigError(port);
           return 0;
       }
     }
@@ -111,6 +122,10 @@ class ShmSendQueue {
       if (wr.next_attempt_ns > now) break;
       const Step step = RunOne(port, wr);
       if (step == Step::kWait) break;
+      if (step == Step::kSigDrain) {
+        StopOnSigError(port);
+        break;
+      }
       waiting_.pop_front();
       if (step == Step::kFailed) {
         Fail(port);  // flushes the WRs behind it
@@ -137,6 +152,25 @@ class ShmSendQueue {
     drain_notify_ = false;
     state_ = ShmSendState::kIdle;
     errored_streams_.clear();
+    sig_error_seen_ = false;
+  }
+  // mlx5's signature pipelining (MLX5DV_QP_CREATE_SIG_PIPELINING; docs/devx.md,
+  // "Signature keys"): once a WR's access met a bad signature, the next WR
+  // with IBV_SEND_FENCE does not start - the queue stops before it, the QP
+  // moves to SQD (IBV_EVENT_SQ_DRAINED) with it and every later WR still
+  // posted, for mlx5dv_qp_cancel_posted_send_wrs and then SQD->RTS.
+  void EnableSigPipelining() { sig_pipelining_ = true; }
+  bool SigPipelining() const { return sig_pipelining_; }
+  // mlx5dv_qp_cancel_posted_send_wrs: the waiting WRs of wr_id become NOPs
+  // that complete with their own opcode; how many.
+  int Cancel(uint64_t wr_id) {
+    int n = 0;
+    for (SendWr& wr : waiting_) {
+      if (wr.wr_id != wr_id || wr.canceled) continue;
+      wr.canceled = true;
+      ++n;
+    }
+    return n;
   }
   // mlx5's DCI streams (docs/devx.md, "DCI streams"): a WR that fails puts
   // its stream (SendWr::dci_stream) in error and the QP stays in RTS, until
@@ -188,7 +222,7 @@ class ShmSendQueue {
   ShmSendState state() const { return state_; }
 
  private:
-  enum class Step { kFinished, kWait, kFailed };
+  enum class Step { kFinished, kWait, kFailed, kSigDrain };
 
   // Executes wr, judges the response, writes the local completion (an
   // error's whether signaled or not). Inlined into the post: it is the
@@ -199,8 +233,25 @@ class ShmSendQueue {
       port.CompleteSend(FlushedCompletion(wr, port.qpn()));
       return Step::kFinished;
     }
+    if (wr.canceled) [[unlikely]] {
+      if (port.SignalsAll() || (wr.send_flags & IBV_SEND_SIGNALED)) {
+        port.CompleteSend(CanceledCompletion(wr, port.qpn()));
+      }
+      return Step::kFinished;
+    }
+    uint64_t sig_errors = 0;
+    if (sig_pipelining_) [[unlikely]] {
+      if (sig_error_seen_ && (wr.send_flags & IBV_SEND_FENCE)) {
+        sig_error_seen_ = false;
+        return Step::kSigDrain;
+      }
+      sig_errors = SigErrorsReportedByThisThread();
+    }
     const LocalQp qp = port.View();
     Outcome out = Execute(port.host(), qp, wr);
+    if (sig_pipelining_ && SigErrorsReportedByThisThread() != sig_errors) [[unlikely]] {
+      sig_error_seen_ = true;
+    }
     const CompleterVerdict verdict = Judge(
         port.host(), [&port] { return port.Requester(); }, &out, &wr);
     if (EngineTraceOn()) [[unlikely]] {
@@ -244,6 +295,15 @@ class ShmSendQueue {
     port.FlushReceivesAfterError();
   }
 
+  // The queue stopped before its front WR (a fenced WR after a bad
+  // signature): it stays, held, until SQD->RTS.
+  template <ShmQpPort Port>
+  void StopOnSigError(Port& port) {
+    waiting_.front().held = true;
+    port.DrainOnSigError();
+    Settle(port.qpn());
+  }
+
   // Every WR started before SQD is done (what is left, if any, is held:
   // held WRs only ever sit behind the others).
   bool Drained() const { return waiting_.empty() || waiting_.front().held; }
@@ -264,6 +324,9 @@ class ShmSendQueue {
   // ERR, and those in error now (at most that many).
   uint32_t max_errored_streams_ = 0;
   std::vector<uint16_t> errored_streams_;
+  // Signature pipelining: on, and a bad signature met since the last stop.
+  bool sig_pipelining_ = false;
+  bool sig_error_seen_ = false;
 };
 
 }  // namespace softverbs::datapath

@@ -15,11 +15,12 @@
 #include <cstdint>
 
 #include "common/gid_table.h"
+#include "datapath/block_signature.h"
 #include "datapath/layout.h"
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 25;
+inline constexpr uint32_t kProtocolVersion = 26;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -109,6 +110,10 @@ enum class Op : uint16_t {
   kCreateMkey,
   kDestroyMkey,
   kConfigureMkey,
+  // Signature keys: an access met a bad signature (ReportSigErrorRequest,
+  // empty reply); mlx5dv_mkey_check (HandleRequest, CheckMkeyReply).
+  kReportSigError,
+  kCheckMkey,
   kCount
 };
 
@@ -672,14 +677,18 @@ struct QueryDmReply {
 static_assert(sizeof(QueryDmReply) == 8);
 
 // mlx5dv_create_mkey of an indirect key: a key of PD pd that addresses
-// nothing until a UMR gives it a layout (kConfigureMkey). remote_invalidate:
-// MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE, a SEND_WITH_INV may
-// invalidate it. max_entries: the most entries a layout of it may have,
-// as libmlx5 rounded it (a multiple of 4, at most kMaxMkeyEntries).
+// nothing until a UMR gives it a layout (kConfigureMkey). flags:
+// kMkeyRemoteInvalidate (MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE, a
+// SEND_WITH_INV may invalidate it), kMkeySignature (_BLOCK_SIGNATURE, a UMR
+// may give it a block signature). max_entries: the most entries a layout of
+// it may have, as libmlx5 rounded it (a multiple of 4, at most
+// kMaxMkeyEntries).
+inline constexpr uint32_t kMkeyRemoteInvalidate = 1;
+inline constexpr uint32_t kMkeySignature = 2;
 struct CreateMkeyRequest {
   Handle pd;
   uint32_t max_entries;
-  uint32_t remote_invalidate;
+  uint32_t flags;
 };
 static_assert(sizeof(CreateMkeyRequest) == 12);
 
@@ -697,6 +706,8 @@ static_assert(sizeof(CreateMkeyReply) == 12);
 // kUmrSetsAccess (datapath/mkey_layout.h); what it does not set stays.
 // A memory window's rkey in `mkey` (a UMR WQE that binds it): the bind of
 // entry[0]'s range with `access` under the key whose low 8 bits are new_tag.
+// With kUmrSetsSig the key's block signature becomes `sig`; with
+// kUmrResetsSig it has none; else it keeps the one it had.
 struct ConfigureMkeyRequest {
   uint32_t qpn;
   uint32_t mkey;
@@ -707,7 +718,27 @@ struct ConfigureMkeyRequest {
   uint32_t new_tag;
   uint32_t reserved;
   datapath::UmrEntry entry[limits::kMaxMkeyEntries];
+  datapath::SigAttr sig;
 };
-static_assert(sizeof(ConfigureMkeyRequest) == 32 + 24 * limits::kMaxMkeyEntries);
+static_assert(sizeof(ConfigureMkeyRequest) == 32 + 24 * limits::kMaxMkeyEntries + 32);
+
+// An access through signature key `key` (its lkey or rkey) found a bad
+// signature: kept for the key's owner until mlx5dv_mkey_check reads it, the
+// first since the key's last UMR (as an mlx5 key reports one error until a
+// UMR arms it again).
+struct ReportSigErrorRequest {
+  uint32_t key;
+  uint32_t reserved;
+  datapath::SigError error;
+};
+static_assert(sizeof(ReportSigErrorRequest) == 40);
+
+// mlx5dv_mkey_check: the error kept for the key, if any (then forgotten).
+struct CheckMkeyReply {
+  uint32_t has_error;  // 1: `error` is one
+  uint32_t reserved;
+  datapath::SigError error;
+};
+static_assert(sizeof(CheckMkeyReply) == 40);
 
 }  // namespace softverbs::protocol

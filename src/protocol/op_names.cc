@@ -81,7 +81,9 @@ const char* OpName(Op op) {
                                            "free_reserved_qpn",
                                            "create_mkey",
                                            "destroy_mkey",
-                                           "configure_mkey"};
+                                           "configure_mkey",
+                                           "report_sig_error",
+                                           "check_mkey"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -7,6 +7,7 @@
 #include "abi/ibverbs/post_checks.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
+#include "abi/ibverbs/sig_block_attr.h"
 #include "common/device_limits.h"
 #include "datapath/mkey_layout.h"
 #include "datapath/mlx5_wqe.h"
@@ -151,6 +152,11 @@ void MkeyConfigure(mlx5dv_qp_ex* mq, mlx5dv_mkey* dv_mkey, uint8_t num_setters,
   wr.opcode = dp::kWrMlx5Umr;
   wr.imm_data = dv_mkey->lkey;
   wr.compare_add = 1;
+  // libmlx5: the flag takes a signature key's block signature away (on
+  // another key it does nothing); without it the key keeps the one it has.
+  if ((attr->conf_flags & MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR) && MkeyOf(dv_mkey)->signature) {
+    wr.swap |= dp::kUmrResetsSig;
+  }
   if (num_setters == 0) return;
   qp->dv_ex.umr_mkey = MkeyOf(dv_mkey);
   qp->dv_ex.umr_setters_left = num_setters;
@@ -216,6 +222,10 @@ void SetMkeyLayout(Qp* qp, const char* setter, bool is_interleaved, uint32_t rep
     return;
   }
   dp::UmrEntry entries[limits::kMaxMkeyEntries] = {};
+  // A block signature set before the layout follows the entries (UmrLayoutOf).
+  dp::SigAttr sig{};
+  if (wr->swap & dp::kUmrSetsSig)
+    memcpy(&sig, wr->inline_data + wr->inline_len - sizeof(sig), sizeof(sig));
   for (uint16_t i = 0; i < num_entries; ++i) {
     if (is_interleaved) {
       entries[i] = {interleaved[i].addr, interleaved[i].lkey, interleaved[i].bytes_count,
@@ -226,6 +236,10 @@ void SetMkeyLayout(Qp* qp, const char* setter, bool is_interleaved, uint32_t rep
   }
   memcpy(wr->inline_data, entries, num_entries * sizeof(dp::UmrEntry));
   wr->inline_len = num_entries * sizeof(dp::UmrEntry);
+  if (wr->swap & dp::kUmrSetsSig) {
+    memcpy(wr->inline_data + wr->inline_len, &sig, sizeof(sig));
+    wr->inline_len += sizeof(sig);
+  }
   wr->compare_add = is_interleaved ? repeat_count : 1;
   wr->swap |= dp::kUmrSetsLayout;
   SetterDone(qp);
@@ -253,8 +267,40 @@ void MrList(mlx5dv_qp_ex* mq, mlx5dv_mkey* mkey, uint32_t access_flags, uint16_t
   SetMkeyAccessFlags(mq, access_flags);
   SetMkeyLayoutList(mq, num_sges, sge);
 }
-void SetMkeySigBlock(mlx5dv_qp_ex* mq, const mlx5dv_sig_block_attr*) {
-  NotSupported(mq, "set_mkey_sig_block");
+// A block signature (docs/devx.md, "Signature keys"), with libmlx5's
+// checks: a key created with BLOCK_SIGNATURE, the setter once, the
+// attributes valid (sig_block_attr.h). It rides after the layout's entries.
+void SetMkeySigBlock(mlx5dv_qp_ex* mq, const mlx5dv_sig_block_attr* attr) {
+  Qp* qp = QpOf(mq);
+  const Mkey* mkey = qp->dv_ex.umr_mkey;
+  dp::SendWr* wr = OpenUmr(qp, "set_mkey_sig_block");
+  if (!wr) return;
+  const uint32_t qpn = qp->ibv.qp_base.qp_num;
+  if (!mkey->signature) {
+    FailBatch(qp, Reject(EINVAL,
+                         "mlx5dv_wr_set_mkey_sig_block: QP 0x%x: memory key 0x%x was created "
+                         "without MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE",
+                         qpn, mkey->dv.lkey));
+    return;
+  }
+  if (wr->swap & dp::kUmrSetsSig) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_set_mkey_sig_block: QP 0x%x: called twice", qpn));
+    return;
+  }
+  if (attr == nullptr) {
+    FailBatch(qp, Reject(EINVAL, "mlx5dv_wr_set_mkey_sig_block: QP 0x%x: attr is NULL", qpn));
+    return;
+  }
+  dp::SigAttr sig{};
+  const char* why = "";
+  if (int err = SigAttrFrom(*attr, &sig, &why)) {
+    FailBatch(qp, Reject(err, "mlx5dv_wr_set_mkey_sig_block: QP 0x%x: %s", qpn, why));
+    return;
+  }
+  memcpy(wr->inline_data + wr->inline_len, &sig, sizeof(sig));
+  wr->inline_len += sizeof(sig);
+  wr->swap |= dp::kUmrSetsSig;
+  SetterDone(qp);
 }
 void SetMkeyCrypto(mlx5dv_qp_ex* mq, const mlx5dv_crypto_attr*) {
   NotSupported(mq, "set_mkey_crypto");

@@ -15,11 +15,17 @@ using namespace softverbs::provider;
 namespace protocol = softverbs::protocol;
 
 SV_EXPORT mlx5dv_mkey* softverbs_create_mkey(ibv_pd* pd, uint32_t max_entries,
-                                             int remote_invalidate) {
+                                             uint32_t create_flags) {
   if (pd == nullptr) return RejectNull(EINVAL, "mlx5dv_create_mkey: pd is NULL");
   Context* ctx = Context::From(pd->context);
-  protocol::CreateMkeyRequest req{FromPublic<Pd>(pd)->handle, max_entries,
-                                  remote_invalidate ? 1u : 0u};
+  uint32_t flags = 0;
+  if (create_flags & MLX5DV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE) {
+    flags |= protocol::kMkeyRemoteInvalidate;
+  }
+  if (create_flags & MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE) {
+    flags |= protocol::kMkeySignature;
+  }
+  protocol::CreateMkeyRequest req{FromPublic<Pd>(pd)->handle, max_entries, flags};
   protocol::CreateMkeyReply rep{};
   if (int err =
           ctx->channel.Call(protocol::Op::kCreateMkey, &req, sizeof(req), &rep, sizeof(rep))) {
@@ -36,7 +42,32 @@ SV_EXPORT mlx5dv_mkey* softverbs_create_mkey(ibv_pd* pd, uint32_t max_entries,
   mkey->ctx = ctx;
   mkey->handle = rep.handle;
   mkey->max_entries = max_entries;
+  mkey->signature = (flags & protocol::kMkeySignature) != 0;
   return &mkey->dv;
+}
+
+SV_EXPORT int softverbs_mkey_sig_error(mlx5dv_mkey* dv, int* has_error,
+                                       softverbs_sig_error* error) {
+  if (dv == nullptr || has_error == nullptr || error == nullptr) {
+    return Reject(EINVAL, "mlx5dv_mkey_check: mkey or err_info is NULL");
+  }
+  Mkey* mkey = MkeyOf(dv);
+  if (!mkey->signature) {
+    return Reject(EINVAL,
+                  "mlx5dv_mkey_check: memory key 0x%x was created without "
+                  "MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE",
+                  dv->lkey);
+  }
+  protocol::HandleRequest req{mkey->handle, 0};
+  protocol::CheckMkeyReply rep{};
+  if (int err =
+          mkey->ctx->channel.Call(protocol::Op::kCheckMkey, &req, sizeof(req), &rep, sizeof(rep))) {
+    return err;
+  }
+  *has_error = rep.has_error ? 1 : 0;
+  *error = {rep.error.domain,   rep.error.syndrome, rep.error.kind,
+            rep.error.expected, rep.error.actual,   rep.error.offset};
+  return 0;
 }
 
 SV_EXPORT int softverbs_destroy_mkey(mlx5dv_mkey* dv) {

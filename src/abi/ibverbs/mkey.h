@@ -17,6 +17,7 @@ struct Mkey {
   Context* ctx = nullptr;
   uint32_t handle = 0;       // the device's
   uint32_t max_entries = 0;  // the most entries a layout may have (a multiple of 4)
+  bool signature = false;    // created with MLX5DV_MKEY_INIT_ATTR_FLAGS_BLOCK_SIGNATURE
 };
 
 inline Mkey* MkeyOf(mlx5dv_mkey* dv) {

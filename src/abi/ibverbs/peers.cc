@@ -307,6 +307,11 @@ void PeerCache::SetQpError(uint32_t qpn) {
   ctx_->channel.Call(protocol::Op::kQpError, &req, sizeof(req), nullptr, 0);
 }
 
+void PeerCache::DrainSendQueue(uint32_t qpn) {
+  protocol::QpErrorRequest req{qpn, IBV_QPS_SQD};
+  ctx_->channel.Call(protocol::Op::kQpError, &req, sizeof(req), nullptr, 0);
+}
+
 void PeerCache::SetSendQueueError(uint32_t qpn) {
   protocol::QpErrorRequest req{qpn, IBV_QPS_SQE};
   ctx_->channel.Call(protocol::Op::kQpError, &req, sizeof(req), nullptr, 0);
@@ -332,12 +337,17 @@ datapath::VendorError PeerCache::ConfigureMkey(const datapath::LocalQp& qp,
   protocol::ConfigureMkeyRequest req{};
   req.qpn = qp.qpn;
   if (!datapath::UmrLayoutOf(wr, &req.mkey, &req.new_tag, &req.sets, &req.access, &req.repeat_count,
-                             &req.num_entries, req.entry)) {
+                             &req.num_entries, req.entry, &req.sig)) {
     return datapath::kVendorUmr;
   }
   return ctx_->channel.Call(protocol::Op::kConfigureMkey, &req, sizeof(req), nullptr, 0)
              ? datapath::kVendorUmr
              : datapath::kVendorNone;
+}
+
+void PeerCache::ReportSigError(uint32_t key, const datapath::SigError& err) {
+  protocol::ReportSigErrorRequest req{key, 0, err};
+  ctx_->channel.Call(protocol::Op::kReportSigError, &req, sizeof(req), nullptr, 0);
 }
 
 bool PeerCache::InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) {

@@ -72,10 +72,13 @@ class PeerCache final : public datapath::Host {
   void SetQpError(uint32_t qpn) override;
   // Moves this process's unreliable QP qpn to SQE (a requester error).
   void SetSendQueueError(uint32_t qpn);
+  // mlx5's signature pipelining stopped the QP's send queue: RTS -> SQD.
+  void DrainSendQueue(uint32_t qpn);
   void SrqLimitReached(uint32_t srqn) override;
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
   datapath::VendorError BindWindow(const datapath::LocalQp& qp,
                                    const datapath::SendWr& wr) override;
+  void ReportSigError(uint32_t key, const datapath::SigError& err) override;
   datapath::VendorError ConfigureMkey(const datapath::LocalQp& qp,
                                       const datapath::SendWr& wr) override;
   bool InvalidateWindow(uint32_t qpn, uint32_t rkey, bool remote) override;

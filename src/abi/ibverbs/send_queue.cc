@@ -84,6 +84,10 @@ class QpPort {
     if (rcq) dp::FlushRecvQueue(qp_->rq, rcq->ring, rcq->event_fd, qpn());
   }
   void SendQueueDrained() { ctx_->peers->RaiseQpEvent(qpn(), IBV_EVENT_SQ_DRAINED); }
+  void DrainOnSigError() {
+    ctx_->peers->DrainSendQueue(qpn());
+    ctx_->peers->RaiseQpEvent(qpn(), IBV_EVENT_SQ_DRAINED);
+  }
 
  private:
   // IBA 10.3.1: UD and UC QPs move to SQE on a requester error.
@@ -265,6 +269,8 @@ bool PostPlain(Context* ctx, Qp* qp, const ibv_send_wr& wr) {
       wr.sg_list[0].length == 0 || dp::EngineTraceOn()) {
     return false;
   }
+  // A fence may stop a send queue with signature pipelining: its queue decides.
+  if ((wr.send_flags & IBV_SEND_FENCE) && qp->sq.SigPipelining()) return false;
   // One lock for both ways: the route is kept under it.
   std::lock_guard lock(qp->sq_lock);
   // The packed word now, unpacked past the route (which needs one bit).

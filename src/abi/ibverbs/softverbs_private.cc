@@ -88,6 +88,29 @@ SV_EXPORT void softverbs_dv_set_dci_streams(ibv_qp* qp, uint8_t log_num_errored)
   q->sq.EnableStreams(1u << log_num_errored);
 }
 
+SV_EXPORT void softverbs_dv_enable_sig_pipelining(ibv_qp* qp) {
+  if (qp == nullptr) return;
+  Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
+  std::lock_guard lock(q->sq_lock);
+  q->sq.EnableSigPipelining();
+}
+
+// libmlx5: the QP must be in SQD (its query of the QP, -EINVAL else); the
+// WRs from the one the queue stopped at on whose wr_id matches become NOPs.
+SV_EXPORT int softverbs_cancel_posted_send_wrs(mlx5dv_qp_ex* mqp, uint64_t wr_id) {
+  if (mqp == nullptr) return -EINVAL;
+  Qp* q = reinterpret_cast<DvQpEx*>(mqp)->qp;
+  std::lock_guard lock(q->sq_lock);
+  const uint32_t state = q->entry ? q->entry->state.load(std::memory_order_acquire)
+                                  : static_cast<uint32_t>(q->ibv.qp_base.state);
+  if (state != IBV_QPS_SQD) {
+    Reject(EINVAL, "mlx5dv_qp_cancel_posted_send_wrs: QP 0x%x is not in SQD (state %u)",
+           q->ibv.qp_base.qp_num, state);
+    return -EINVAL;
+  }
+  return q->sq.Cancel(wr_id);
+}
+
 SV_EXPORT int softverbs_dci_stream_id_reset(ibv_qp* qp, uint16_t stream_id) {
   Qp* q = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp));
   const uint32_t qpn = qp->qp_num;

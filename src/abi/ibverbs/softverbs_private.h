@@ -140,18 +140,42 @@ struct mlx5dv_qp_ex* softverbs_dv_qp_ex(struct ibv_qp_ex* qp);
  * DCI_STREAMS): 2^log_num_errored streams in error move it to ERR; set right
  * after the DCI is created. */
 void softverbs_dv_set_dci_streams(struct ibv_qp* qp, uint8_t log_num_errored);
+/* MLX5DV_QP_CREATE_SIG_PIPELINING: a fenced WR after a bad signature stops
+ * the send queue (the QP to SQD); set right after the QP is created. */
+void softverbs_dv_enable_sig_pipelining(struct ibv_qp* qp);
+/* mlx5dv_qp_cancel_posted_send_wrs: the count of the QP's WRs of wr_id not
+ * yet started that now complete without running, or -EINVAL (the QP is not
+ * in SQD). */
+struct mlx5dv_qp_ex;
+int softverbs_cancel_posted_send_wrs(struct mlx5dv_qp_ex* mqp, uint64_t wr_id);
 /* mlx5dv_dci_stream_id_reset: 0, or EOPNOTSUPP (the DCI is not in RTS),
  * EINVAL (not a DCI with streams, or the stream is not in error). */
 int softverbs_dci_stream_id_reset(struct ibv_qp* qp, uint16_t stream_id);
 
 /* mlx5dv_create_mkey of an indirect key of pd whose layouts have at most
- * max_entries entries (libmlx5's rounded value); remote_invalidate: a
- * SEND_WITH_INV may invalidate it. NULL with errno set on failure.
+ * max_entries entries (libmlx5's rounded value); create_flags: the
+ * MLX5DV_MKEY_INIT_ATTR_FLAGS_* libmlx5 took (REMOTE_INVALIDATE: a
+ * SEND_WITH_INV may invalidate it; BLOCK_SIGNATURE: a UMR may give it a block
+ * signature). NULL with errno set on failure.
  * mlx5dv_destroy_mkey: 0 or an errno. */
 struct mlx5dv_mkey;
 struct mlx5dv_mkey* softverbs_create_mkey(struct ibv_pd* pd, uint32_t max_entries,
-                                          int remote_invalidate);
+                                          uint32_t create_flags);
 int softverbs_destroy_mkey(struct mlx5dv_mkey* mkey);
+/* What mlx5dv_mkey_check decodes: the bad signature the device kept for a
+ * signature key since the last check (then forgotten). 0 with *has_error 0
+ * or 1 (then *error filled: datapath/block_signature.h's SigError fields),
+ * or an errno (EINVAL: the key was created without BLOCK_SIGNATURE). */
+struct softverbs_sig_error {
+  uint8_t domain;   /* 0: the wire's signature was bad, 1: the memory's */
+  uint8_t syndrome; /* 1: guard (or CRC), 2: application tag, 4: reference tag */
+  uint8_t kind;     /* the bad signature's kind: 1 CRC-32, 2 CRC-32C, 3/4 T10-DIF */
+  uint64_t expected;
+  uint64_t actual;
+  uint64_t offset;
+};
+int softverbs_mkey_sig_error(struct mlx5dv_mkey* mkey, int* has_error,
+                             struct softverbs_sig_error* error);
 
 #ifdef __cplusplus
 }

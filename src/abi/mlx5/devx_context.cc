@@ -75,7 +75,7 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   // written and its bit kept, zero when the device lacks the capability
   // (none of them exists on softverbs: CQE compression, SW parsing, striding
   // RQ, tunnel offloads, dynamic BF registers, flow action
-  // flags, signature and crypto offloads).
+  // flags, crypto offloads).
   // The core clock register and LAG ports are answered only when the
   // device has them: their bits are cleared.
   uint64_t answered = 0;
@@ -91,7 +91,19 @@ SV_MLX5_EXPORT int mlx5dv_query_device(ibv_context* context, mlx5dv_context* att
   answer(MLX5DV_CONTEXT_MASK_TUNNEL_OFFLOADS, attrs_out->tunnel_offloads_caps);
   answer(MLX5DV_CONTEXT_MASK_DYN_BFREGS, attrs_out->max_dynamic_bfregs);
   answer(MLX5DV_CONTEXT_MASK_FLOW_ACTION_FLAGS, attrs_out->flow_action_flags);
-  answer(MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, attrs_out->sig_caps);
+  // Signature keys: T10-DIF (either guard) and CRC-32 / CRC-32C, every
+  // block size (datapath/block_signature.h); not CRC64-XP10.
+  if (attrs_out->comp_mask & MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD) {
+    mlx5dv_sig_caps& caps = attrs_out->sig_caps;
+    caps = {};
+    caps.block_size = MLX5DV_BLOCK_SIZE_CAP_512 | MLX5DV_BLOCK_SIZE_CAP_520 |
+                      MLX5DV_BLOCK_SIZE_CAP_4048 | MLX5DV_BLOCK_SIZE_CAP_4096 |
+                      MLX5DV_BLOCK_SIZE_CAP_4160;
+    caps.block_prot = MLX5DV_SIG_PROT_CAP_T10DIF | MLX5DV_SIG_PROT_CAP_CRC;
+    caps.t10dif_bg = MLX5DV_SIG_T10DIF_BG_CAP_CRC | MLX5DV_SIG_T10DIF_BG_CAP_CSUM;
+    caps.crc_type = MLX5DV_SIG_CRC_TYPE_CAP_CRC32 | MLX5DV_SIG_CRC_TYPE_CAP_CRC32C;
+    answered |= MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD;
+  }
   answer(MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, attrs_out->crypto_caps);
   // DCI streams (on one host, as DC QPs: docs/devx.md, "DCI streams").
   if (attrs_out->comp_mask & MLX5DV_CONTEXT_MASK_DCI_STREAMS) {

@@ -27,8 +27,11 @@ constexpr uint32_t kKnownCreateFlags =
     MLX5DV_QP_CREATE_SIG_PIPELINING;
 // Scatter to CQE is an optimisation a device may take or leave: softverbs
 // always places received bytes in the receive buffers, so both flags hold.
-constexpr uint32_t kSupportedCreateFlags =
-    MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE | MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE;
+// Signature pipelining: the send queue stops at a fenced WR after a bad
+// signature (docs/devx.md, "Signature keys").
+constexpr uint32_t kSupportedCreateFlags = MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE |
+                                           MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE |
+                                           MLX5DV_QP_CREATE_SIG_PIPELINING;
 constexpr uint64_t kMkeySendOps =
     MLX5DV_QP_EX_WITH_MR_INTERLEAVED | MLX5DV_QP_EX_WITH_MR_LIST | MLX5DV_QP_EX_WITH_MKEY_CONFIGURE;
 constexpr uint64_t kKnownSendOps =
@@ -83,8 +86,8 @@ int CheckVendorAttributes(const ibv_qp_init_attr_ex& attr, const mlx5dv_qp_init_
     if (dv.create_flags & ~kSupportedCreateFlags) {
       return softverbs::mlx5::Reject(
           EOPNOTSUPP,
-          "mlx5dv_create_qp: create_flags 0x%x: tunnel offloads, TIR self loopback, packet-based "
-          "credits and signature pipelining are not supported by softverbs",
+          "mlx5dv_create_qp: create_flags 0x%x: tunnel offloads, TIR self loopback and "
+          "packet-based credits are not supported by softverbs",
           dv.create_flags & ~kSupportedCreateFlags);
     }
   }
@@ -186,11 +189,21 @@ SV_MLX5_EXPORT ibv_qp* mlx5dv_create_qp(ibv_context* context, ibv_qp_init_attr_e
   }
   if (qp == nullptr) return nullptr;  // the create explained it and set errno
   softverbs_dv_set_send_ops(qp, send_ops);
+  if (mlx5_qp_attr != nullptr &&
+      (mlx5_qp_attr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS) &&
+      (mlx5_qp_attr->create_flags & MLX5DV_QP_CREATE_SIG_PIPELINING)) {
+    softverbs_dv_enable_sig_pipelining(qp);
+  }
   if (qp_attr->qp_type == IBV_QPT_DRIVER &&
       (mlx5_qp_attr->comp_mask & MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS)) {
     softverbs_dv_set_dci_streams(qp, mlx5_qp_attr->dc_init_attr.dci_streams.log_num_errored);
   }
   return qp;
+}
+
+// mlx5dv_qp_cancel_posted_send_wrs(3): a count, or -errno.
+SV_MLX5_EXPORT int mlx5dv_qp_cancel_posted_send_wrs(mlx5dv_qp_ex* mqp, uint64_t wr_id) {
+  return softverbs_cancel_posted_send_wrs(mqp, wr_id);
 }
 
 // mlx5dv_dci_stream_id_reset(3): the stream leaves the error state (the

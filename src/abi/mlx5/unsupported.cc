@@ -7,8 +7,7 @@
 // link time. What stays unimplemented fails honestly with EOPNOTSUPP in the
 // convention the mlx5dv man pages give (see docs/abi.md):
 //   - int functions return the errno value (positive EOPNOTSUPP), except
-//     mlx5dv_devx_get_event / mlx5dv_vfio_get_events_fd (-1 + errno) and
-//     mlx5dv_qp_cancel_posted_send_wrs (-errno);
+//     mlx5dv_devx_get_event / mlx5dv_vfio_get_events_fd (-1 + errno);
 //   - pointer-returning functions set errno and return NULL;
 //   - void functions do nothing; mlx5dv_is_supported() answers false.
 //
@@ -87,10 +86,6 @@ SOFTVERBS_WEAK_EXPORT ibv_wq* mlx5dv_create_wq(ibv_context*, ibv_wq_init_attr*,
 }
 SOFTVERBS_WEAK_EXPORT mlx5dv_qp_ex* mlx5dv_qp_ex_from_ibv_qp_ex(ibv_qp_ex*) {
   return NullNotSupported();
-}
-// Returns a count of cancelled WRs, or -errno.
-SOFTVERBS_WEAK_EXPORT int mlx5dv_qp_cancel_posted_send_wrs(mlx5dv_qp_ex*, uint64_t) {
-  return -ErrnoValueNotSupported();
 }
 SOFTVERBS_WEAK_EXPORT int mlx5dv_modify_qp_lag_port(ibv_qp*, uint8_t) {
   return ErrnoValueNotSupported();

@@ -99,14 +99,14 @@ TEST(MkeyLayout, ACopyIsNeverTorn) {
   const UmrEntry a[2] = {{0x1000, 11, 8, 8, 0}, {0x2000, 11, 8, 8, 0}};
   const UmrEntry b[4] = {
       {0x3000, 22, 4, 4, 0}, {0x4000, 22, 4, 4, 0}, {0x5000, 22, 4, 4, 0}, {0x6000, 22, 4, 4, 0}};
-  WriteMkeyLayout(&slot, a, 2, 1);
+  WriteMkeyLayout(&slot, a, 2, 1, SigAttr{});
   std::atomic<bool> stop{false};
   std::thread writer([&] {
     for (int i = 0; i < 200000 && !stop.load(); ++i) {
       if (i % 2) {
-        WriteMkeyLayout(&slot, a, 2, 1);
+        WriteMkeyLayout(&slot, a, 2, 1, SigAttr{});
       } else {
-        WriteMkeyLayout(&slot, b, 4, 1);
+        WriteMkeyLayout(&slot, b, 4, 1, SigAttr{});
       }
     }
   });

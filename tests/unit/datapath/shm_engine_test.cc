@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "datapath/block_signature.h"
 #include "datapath/engine.h"
 #include "datapath/keyed_access.h"
 #include "datapath/shm_completer.h"
@@ -56,6 +57,7 @@ class FakeHost : public Host {
   // published before it.
   std::vector<uint64_t> recv_completions_before_error;
   std::vector<std::pair<uint32_t, ibv_event_type>> events;
+  std::vector<std::pair<uint32_t, SigError>> sig_errors;
   // Whether this process's own accesses go uncounted (the provider's
   // execution gate), and a mapping to answer instead of "this process's
   // memory" (a peer's MR, mapped in part).
@@ -84,6 +86,9 @@ class FakeHost : public Host {
     device_.table().QpSlot(qpn)->state.store(IBV_QPS_ERR);
   }
   void SrqLimitReached(uint32_t) override {}
+  void ReportSigError(uint32_t key, const SigError& err) override {
+    sig_errors.emplace_back(key, err);
+  }
   void RaiseQpEvent(uint32_t qpn, ibv_event_type e) override { events.emplace_back(qpn, e); }
   void McastMembers(const uint8_t*, std::vector<uint32_t>*) override {}
 
@@ -114,6 +119,7 @@ class FakePort {
   }
   void FlushReceivesAfterError() { receive_flushes++; }
   void SendQueueDrained() { drained++; }
+  void DrainOnSigError() { sig_drains++; }
 
   RequesterAttributes attributes{.timeout = 8, .retry_cnt = 2, .rnr_retry = 2};  // 1.05 ms
   bool sig_all = false;
@@ -122,6 +128,7 @@ class FakePort {
   size_t completions_before_error = 0;  // at the last SetError
   int receive_flushes = 0;
   int drained = 0;
+  int sig_drains = 0;
 
  private:
   FakeHost& host_;
