@@ -777,6 +777,12 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       device_.ReportSigError(req.key, req.error);
       return reply_empty(Verdict::Ok());
     }
+    case Op::kCancelSends: {
+      SV_BODY(protocol::CancelSendsRequest, req);
+      protocol::CancelSendsReply out{};
+      out.canceled = static_cast<uint32_t>(wire_.CancelSends(c, req.qpn, req.wr_id));
+      return reply(Verdict::Ok(), out);
+    }
     case Op::kCheckMkey: {
       SV_BODY(protocol::HandleRequest, req);
       protocol::CheckMkeyReply out{};

@@ -493,6 +493,20 @@ void WireService::ReportSigError(uint32_t key, const dp::SigError& err) {
   device_.ReportSigError(key, err);
 }
 
+void WireService::DrainOnSigError(uint32_t qpn) {
+  const Qp* q = device_.FindQpObject(qpn);
+  if (!q) return;
+  Verdict v = device_.QpError(q->creator, qpn, IBV_QPS_SQD);
+  if (!v.ok()) fprintf(stderr, "softverbsd: QP 0x%x: %s\n", qpn, v.why.c_str());
+  device_.RaiseQpEvent(0, qpn, IBV_EVENT_SQ_DRAINED);
+}
+
+int WireService::CancelSends(uint32_t client, uint32_t qpn, uint64_t wr_id) {
+  auto it = qps_.find(qpn);
+  if (it == qps_.end() || !device_.SameGroup(it->second.owner, client)) return 0;
+  return it->second.wire->Cancel(wr_id);
+}
+
 void WireService::RaiseQpEvent(uint32_t qpn, ibv_event_type event) {
   device_.RaiseQpEvent(0, qpn, static_cast<uint32_t>(event));
 }

@@ -114,6 +114,10 @@ class WireService : public datapath::WireHost {
   void SrqLimitReached(uint32_t srqn) override;
   void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override;
   void ReportSigError(uint32_t key, const datapath::SigError& err) override;
+  void DrainOnSigError(uint32_t qpn) override;
+  // mlx5dv_qp_cancel_posted_send_wrs of a QP served here, by its creator's
+  // group: how many WRs (0 for a QP not served here).
+  int CancelSends(uint32_t client, uint32_t qpn, uint64_t wr_id);
   // QP1, the general services interface: CM MADs (daemon/cm_wire.h). The
   // sink gets each MAD that arrives (UD SEND Only to QP1 with the GSI
   // Q_Key) with the packet's source GID and the carrier's GID.

@@ -121,6 +121,10 @@ struct SendWr {
   // (RequesterWcOpcode). Before the SGEs: the network transport's copy
   // (CopyUsedSendWr) carries it.
   uint8_t raw_wqe = 0;
+  // Not 0: the QP was created with MLX5DV_QP_CREATE_SIG_PIPELINING, whose
+  // fenced WRs after a bad signature stop the send queue (the network
+  // transport's copy carries it, as raw_wqe).
+  uint8_t sig_pipelining = 0;
   // BIND_MW: the window (the device's handle of it), the MR it is bound to
   // (its lkey; 0 unbinds), the range (remote_addr, bind_length) and the
   // window's access flags.

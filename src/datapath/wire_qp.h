@@ -103,6 +103,9 @@ class WireHost : public Host {
     (void)qpn;
     (void)n;
   }
+  // Signature pipelining stopped QP qpn's send queue: RTS -> SQD and
+  // IBV_EVENT_SQ_DRAINED.
+  virtual void DrainOnSigError(uint32_t qpn) = 0;
 };
 
 // Transport counters of one QP, in the spirit of `rdma statistic`
@@ -224,6 +227,9 @@ class WireQp {
   // SQD: WRs posted from now on are held (not started) until Hold(false),
   // the QP's return to RTS (IBA 10.3.1).
   void Hold(bool on);
+  // mlx5dv_qp_cancel_posted_send_wrs: the WRs of wr_id not started yet
+  // complete successfully without a packet; how many.
+  int Cancel(uint64_t wr_id);
   // Every WR started before SQD has completed (those left, if any, are
   // held): when IBV_EVENT_SQ_DRAINED is due.
   bool SendQueueDrained() const { return sq_.empty() || sq_.front().wr.held; }
@@ -339,6 +345,9 @@ class WireQp {
   WireCounters counters_;
   bool error_ = false;
   bool hold_ = false;  // SQD: new WRs wait (Hold)
+  // Signature pipelining: a WR's access met a bad signature since the send
+  // queue last stopped for one.
+  bool sig_error_seen_ = false;
 
   // requester
   RingQueue<Pending> sq_;     // posted, not completed, in order

@@ -11,6 +11,7 @@
 
 #include "datapath/keyed_access.h"
 #include "datapath/local_ops.h"
+#include "datapath/sig_access.h"
 #include "datapath/timers.h"
 #include "datapath/wire_post.h"
 #include "datapath/wire_qp.h"
@@ -86,6 +87,7 @@ void WireQp::Post(const SendWr& wr) {
   static_cast<PendingProgress&>(p) = PendingProgress{};
   CopyUsedSendWr(&p.wr, &wr);
   p.wr.held = hold_;
+  p.wr.canceled = false;
   p.info = &WrOpcode(wr.opcode);
   if (error_) {
     next_send_ = sq_.size();
@@ -157,6 +159,26 @@ void WireQp::Pump() {
   while (next_send_ < sq_.size()) {
     Pending& p = sq_[next_send_];
     if (p.wr.held) break;  // posted in SQD: waits for RTS
+    if (p.wr.canceled) {
+      // A NOP now (mlx5dv_qp_cancel_posted_send_wrs): it completes in
+      // order, with no packet.
+      if (next_send_ != 0) break;
+      p.bytes = 0;
+      next_send_++;
+      CompleteFront(IBV_WC_SUCCESS, kVendorNone);
+      continue;
+    }
+    if (p.wr.sig_pipelining && (p.wr.send_flags & IBV_SEND_FENCE) && sig_error_seen_ &&
+        p.next_packet == 0 && p.read_received == 0) {
+      // Signature pipelining (docs/devx.md, "Signature keys"): the fence
+      // waits for the WRs before it; then the queue stops here, the QP
+      // drained to SQD, this WR and those after it held until SQD->RTS.
+      if (next_send_ != 0) break;
+      sig_error_seen_ = false;
+      p.wr.held = true;
+      host_.DrainOnSigError(config_.qpn);
+      return;
+    }
     if (p.info->action == WrAction::kLocal) {
       // The device's tables change in the send queue's order: once every
       // WR before it has completed.
@@ -199,7 +221,9 @@ void WireQp::Pump() {
     while (p.next_packet < p.packets) {
       if (!WindowOpen(p)) goto window_full;
       VendorError why = kVendorNone;
+      const uint64_t sig_errors = SigErrorsReportedByThisThread();
       const PacketSent sent = SendRequestPacket(p, next_send_, p.next_packet, &why);
+      if (SigErrorsReportedByThisThread() != sig_errors) sig_error_seen_ = true;
       if (sent == PacketSent::kOwnerWaits) {
         send_retry_at_ = host_.Now() + OwnerWait::kRetryNs;
         goto window_full;
@@ -419,6 +443,28 @@ void WireQp::Hold(bool on) {
   if (on) return;
   sq_.ForEach([](Pending& p) { p.wr.held = false; });
   Pump();
+}
+
+int WireQp::Cancel(uint64_t wr_id) {
+  int n = 0;
+  for (size_t i = next_send_; i < sq_.size(); ++i) {
+    Pending& p = sq_[i];
+    if (p.wr.wr_id != wr_id || p.wr.canceled || p.next_packet != 0 || p.read_received != 0) {
+      continue;
+    }
+    p.wr.canceled = true;
+    ++n;
+    // It sends no packet: the WRs after it (none started: WRs start in
+    // order) take its PSNs, so the responder sees no gap.
+    const uint32_t back = (roce::kPsnMask + 1 - p.psn_span) & roce::kPsnMask;
+    for (size_t j = i + 1; j < sq_.size(); ++j) {
+      sq_[j].first_psn = roce::PsnAdd(sq_[j].first_psn, back);
+    }
+    next_psn_ = roce::PsnAdd(next_psn_, back);
+    p.psn_span = 0;
+    p.packets = 0;
+  }
+  return n;
 }
 
 void WireQp::ResumeSendQueue() {

@@ -114,6 +114,9 @@ enum class Op : uint16_t {
   // empty reply); mlx5dv_mkey_check (HandleRequest, CheckMkeyReply).
   kReportSigError,
   kCheckMkey,
+  // mlx5dv_qp_cancel_posted_send_wrs for the WRs the network transport holds
+  // (CancelSendsRequest, CancelSendsReply).
+  kCancelSends,
   kCount
 };
 
@@ -732,6 +735,20 @@ struct ReportSigErrorRequest {
   datapath::SigError error;
 };
 static_assert(sizeof(ReportSigErrorRequest) == 40);
+
+// The WRs of wr_id that QP qpn (the caller's, served by the network
+// transport) has not started become NOPs; `canceled` counts them.
+struct CancelSendsRequest {
+  uint32_t qpn;
+  uint32_t reserved;
+  uint64_t wr_id;
+};
+static_assert(sizeof(CancelSendsRequest) == 16);
+struct CancelSendsReply {
+  uint32_t canceled;
+  uint32_t reserved;
+};
+static_assert(sizeof(CancelSendsReply) == 8);
 
 // mlx5dv_mkey_check: the error kept for the key, if any (then forgotten).
 struct CheckMkeyReply {

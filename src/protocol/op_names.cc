@@ -83,7 +83,8 @@ const char* OpName(Op op) {
                                            "destroy_mkey",
                                            "configure_mkey",
                                            "report_sig_error",
-                                           "check_mkey"};
+                                           "check_mkey",
+                                           "cancel_sends"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

@@ -183,7 +183,10 @@ int SubmitSend(Context* ctx, Qp* qp, dp::SendWr& wr) {
       return 0;
     }
     // Over the network: the device's transport runs it (wire_post.h).
-    if (GoesOverWire(qp, wr)) return PostToWire(ctx, qp, wr);
+    if (GoesOverWire(qp, wr)) {
+      wr.sig_pipelining = qp->sq.SigPipelining();
+      return PostToWire(ctx, qp, wr);
+    }
     // IBA 10.3.1: in SQD the post is accepted but the WR does not start
     // until SQD->RTS; it queues behind the WRs that are still draining.
     QpPort port(ctx, qp);

@@ -108,7 +108,16 @@ SV_EXPORT int softverbs_cancel_posted_send_wrs(mlx5dv_qp_ex* mqp, uint64_t wr_id
            q->ibv.qp_base.qp_num, state);
     return -EINVAL;
   }
-  return q->sq.Cancel(wr_id);
+  int canceled = q->sq.Cancel(wr_id);
+  // And those the network transport holds (a path that leaves the host).
+  softverbs::protocol::CancelSendsRequest req{q->ibv.qp_base.qp_num, 0, wr_id};
+  softverbs::protocol::CancelSendsReply rep{};
+  Context* ctx = Context::From(q->ibv.qp_base.context);
+  if (ctx->channel.Call(softverbs::protocol::Op::kCancelSends, &req, sizeof(req), &rep,
+                        sizeof(rep)) == 0) {
+    canceled += static_cast<int>(rep.canceled);
+  }
+  return canceled;
 }
 
 SV_EXPORT int softverbs_dci_stream_id_reset(ibv_qp* qp, uint16_t stream_id) {

@@ -153,6 +153,7 @@ class FakeWire : public WireHost {
   }
   void SrqLimitReached(uint32_t) override {}
   void ReportSigError(uint32_t, const SigError&) override {}
+  void DrainOnSigError(uint32_t) override {}
   void RaiseQpEvent(uint32_t qpn, ibv_event_type event) override { events.push_back({qpn, event}); }
   void McastMembers(const uint8_t*, std::vector<uint32_t>*) override {}
   void SendPacket(const uint8_t*, const uint8_t*, uint16_t, const roce::PathIpFields&,
