@@ -27,11 +27,9 @@ Completion FlushedCompletion(const SendWr& wr, uint32_t qpn) {
 }
 
 Completion CanceledCompletion(const SendWr& wr, uint32_t qpn) {
-  Completion c{};
-  c.wr_id = wr.wr_id;
+  Completion c = FlushedCompletion(wr, qpn);
   c.status = IBV_WC_SUCCESS;
-  c.opcode = RequesterWcOpcode(wr);
-  c.qp_num = qpn;
+  c.vendor_err = 0;
   return c;
 }
 

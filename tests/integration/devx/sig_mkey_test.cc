@@ -10,29 +10,13 @@
 #include <string>
 
 #include "mkey_fixture.h"
+#include "reference_crc.h"
 
 namespace devx_it {
 namespace {
 
-uint16_t BitwiseT10Dif(const uint8_t* p, size_t n) {
-  uint16_t c = 0;
-  for (size_t i = 0; i < n; ++i) {
-    c ^= static_cast<uint16_t>(p[i] << 8);
-    for (int k = 0; k < 8; ++k) c = (c & 0x8000) ? static_cast<uint16_t>(c << 1 ^ 0x8bb7) : c << 1;
-  }
-  return c;
-}
-
-// CRC-32 (IEEE 802.3), bit by bit: reflected 0xedb88320, all-ones seed and
-// final inversion.
-uint32_t BitwiseCrc32(const uint8_t* p, size_t n) {
-  uint32_t c = 0xffffffffu;
-  for (size_t i = 0; i < n; ++i) {
-    c ^= p[i];
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0xedb88320u : c >> 1;
-  }
-  return ~c;
-}
+using softverbs_test::BitwiseCrc32;
+using softverbs_test::BitwiseT10Dif;
 
 void PutBe(uint64_t v, int bytes, std::vector<uint8_t>* out) {
   for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<uint8_t>(v >> (8 * i)));

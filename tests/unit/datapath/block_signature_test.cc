@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "datapath/sig_access.h"
+#include "reference_crc.h"
 
 namespace softverbs::datapath {
 namespace {
+
+using softverbs_test::BitwiseT10Dif;
 
 const uint8_t kCheck[] = {'1', '2', '3', '4', '5', '6', '7', '8', '9'};
 
@@ -153,15 +156,7 @@ void WriteWire(RecordingHost& host, const SigAttr& a, std::vector<uint8_t>* mem,
 }
 
 // The wire image of blocks of data with a T10-DIF after each (an
-// independent bitwise CRC-16/T10-DIF: polynomial 0x8bb7, MSB first).
-uint16_t BitwiseT10Dif(const uint8_t* p, size_t n) {
-  uint16_t c = 0;
-  for (size_t i = 0; i < n; ++i) {
-    c ^= static_cast<uint16_t>(p[i] << 8);
-    for (int k = 0; k < 8; ++k) c = (c & 0x8000) ? static_cast<uint16_t>(c << 1 ^ 0x8bb7) : c << 1;
-  }
-  return c;
-}
+// independent bitwise CRC-16/T10-DIF, reference_crc.h).
 std::vector<uint8_t> DifWire(const std::vector<uint8_t>& data, uint16_t app, uint32_t ref) {
   std::vector<uint8_t> wire;
   for (size_t b = 0; b * 512 < data.size(); ++b) {
