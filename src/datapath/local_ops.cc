@@ -2,6 +2,7 @@
 
 #include "common/device_limits.h"
 #include "datapath/keyed_access.h"
+#include "datapath/sig_access.h"
 
 namespace softverbs::datapath {
 namespace {
@@ -25,6 +26,7 @@ VendorError Memcpy(Host& host, const LocalQp& qp, uint32_t owner, const SendWr& 
   MrGuards guards;
   PieceList src;
   PieceList dst;
+  const RequesterSigScope own;
   if (VendorError why =
           AddKeyedPieces(host, guards, &wr.sge[0], 1, false, qp.pdn, owner, 0, &src)) {
     return why;

@@ -11,6 +11,7 @@
 #include "datapath/keyed_access.h"
 #include "datapath/local_ops.h"
 #include "datapath/shm_responder.h"
+#include "datapath/sig_access.h"
 
 namespace softverbs::datapath {
 
@@ -23,6 +24,7 @@ VendorError GatherSource(Host& host, MrGuards& guards, const LocalQp& qp, const 
     src->Add({const_cast<uint8_t*>(wr.inline_data), -1, 0, wr.inline_len});
     if (wr.num_sge == 0) return kVendorNone;
   }
+  const RequesterSigScope own;
   return AddKeyedPieces(host, guards, wr.sge, wr.num_sge, false, qp.pdn, host.client_id(), 0, src);
 }
 
@@ -41,6 +43,7 @@ void RequestRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
     RecvSge sge[kMaxSendSge];
     memcpy(sge, wr.sge, wr.num_sge * sizeof(RecvSge));
     if (is_atomic) sge[0].length = 8;
+    const RequesterSigScope own;
     if (VendorError why = AddKeyedPieces(host, guards, sge, wr.num_sge, false, qp.pdn,
                                          host.client_id(), IBV_ACCESS_LOCAL_WRITE, &local)) {
       return FailLocally(out, IBV_WC_LOC_PROT_ERR, why);

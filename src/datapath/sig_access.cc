@@ -44,11 +44,12 @@ bool WriteSigBytes(const std::vector<MemPiece>& pieces, const uint8_t sig[kMaxSi
 }
 
 thread_local uint64_t sig_errors_reported = 0;
+thread_local bool in_requester_scope = false;
 
 // The first bad signature an access meets through a key is the one its
 // owner hears of.
 void Report(SigWork& work, uint32_t key, const SigError& err) {
-  ++sig_errors_reported;
+  if (work.requester) ++sig_errors_reported;
   if (std::find(work.reported.begin(), work.reported.end(), key) != work.reported.end()) return;
   work.reported.push_back(key);
   work.host->ReportSigError(key, err);
@@ -58,6 +59,16 @@ void Report(SigWork& work, uint32_t key, const SigError& err) {
 
 uint64_t SigErrorsReportedByThisThread() {
   return sig_errors_reported;
+}
+
+RequesterSigScope::RequesterSigScope() : was_(in_requester_scope) {
+  in_requester_scope = true;
+}
+RequesterSigScope::~RequesterSigScope() {
+  in_requester_scope = was_;
+}
+bool RequesterSigScope::active() {
+  return in_requester_scope;
 }
 
 VendorError AddSignedPieces(Host& host, uint32_t key, const SigAttr& attr, uint64_t mem_length,
@@ -71,6 +82,7 @@ VendorError AddSignedPieces(Host& host, uint32_t key, const SigAttr& attr, uint6
   if (!out->sig) {
     out->sig = std::make_shared<SigWork>();
     out->sig->host = &host;
+    out->sig->requester = RequesterSigScope::active();
   }
   SigWork& work = *out->sig;
   PieceList tmp;

@@ -54,6 +54,7 @@ struct SigWork {
     uint32_t wire_sig_count = 0;
   };
   Host* host = nullptr;
+  bool requester = false;                                 // made within a RequesterSigScope
   std::deque<std::array<uint8_t, kMaxSigBytes>> scratch;  // stable addresses
   std::vector<Task> tasks;
   std::vector<uint32_t> reported;  // keys a bad signature was reported for in this access
@@ -67,9 +68,24 @@ VendorError AddSignedPieces(Host& host, uint32_t key, const SigAttr& attr, uint6
                             bool writes, uint64_t offset, uint64_t len, KeyMemory& memory,
                             VendorError range_error, PieceList* out);
 
-// How many bad signatures this thread's accesses reported (Host::ReportSigError):
-// a send queue with signature pipelining compares it around each WR.
+// How many bad signatures this thread's requester-side accesses reported
+// (Host::ReportSigError): a send queue with signature pipelining compares it
+// around each WR. Requester-side: lists made within a RequesterSigScope (a
+// WR's own gather or READ destination, a local operation) - a responder's
+// list, the peer's key, is the peer's business, though the same thread may
+// run it.
 uint64_t SigErrorsReportedByThisThread();
+class RequesterSigScope {
+ public:
+  RequesterSigScope();
+  ~RequesterSigScope();
+  RequesterSigScope(const RequesterSigScope&) = delete;
+  RequesterSigScope& operator=(const RequesterSigScope&) = delete;
+  static bool active();
+
+ private:
+  bool was_;
+};
 
 // After a copy wrote `copied` bytes of a list with signature work: checks the
 // wire signatures that arrived and writes the memory's, for every block the

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "datapath/keyed_access.h"
+#include "datapath/sig_access.h"
 #include "datapath/timers.h"
 #include "datapath/wire_qp.h"
 #include "roce/aeth.h"
@@ -48,9 +49,13 @@ void WireQp::OnResponse(const WirePacket& packet) {
     case IbtaOperation::kReadResponseFirst:
     case IbtaOperation::kReadResponseMiddle:
     case IbtaOperation::kReadResponseLast:
-    case IbtaOperation::kReadResponseOnly:
+    case IbtaOperation::kReadResponseOnly: {
+      // A READ's destination may be a signature key of ours (pipelining).
+      const uint64_t sig_errors = SigErrorsReportedByThisThread();
       OnReadResponse(packet);
+      if (SigErrorsReportedByThisThread() != sig_errors) sig_error_seen_ = true;
       break;
+    }
     default:
       counters_.dropped++;
       return;
@@ -197,6 +202,7 @@ void WireQp::OnReadResponse(const WirePacket& packet) {
     const uint32_t n = SliceSges(p.wr.sge, p.wr.num_sge, offset, len, slice);
     MrGuards guards;
     PieceList dst;
+    const RequesterSigScope own;
     if (AddKeyedPieces(host_, guards, slice, n, false, config_.pdn, config_.owner,
                        IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
       RequesterError(IBV_WC_LOC_PROT_ERR, kVendorBadLkey);
@@ -246,6 +252,7 @@ void WireQp::OnAtomicAck(const WirePacket& packet) {
   sge.length = 8;
   MrGuards guards;
   PieceList dst;
+  const RequesterSigScope own;
   if (AddKeyedPieces(host_, guards, &sge, 1, false, config_.pdn, config_.owner,
                      IBV_ACCESS_LOCAL_WRITE, &dst) != kVendorNone) {
     RequesterError(IBV_WC_LOC_PROT_ERR, kVendorBadLkey);

@@ -142,6 +142,7 @@ static VendorError CheckLocal(WireHost& host, const WireQpConfig& qp, const Send
   if (info.action == WrAction::kAtomic) sge[0].length = 8;
   MrGuards guards;
   PieceList pieces;
+  const RequesterSigScope own;
   return AddKeyedPieces(host, guards, sge, wr.num_sge, false, qp.pdn, qp.owner,
                         info.writes_local ? IBV_ACCESS_LOCAL_WRITE : 0, &pieces);
 }
@@ -337,6 +338,7 @@ WireQp::PacketSent WireQp::SendRequestPacket(Pending& p, size_t pos, uint32_t in
       const uint64_t sge_len = offset + len - std::max<uint64_t>(offset, inline_bytes);
       RecvSge slice[kMaxSendSge];
       const uint32_t n = SliceSges(wr.sge, wr.num_sge, sge_offset, sge_len, slice);
+      const RequesterSigScope own;
       *why = AddKeyedPieces(host_, guards, slice, n, false, config_.pdn, config_.owner, 0, &src);
       if (*why != kVendorNone) return PacketSent::kLocalError;
     }

@@ -280,6 +280,45 @@ TEST_F(SigMkeyTest, PipeliningStopsAtAFenceAfterABadSignature) {
   EXPECT_EQ(got, note);
 }
 
+// The responder's bad signature is the responder's: a requester with
+// pipelining whose SEND lands through the peer's signature key with a bad
+// DIF goes on with its next fenced WR (only its own accesses count).
+TEST_F(SigMkeyTest, AResponderSignatureErrorDoesNotStopTheRequester) {
+  dv_.comp_mask |= MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS;
+  dv_.create_flags = MLX5DV_QP_CREATE_SIG_PIPELINING;
+  Pair();
+  std::vector<uint8_t> src = Pattern(520, 5), dst(512, 0), note(16, 'n'), got(16, 0);
+  ibv_mr* src_mr = Register(src.data(), src.size());
+  ibv_mr* dst_mr = Register(dst.data(), dst.size());
+  ibv_mr* note_mr = Register(note.data(), note.size());
+  ibv_mr* got_mr = Register(got.data(), got.size());
+  ASSERT_TRUE(src_mr && dst_mr && note_mr && got_mr);
+  mlx5dv_mkey* key = NewSigMkey();
+  ASSERT_NE(key, nullptr);
+  mlx5dv_sig_block_attr attr{nullptr, &dif_domain_, 0, kDifChecks, 0, 0};
+  ASSERT_EQ(Configure(key, IBV_ACCESS_LOCAL_WRITE, {At(dst, 0), 512, dst_mr->lkey}, &attr), 0);
+  ASSERT_EQ(PostRecv(b_, 10, nullptr, 520, key->lkey), 0);
+  ASSERT_EQ(PostSend(a_, 11, At(src, 0), 520, src_mr->lkey), 0);  // no valid DIF in it
+  Successes(2);
+  // Every field of the would-be DIF differs: libmlx5 names the reference tag.
+  EXPECT_EQ(Check(key).err_type, MLX5DV_MKEY_SIG_BLOCK_BAD_REFTAG);
+  ASSERT_EQ(PostRecv(b_, 12, got.data(), got.size(), got_mr->lkey), 0);
+  ibv_sge note_sge{At(note, 0), 16, note_mr->lkey};
+  ibv_send_wr send{}, *bad = nullptr;
+  send.wr_id = 13;
+  send.opcode = IBV_WR_SEND;
+  send.sg_list = &note_sge;
+  send.num_sge = 1;
+  send.send_flags = IBV_SEND_SIGNALED | IBV_SEND_FENCE;
+  ASSERT_EQ(ibv_post_send(a_, &send, &bad), 0);
+  Successes(2);
+  EXPECT_EQ(got, note);
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(a_, &qa, IBV_QP_STATE, &qi), 0);
+  EXPECT_EQ(qa.qp_state, IBV_QPS_RTS);
+}
+
 // What libmlx5 refuses, and what softverbs does not compute.
 TEST_F(SigMkeyTest, TheBuildersCheckWhatLibmlx5Checks) {
   Pair();
