@@ -199,10 +199,12 @@ void PrintStatus(const nlohmann::json& s) {
     }
     if (c.contains("mkey")) {
       for (const auto& mkey : c["mkey"]) {
-        fmt::print("  mkey lkey 0x{:08x} rkey 0x{:08x} {} ({} of {} entries)\n",
+        fmt::print("  mkey lkey 0x{:08x} rkey 0x{:08x} {} ({} of {} entries){}{}\n",
                    mkey["lkey"].get<uint32_t>(), mkey["rkey"].get<uint32_t>(),
                    mkey["configured"].get<bool>() ? "configured" : "free",
-                   mkey["entries"].get<size_t>(), mkey["max_entries"].get<uint32_t>());
+                   mkey["entries"].get<size_t>(), mkey["max_entries"].get<uint32_t>(),
+                   mkey.value("signed", false) ? ", block signature" : "",
+                   mkey.value("sig_error_kept", false) ? ", a bad signature kept" : "");
       }
     }
     for (const auto& cq : c["cq"]) {

@@ -70,7 +70,10 @@ std::string Device::StatusJson() const {
                          {"rkey", mkey.rkey},
                          {"configured", mkey.configured},
                          {"entries", mkey.layout.size()},
-                         {"max_entries", mkey.max_entries}});
+                         {"max_entries", mkey.max_entries},
+                         {"signature", mkey.signature},
+                         {"signed", mkey.sig.enabled != 0},
+                         {"sig_error_kept", mkey.sig_error_kept}});
     json dms = json::array();
     for (const auto& [h, dm] : dms_)
       if (dm.owner == id) dms.push_back({{"handle", h}, {"size", dm.size}});

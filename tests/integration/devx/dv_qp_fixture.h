@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <vector>
 
 #include "devx_env.h"
@@ -92,13 +93,16 @@ class DvQpTest : public DevxTest {
     return mr;
   }
 
-  // Polls one completion of the CQ; false after about 2 s without one.
+  // Polls one completion of the CQ; false after 2 s without one (by the
+  // clock: a usleep(1) sleeps 50 us or more, so 2,000,000 of them were
+  // minutes).
   bool PollOne(ibv_wc* wc) {
-    for (int i = 0; i < 2000000; ++i) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (int i = 0;; ++i) {
       if (ibv_poll_cq(ibv_cq_ex_to_cq(cq_), 1, wc) == 1) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
       if (i > 1000) usleep(1);
     }
-    return false;
   }
 
   ibv_pd* pd_ = nullptr;

@@ -528,7 +528,7 @@ TEST_F(MkeyTest, AnUnreadableUmrWqeFailsItsBatch) {
 
 // libmlx5's checks, at mlx5dv_create_mkey and when the batch completes
 // (the first error of a batch is wr_complete's, and nothing of it runs):
-// signature and crypto keys are EOPNOTSUPP here, max_entries is rounded up
+// crypto keys are EOPNOTSUPP here, max_entries is rounded up
 // to a multiple of 4; a UMR needs IBV_SEND_INLINE (EOPNOTSUPP), at most the
 // key's entries (ENOMEM), each setter once and after mkey_configure
 // (EINVAL), and a QP created with a memory-key send_ops flag (EINVAL).

@@ -138,6 +138,18 @@ TEST_F(SigMkeyTest, AWireT10DifIsCheckedAndStrippedFromWhatTheKeyReceives) {
   const uint16_t guard = BitwiseT10Dif(data.data() + 2 * 512, 512);
   src[2 * 520 + 512] ^= 0x40;  // block 2's guard
   deliver(30);
+  // softverbs status shows the key signed, with a bad signature kept.
+  bool listed = false;
+  const nlohmann::json status = Status();
+  for (const auto& client : status["clients"]) {
+    for (const auto& m : client.value("mkey", nlohmann::json::array())) {
+      if (m["lkey"].get<uint32_t>() != key->lkey) continue;
+      listed = true;
+      EXPECT_TRUE(m["signed"].get<bool>());
+      EXPECT_TRUE(m["sig_error_kept"].get<bool>());
+    }
+  }
+  EXPECT_TRUE(listed);
   mlx5dv_mkey_err err = Check(key);
   EXPECT_EQ(err.err_type, MLX5DV_MKEY_SIG_BLOCK_BAD_GUARD);
   EXPECT_EQ(err.err.sig.expected_value, guard);
