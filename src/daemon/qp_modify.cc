@@ -59,18 +59,6 @@ Verdict Device::ModifyQp(ClientId c, const protocol::ModifyQpRequest& req) {
                          ", " + std::string(verbs::QpStateName(qp.state)) + "): " + verdict.why);
   }
 
-  // Tag matching runs where the device matches in shared memory: a QP on a
-  // TM SRQ whose path leaves the host is refused (docs/status.md).
-  if ((verdict.effective_mask & IBV_QP_AV) && qp.srq) {
-    auto srq = srqs_.find(qp.srq);
-    if (srq != srqs_.end() && srq->second.type == IBV_SRQT_TM &&
-        PathLeavesHost(gids_, req.attr.ah_attr)) {
-      return Verdict::Fail(EOPNOTSUPP, "QP 0x" + ToHex(qp.qpn) +
-                                           ": tag matching across hosts is not supported (its "
-                                           "SRQ is IBV_SRQT_TM)");
-    }
-  }
-
   // Apply.
   const ibv_qp_state previous = qp.state;
   ApplyAttributes(req.attr, verdict.effective_mask, &qp.attr);

@@ -286,6 +286,17 @@ bool WireQp::PushSendCompletion(const Completion& c, const CqRing::OnReserved* o
 
 void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
   const Pending& p = sq_.front();
+  if (p.internal != Internal::kNone) [[unlikely]] {
+    // The device's own WR (tag matching's rendezvous): no completion of its
+    // own, and not one the owner posted (not counted retired).
+    const Pending done = p;
+    sq_.pop_front();
+    if (next_send_ > 0) next_send_--;
+    rnr_retries_ = 0;
+    lost_response_asked_ = false;
+    FinishInternal(done, status);
+    return;
+  }
   // Its slot in the send queue is free before the application can see the
   // completion, and its completion's slot in the CQ is taken before the
   // application can see the WR gone: a CQ resize that waited for the

@@ -246,7 +246,23 @@ class WireQp {
   // ---- requester (wire_requester.cc)
   // What the requester knows of a WR besides the WR itself (Post resets it
   // in place).
+  // A WR of the device's own on this QP's send queue (tag matching's
+  // rendezvous, wire_tag_matching.cc): no completion of its own, not one
+  // the owner posted.
+  enum class Internal : uint8_t {
+    kNone,
+    kRendezvousRead,  // reads a tagged message's data from its sender
+    kRendezvousFin,   // tells the sender its buffer was read
+  };
+  struct RendezvousInfo {
+    uint64_t recv_wr_id = 0;  // the tag's
+    uint64_t tag = 0;
+    uint32_t app_ctx = 0;
+    uint32_t len = 0;
+  };
   struct PendingProgress {
+    Internal internal = Internal::kNone;
+    RendezvousInfo rendezvous;
     const WrOpcodeInfo* info = nullptr;
     uint32_t bytes = 0;          // message length (atomics: 8)
     uint32_t first_psn = 0;      // PSN of its first packet
@@ -316,6 +332,21 @@ class WireQp {
   bool ClaimWqe();
   void CompleteReceive(const roce::TransportFields& f, uint32_t byte_len, ibv_wc_status status,
                        uint32_t vendor_err);
+  // ---- tag matching (wire_tag_matching.cc): a SEND to a tag-matching SRQ.
+  // Where the message whose first packet this is goes: a posted tag's
+  // buffer (eager), a read of the sender's buffer (rendezvous), or an
+  // ordinary receive of the SRQ (unexpected, or untagged). False: no receive
+  // for it (an RNR NAK is due).
+  bool StartTaggedMessage(const WirePacket& packet);
+  // A WR into the send queue's next slot (Post, QueueInternal), and its
+  // length, packets and PSNs.
+  Pending& Enqueue(const SendWr& wr);
+  void Number(Pending& p);
+  // Queues a WR of the device's own (the caller pumps).
+  void QueueInternal(const SendWr& wr, Internal kind, const RendezvousInfo& rendezvous);
+  // An internal WR at the front of the send queue is done (status: its
+  // READ's): the rendezvous' FIN and its data's completion.
+  void FinishInternal(const Pending& p, ibv_wc_status status);
   void SendAck(uint32_t psn);
   void SendNak(uint32_t psn, uint8_t syndrome);
   // A receive the failed message consumed, completed with its error inside
@@ -390,6 +421,20 @@ class WireQp {
   uint8_t ud_sl_ = 0;
   ClaimedRecv wqe_{};
   uint64_t rx_offset_ = 0;  // bytes of the message placed so far
+  // The message in progress goes to a tag-matching SRQ: what its completion
+  // says, and the bytes of it not placed (an eager message's TMH; all of a
+  // rendezvous request, whose data is read).
+  struct TaggedMessage {
+    bool active = false;
+    bool matched = false;  // a posted tag's buffer: no SRQ WQE consumed
+    bool discard = false;  // a rendezvous request: nothing placed, no completion here
+    uint8_t opcode = 0;    // ibv_wc_opcode: IBV_WC_TM_RECV or IBV_WC_TM_NO_TAG
+    uint32_t wc_flags = 0;
+    uint32_t skip = 0;
+    uint64_t tag = 0;
+    uint32_t app_ctx = 0;
+  } tm_;
+  bool pump_after_request_ = false;  // a rendezvous read waits for its request's ACK
   uint64_t write_va_ = 0;
   uint32_t write_rkey_ = 0;
   uint32_t write_len_ = 0;

@@ -79,7 +79,7 @@ RequesterState WireQp::requester_state() const {
   return RequesterState::kSending;
 }
 
-void WireQp::Post(const SendWr& wr) {
+WireQp::Pending& WireQp::Enqueue(const SendWr& wr) {
   // Straight into the send queue, and only the parts of the WR in use: a
   // SendWr is ~1 KiB of SGE and inline room, and a whole copy (two, by way
   // of a local) was a good part of an 8-byte WRITE's cost in the daemon.
@@ -89,22 +89,27 @@ void WireQp::Post(const SendWr& wr) {
   p.wr.held = hold_;
   p.wr.canceled = false;
   p.info = &WrOpcode(wr.opcode);
-  if (error_) {
-    next_send_ = sq_.size();
-    while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
-    return;
-  }
-  if (p.info->action == WrAction::kLocal) {
-    // A bind or a local invalidate: no packet, no PSN (Pump runs it).
-    Pump();
-    return;
-  }
-  p.bytes = MessageBytes(wr, *p.info);
+  return p;
+}
+
+void WireQp::Number(Pending& p) {
+  p.bytes = MessageBytes(p.wr, *p.info);
   const uint32_t mtu = config_.mtu_bytes;
   p.packets = WrTakesResponse(*p.info) ? 1 : roce::PacketsOf(p.bytes, mtu);
   p.psn_span = p.info->action == WrAction::kRead ? roce::PacketsOf(p.bytes, mtu) : p.packets;
   p.first_psn = next_psn_;
   next_psn_ = roce::PsnAdd(next_psn_, p.psn_span);
+}
+
+void WireQp::Post(const SendWr& wr) {
+  Pending& p = Enqueue(wr);
+  if (error_) {
+    next_send_ = sq_.size();
+    while (!sq_.empty()) CompleteFront(IBV_WC_WR_FLUSH_ERR, kVendorFlushed);
+    return;
+  }
+  // A bind or a local invalidate: no packet, no PSN (Pump runs it).
+  if (p.info->action != WrAction::kLocal) Number(p);
   Pump();
 }
 

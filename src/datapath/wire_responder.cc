@@ -15,6 +15,7 @@
 
 #include "datapath/comm_est.h"
 #include "datapath/keyed_access.h"
+#include "datapath/tag_matching.h"
 #include "datapath/ud_receive.h"
 #include "datapath/wire_qp.h"
 #include "roce/aeth.h"
@@ -156,6 +157,13 @@ void WireQp::OnRequest(const WirePacket& packet) {
     ack_pending_ = true;
     ack_psn_ = f.psn;
   }
+  if (pump_after_request_) {
+    // A rendezvous read of tag matching (wire_tag_matching.cc): after the
+    // ACK of the request that asked for it.
+    pump_after_request_ = false;
+    FlushAck();
+    Pump();
+  }
 }
 
 void WireQp::OnUcRequest(const WirePacket& packet) {
@@ -295,44 +303,60 @@ bool WireQp::Execute(const WirePacket& packet) {
 bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
   const roce::TransportFields& f = packet.fields;
   if (IsFirst(op)) {
-    if (!ClaimWqe()) {
+    tm_ = {};
+    // A reliable QP on a tag-matching SRQ: the message is matched first
+    // (wire_tag_matching.cc).
+    const bool tagged_srq =
+        Reliable() && config_.type != IBV_QPT_XRC_RECV && TagList(rx_->rq.header()).valid();
+    if (tagged_srq ? !StartTaggedMessage(packet) : !ClaimWqe()) {
       counters_.rnr_naks_sent++;
       SendNak(f.psn, roce::RnrNakSyndrome(config_.min_rnr_timer));
       return false;
     }
     rx_offset_ = 0;
   }
+  if (tm_.discard) {
+    // A matched rendezvous request: its data is read, nothing of it placed.
+    rx_offset_ += packet.payload.size();
+    epsn_ = roce::PsnAdd(epsn_, 1);
+    if (IsLast(op)) msn_ = roce::PsnAdd(msn_, 1);
+    return true;
+  }
   if (!have_wqe_ || !rx_) {
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
     return false;
   }
-  const uint32_t len = static_cast<uint32_t>(packet.payload.size());
+  // The bytes of the message not placed (an eager TMH) come first.
+  const uint64_t skipped =
+      std::min<uint64_t>(packet.payload.size(), rx_offset_ < tm_.skip ? tm_.skip - rx_offset_ : 0);
+  const uint32_t len = static_cast<uint32_t>(packet.payload.size() - skipped);
+  const uint64_t placed = rx_offset_ + skipped - tm_.skip;  // where this packet's bytes go
   uint64_t room = 0;
   for (uint32_t i = 0; i < wqe_.num_sge; ++i) room += wqe_.sge[i].length;
-  if (rx_offset_ + len > room) {
-    const FailedReceive failed{f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_LOC_LEN_ERR,
+  if (placed + len > room) {
+    const FailedReceive failed{f, static_cast<uint32_t>(placed + len), IBV_WC_LOC_LEN_ERR,
                                kVendorRecvTooSmall};
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false, &failed);
     return false;
   }
   if (len) {
     RecvSge slice[kMaxSendSge];
-    const uint32_t n = SliceSges(wqe_.sge, wqe_.num_sge, rx_offset_, len, slice);
+    const uint32_t n = SliceSges(wqe_.sge, wqe_.num_sge, placed, len, slice);
     MrGuards guards;
     PieceList dst;
     if (AddKeyedPieces(host_, guards, slice, n, false, rx_pdn_, rx_->owner, IBV_ACCESS_LOCAL_WRITE,
                        &dst) != kVendorNone) {
-      const FailedReceive failed{f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_LOC_PROT_ERR,
+      const FailedReceive failed{f, static_cast<uint32_t>(placed + len), IBV_WC_LOC_PROT_ERR,
                                  kVendorRecvBadLkey};
       ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteOperationalError), false,
                      &failed);
       return false;
     }
     PieceList src;
-    src.Add({const_cast<uint8_t*>(packet.payload.data()), -1, 0, len});
+    src.Add({const_cast<uint8_t*>(packet.payload.data() + skipped), -1, 0, len});
     if (!CopyPieces(dst, src)) {
       if (DeferForOwner()) return false;
-      const FailedReceive failed{f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_LOC_ACCESS_ERR,
+      const FailedReceive failed{f, static_cast<uint32_t>(placed + len), IBV_WC_LOC_ACCESS_ERR,
                                  kVendorOwnerGone};
       ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kRemoteOperationalError), false,
                      &failed);
@@ -342,15 +366,15 @@ bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
   // SEND with invalidate: the window goes before the message is reported
   // (IBA 10.6.7.3); a key this QP may not invalidate is an invalid request.
   if (HasInvalidate(op) && !host_.InvalidateWindow(config_.qpn, f.invalidate_rkey, true)) {
-    CompleteReceive(f, static_cast<uint32_t>(rx_offset_ + len), IBV_WC_REM_INV_REQ_ERR,
+    CompleteReceive(f, static_cast<uint32_t>(placed + len), IBV_WC_REM_INV_REQ_ERR,
                     kVendorRemoteInvalidate);
     ResponderError(f.psn, roce::NakSyndrome(roce::NakCode::kInvalidRequest), false);
     return false;
   }
-  rx_offset_ += len;
+  rx_offset_ += packet.payload.size();
   epsn_ = roce::PsnAdd(epsn_, 1);
   if (IsLast(op)) {
-    CompleteReceive(f, static_cast<uint32_t>(rx_offset_), IBV_WC_SUCCESS, kVendorNone);
+    CompleteReceive(f, static_cast<uint32_t>(placed + len), IBV_WC_SUCCESS, kVendorNone);
     msn_ = roce::PsnAdd(msn_, 1);
   }
   return true;
@@ -587,6 +611,17 @@ void WireQp::CompleteReceive(const roce::TransportFields& f, uint32_t byte_len,
     c.wc_flags |= IBV_WC_WITH_INV;
   }
   if (config_.type == IBV_QPT_UD) c.wc_flags |= IBV_WC_GRH;
+  if (tm_.active && !IsWrite(op)) {
+    // A message to a tag-matching SRQ (wire_tag_matching.cc); one placed in
+    // a posted tag's buffer consumed no WQE of the SRQ.
+    c.opcode = static_cast<ibv_wc_opcode>(tm_.opcode);
+    c.wc_flags |= tm_.wc_flags;
+    c.tm_tag = tm_.tag;
+    c.tm_priv = tm_.app_ctx;
+    Complete(rx_->recv_cq, rx_->cq_event_fd, c, tm_.matched ? nullptr : &wqe_);
+    have_wqe_ = false;
+    return;
+  }
   Complete(rx_->recv_cq, rx_->cq_event_fd, c, &wqe_);
   have_wqe_ = false;
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <infiniband/tm_types.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -397,7 +398,10 @@ TEST_F(TmTest, RendezvousReadsTheSendersBuffer) {
   EXPECT_EQ(s.byte_len, source.size());
   EXPECT_EQ(memcmp(tag_buf_.data(), source.data(), source.size()), 0);
 
-  // A key without remote read: the read fails, no FIN.
+  // A key without remote read: the read fails, no FIN. (Over the network the
+  // sender's QP answers the read as a responder answers a bad rkey - a
+  // remote access error, its QP in ERR, its receive flushed - after its
+  // SEND completed.)
   ibv_mr* local_only = ibv_reg_mr(pd_, source.data(), source.size(), IBV_ACCESS_LOCAL_WRITE);
   ASSERT_NE(local_only, nullptr);
   PostClientRecv(0xf2);
@@ -411,14 +415,19 @@ TEST_F(TmTest, RendezvousReadsTheSendersBuffer) {
   ASSERT_TRUE(PollServer(&s));
   EXPECT_EQ(s.status, IBV_WC_TM_RNDV_INCOMPLETE);
   EXPECT_EQ(s.wr_id, 12u);
-  EXPECT_EQ(ibv_poll_cq(cq_, 1, &wc), 0) << "no FIN for a read that failed";
+  usleep(20000);
+  while (ibv_poll_cq(cq_, 1, &wc) == 1) {
+    EXPECT_FALSE(wc.opcode == IBV_WC_RECV && wc.status == IBV_WC_SUCCESS)
+        << "a FIN for a read that failed";
+  }
   EXPECT_EQ(ibv_dereg_mr(local_only), 0);
   EXPECT_EQ(ibv_dereg_mr(src_mr), 0);
 }
 
-// The network transport does not match tags: a QP on a TM SRQ whose path
-// leaves the host is refused, and stays in INIT.
-TEST_F(TmTest, AcrossHostsIsRefused) {
+// The network transport matches tags too (wire_tag_matching.cc; this file's
+// traffic runs over it as it_tm_wire_loopback): a QP on a TM SRQ whose path
+// leaves the host connects (until session 42, EOPNOTSUPP).
+TEST_F(TmTest, AcrossHostsTheQpConnects) {
   ibv_qp_init_attr init{};
   init.qp_type = IBV_QPT_RC;
   init.send_cq = init.recv_cq = ibv_cq_ex_to_cq(server_cq_);
@@ -443,11 +452,11 @@ TEST_F(TmTest, AcrossHostsIsRefused) {
   EXPECT_EQ(ibv_modify_qp(qp, &a,
                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-            EOPNOTSUPP);
+            0);
   ibv_qp_init_attr got_init{};
   ibv_qp_attr got{};
   ASSERT_EQ(ibv_query_qp(qp, &got, IBV_QP_STATE, &got_init), 0);
-  EXPECT_EQ(got.qp_state, IBV_QPS_INIT);
+  EXPECT_EQ(got.qp_state, IBV_QPS_RTR);
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
 }
 
