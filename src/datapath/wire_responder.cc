@@ -303,11 +303,14 @@ bool WireQp::Execute(const WirePacket& packet) {
 bool WireQp::PlaceSend(const WirePacket& packet, IbtaOperation op) {
   const roce::TransportFields& f = packet.fields;
   if (IsFirst(op)) {
-    tm_ = {};
     // A reliable QP on a tag-matching SRQ: the message is matched first
-    // (wire_tag_matching.cc).
-    const bool tagged_srq =
-        Reliable() && config_.type != IBV_QPT_XRC_RECV && TagList(rx_->rq.header()).valid();
+    // (wire_tag_matching.cc) - once: a first packet that waited for its
+    // owner (owner waits) and runs again keeps its match, as ClaimWqe keeps
+    // the WQE such a packet claimed.
+    const bool matched_before = have_wqe_ && tm_.active;
+    if (!matched_before) tm_ = {};
+    const bool tagged_srq = !matched_before && Reliable() && config_.type != IBV_QPT_XRC_RECV &&
+                            TagList(rx_->rq.header()).valid();
     if (tagged_srq ? !StartTaggedMessage(packet) : !ClaimWqe()) {
       counters_.rnr_naks_sent++;
       SendNak(f.psn, roce::RnrNakSyndrome(config_.min_rnr_timer));
