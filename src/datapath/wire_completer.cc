@@ -289,12 +289,13 @@ void WireQp::CompleteFront(ibv_wc_status status, uint32_t vendor_err) {
   if (p.internal != Internal::kNone) [[unlikely]] {
     // The device's own WR (tag matching's rendezvous): no completion of its
     // own, and not one the owner posted (not counted retired).
-    const Pending done = p;
+    const Internal kind = p.internal;
+    const RendezvousInfo info = p.rendezvous;
     sq_.pop_front();
     if (next_send_ > 0) next_send_--;
     rnr_retries_ = 0;
     lost_response_asked_ = false;
-    FinishInternal(done, status);
+    FinishInternal(kind, info, status);
     return;
   }
   // Its slot in the send queue is free before the application can see the

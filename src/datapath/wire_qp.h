@@ -344,9 +344,11 @@ class WireQp {
   void Number(Pending& p);
   // Queues a WR of the device's own (the caller pumps).
   void QueueInternal(const SendWr& wr, Internal kind, const RendezvousInfo& rendezvous);
-  // An internal WR at the front of the send queue is done (status: its
-  // READ's): the rendezvous' FIN and its data's completion.
-  void FinishInternal(const Pending& p, ibv_wc_status status);
+  // An internal WR of `kind` is done (status: its READ's): the rendezvous'
+  // FIN and its data's completion.
+  void FinishInternal(Internal kind, const RendezvousInfo& info, ibv_wc_status status);
+  // A rendezvous' receive completion, before its flags and status.
+  Completion RendezvousCompletion(const RendezvousInfo& info) const;
   void SendAck(uint32_t psn);
   void SendNak(uint32_t psn, uint8_t syndrome);
   // A receive the failed message consumed, completed with its error inside

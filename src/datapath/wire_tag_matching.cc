@@ -39,26 +39,16 @@ bool WireQp::StartTaggedMessage(const WirePacket& packet) {
     }
     // Rendezvous: the match is reported now, the data once it is read.
     const Rvh rvh = DecodeRvh(payload.data() + kTmhBytes);
-    Completion c{};
-    c.wr_id = tag.recv_wr_id;
-    c.status = IBV_WC_SUCCESS;
-    c.opcode = IBV_WC_TM_RECV;
+    const RendezvousInfo info{tag.recv_wr_id, tmh.tag, tmh.app_ctx, rvh.len};
+    Completion c = RendezvousCompletion(info);
     c.wc_flags = IBV_WC_TM_MATCH;
-    c.byte_len = rvh.len;
-    c.qp_num = config_.qpn;
-    c.src_qp = config_.dest_qpn;
-    c.sl = config_.sl;
     c.tm_tag = tmh.tag;
     c.tm_priv = tmh.app_ctx;
     Complete(rx_->recv_cq, rx_->cq_event_fd, c);
-    const RendezvousInfo info{tag.recv_wr_id, tmh.tag, tmh.app_ctx, rvh.len};
     const uint32_t room = tag.num_sge ? tag.sge.length : 0;
     if (rvh.len > room) {
       // The tag's buffer cannot take it: no read (IBV_WC_TM_RNDV_INCOMPLETE).
-      Pending none;
-      none.rendezvous = info;
-      none.internal = Internal::kRendezvousRead;
-      FinishInternal(none, IBV_WC_TM_RNDV_INCOMPLETE);
+      FinishInternal(Internal::kRendezvousRead, info, IBV_WC_TM_RNDV_INCOMPLETE);
     } else {
       SendWr read{};
       read.opcode = IBV_WR_RDMA_READ;
@@ -91,9 +81,20 @@ void WireQp::QueueInternal(const SendWr& wr, Internal kind, const RendezvousInfo
   Number(p);
 }
 
-void WireQp::FinishInternal(const Pending& p, ibv_wc_status status) {
-  if (p.internal != Internal::kRendezvousRead) return;  // a FIN: nothing follows it
-  const RendezvousInfo& info = p.rendezvous;
+Completion WireQp::RendezvousCompletion(const RendezvousInfo& info) const {
+  Completion c{};
+  c.wr_id = info.recv_wr_id;
+  c.status = IBV_WC_SUCCESS;
+  c.opcode = IBV_WC_TM_RECV;
+  c.byte_len = info.len;
+  c.qp_num = config_.qpn;
+  c.src_qp = config_.dest_qpn;
+  c.sl = config_.sl;
+  return c;
+}
+
+void WireQp::FinishInternal(Internal kind, const RendezvousInfo& info, ibv_wc_status status) {
+  if (kind != Internal::kRendezvousRead) return;  // a FIN: nothing follows it
   const bool read = status == IBV_WC_SUCCESS;
   if (read) {
     // The FIN: a 16-byte SEND of this QP telling the sender its buffer was
@@ -107,15 +108,9 @@ void WireQp::FinishInternal(const Pending& p, ibv_wc_status status) {
   }
   PeerQp* rx = host_.FindPeerQp(config_.qpn, config_.generation);
   if (!rx) return;
-  Completion c{};
-  c.wr_id = info.recv_wr_id;
+  Completion c = RendezvousCompletion(info);
   c.status = read ? IBV_WC_SUCCESS : IBV_WC_TM_RNDV_INCOMPLETE;
-  c.opcode = IBV_WC_TM_RECV;
   c.wc_flags = read ? IBV_WC_TM_DATA_VALID : 0;
-  c.byte_len = info.len;
-  c.qp_num = config_.qpn;
-  c.src_qp = config_.dest_qpn;
-  c.sl = config_.sl;
   Complete(rx->recv_cq, rx->cq_event_fd, c);
 }
 
