@@ -14,6 +14,7 @@
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
 #include "common/log.h"
+#include "common/personality.h"
 #include "common/raw_enum.h"
 #include "datapath/tag_matching.h"
 
@@ -118,7 +119,9 @@ int GetSrqNumOp(ibv_srq* srq, uint32_t* srq_num) {
   if (!srq || !srq_num)
     return Reject(EINVAL, "ibv_get_srq_num: %s is NULL", !srq ? "srq" : "srq_num");
   Srq* s = FromPublic<Srq>(srq);
-  if (s->type != IBV_SRQT_XRC) {
+  // libmlx5 answers for any SRQ: DC targets (DCTs) take a basic SRQ, whose
+  // number their users - perftest's `-c DC` among them - read this way.
+  if (s->type != IBV_SRQT_XRC && ActivePersonality().personality != Personality::kMlx5) {
     return Reject(EINVAL, "ibv_get_srq_num: SRQ 0x%x is not an XRC SRQ", s->srqn);
   }
   *srq_num = s->srqn;
