@@ -9,6 +9,7 @@
 
 #include "datapath/owner_memory.h"
 #include "datapath/owner_word_lock.h"
+#include "datapath/placement_order.h"
 #include "datapath/sig_access.h"
 
 namespace softverbs::datapath {
@@ -110,7 +111,7 @@ namespace {
 
 bool MoveBytes(const MemPiece& dst, uint64_t doff, const MemPiece& src, uint64_t soff, uint64_t n) {
   if (dst.ptr && src.ptr) {
-    memcpy(dst.ptr + doff, src.ptr + soff, n);
+    PlaceInOrder(dst.ptr + doff, src.ptr + soff, n);
     return true;
   }
   if (dst.ptr) return ReadOwnerMemory(src.mem_fd, dst.ptr + doff, n, src.va + soff);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "datapath/bounded_wait.h"
+#include "datapath/placement_order.h"
 
 namespace softverbs::datapath {
 
@@ -60,9 +61,15 @@ bool ReadOwnerMemory(int fd, void* buf, uint64_t n, uint64_t va) {
 
 bool WriteOwnerMemory(int fd, const void* buf, uint64_t n, uint64_t va) {
   const auto* in = static_cast<const uint8_t*>(buf);
-  return Transfer(n, [&](uint64_t done, uint64_t left) {
-    return pwrite(fd, in + done, left, static_cast<off_t>(va + done));
-  });
+  const auto write = [&](uint64_t first, uint64_t count) {
+    return Transfer(count, [&](uint64_t done, uint64_t left) {
+      return pwrite(fd, in + first + done, left, static_cast<off_t>(va + first + done));
+    });
+  };
+  // The last word in a write of its own, after the rest: the kernel's copy
+  // into the page has no order of its own (placement_order.h).
+  if (n <= kOrderedLastWord) return write(0, n);
+  return write(0, n - kOrderedLastWord) && write(n - kOrderedLastWord, kOrderedLastWord);
 }
 
 }  // namespace softverbs::datapath

@@ -37,7 +37,8 @@ bool WaitsForOwnerConversions();
 // n bytes at the owner's va through its memory file fd. False: they could
 // not be reached, and errno says why: EIO - not now (a conversion of the
 // owner's, or bytes no longer mapped, which stays so); ESRCH - the owner's
-// address space is gone; another value from the system call.
+// address space is gone; another value from the system call. A write
+// stores its last bytes after the others (placement_order.h).
 bool ReadOwnerMemory(int fd, void* buf, uint64_t n, uint64_t va);
 bool WriteOwnerMemory(int fd, const void* buf, uint64_t n, uint64_t va);
 

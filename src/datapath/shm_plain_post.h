@@ -20,38 +20,12 @@
 
 #include "datapath/engine.h"
 #include "datapath/keyed_access.h"
+#include "datapath/placement_order.h"
 #include "datapath/plain_route.h"
 #include "datapath/shm_responder.h"
 #include "datapath/tag_matching.h"
 
 namespace softverbs::datapath {
-
-namespace plain {
-// n bytes, sizeof(Word) <= n <= 2 * sizeof(Word), as two words that may
-// overlap: both loaded before either is stored.
-template <typename Word>
-[[gnu::always_inline]] inline void CopyAsTwoWords(uint8_t* dst, const uint8_t* src, size_t n) {
-  Word first, last;
-  memcpy(&first, src, sizeof(Word));
-  memcpy(&last, src + n - sizeof(Word), sizeof(Word));
-  memcpy(dst, &first, sizeof(Word));
-  memcpy(dst + n - sizeof(Word), &last, sizeof(Word));
-}
-
-// Copies a WR's bytes. Up to 16 of them (the message-rate case) without a
-// call into libc's memcpy.
-[[gnu::always_inline]] inline void CopyPayload(uint8_t* dst, const uint8_t* src, size_t n) {
-  if (n > 16) {
-    memcpy(dst, src, n);
-  } else if (n >= 8) {
-    CopyAsTwoWords<uint64_t>(dst, src, n);
-  } else if (n >= 4) {
-    CopyAsTwoWords<uint32_t>(dst, src, n);
-  } else {
-    memmove(dst, src, n);
-  }
-}
-}  // namespace plain
 
 // One RC or UC work request of one SGE of `bytes` (> 0) contiguous bytes:
 // the source of a WRITE or SEND, the destination of a READ, the result
@@ -226,7 +200,7 @@ bool DeliverSend(H& host, PeerQp& peer, uint32_t dest_qpn, uint32_t src_qpn, uin
   if (!dst || !peer.rq.ClaimPeeked(ticket)) return false;
   NoteReceiveClaimed(host, peer);
   StallInsideAccessForTests();
-  plain::CopyPayload(dst, src, bytes);
+  PlaceInOrder(dst, src, bytes);
   guards.Leave();
   Completion recv =
       MessageReceiveCompletion(r.wr_id, dest_qpn, src_qpn, sl, send_flags, imm_data, info);
@@ -295,9 +269,9 @@ bool TryPlainPost(H& host, const LocalQp& qp, const PlainPost& p, PlainRoute* ro
     }
     StallInsideAccessForTests();
     if (info.action == WrAction::kWrite) {
-      plain::CopyPayload(remote, local, bytes);
+      PlaceInOrder(remote, local, bytes);
     } else if (info.action == WrAction::kRead) {
-      plain::CopyPayload(local, remote, bytes);
+      PlaceInOrder(local, remote, bytes);
     } else {
       // The old value back into the local buffer (AtomicCompareSwap,
       // AtomicFetchAdd: the same CPU atomics on a mapped piece).
@@ -385,9 +359,9 @@ bool TryRoutedPost(H& host, const PlainRoute& route, const RoutedWr& w) {
   if (!remote) return false;
   StallInsideAccessForTests();
   if (info.action == WrAction::kWrite) {
-    plain::CopyPayload(remote, local, w.bytes);
+    PlaceInOrder(remote, local, w.bytes);
   } else {
-    plain::CopyPayload(local, remote, w.bytes);
+    PlaceInOrder(local, remote, w.bytes);
   }
   return true;
 }

@@ -565,21 +565,6 @@ TEST_F(ShmEngine, UdReceiveShowsThePacketsIpHeaderAndType) {
   EXPECT_EQ(memcmp(ip6 + 24, v6_dst, 16), 0);
 }
 
-// The plain paths' copy: every length moves exactly its bytes, the short
-// ones (two words that may overlap) as well as those memcpy moves.
-TEST(PlainCopyPayload, MovesExactlyTheBytesOfEveryLength) {
-  for (size_t n = 0; n <= 40; ++n) {
-    uint8_t src[48], dst[48];
-    for (size_t i = 0; i < sizeof(src); ++i) src[i] = static_cast<uint8_t>(i + 1);
-    memset(dst, 0xee, sizeof(dst));
-    plain::CopyPayload(dst + 4, src + 3, n);
-    for (size_t i = 0; i < sizeof(dst); ++i) {
-      const bool copied = i >= 4 && i < 4 + n;
-      ASSERT_EQ(dst[i], copied ? src[i - 1] : 0xee) << "n " << n << ", byte " << i;
-    }
-  }
-}
-
 // The plain post path (shm_plain_post.h): the success path alone, or
 // nothing at all.
 class PlainPath : public ShmEngine {
