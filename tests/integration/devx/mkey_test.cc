@@ -658,9 +658,14 @@ TEST(MkeyOwner, AKilledOwnersKeysAreFreed) {
     qx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
     mlx5dv_wr_mr_list(mlx5dv_qp_ex_from_ibv_qp_ex(qx), mkey, IBV_ACCESS_LOCAL_WRITE, 1, &sge);
     if (ibv_wr_complete(qx) != 0) _exit(13);
+    // The UMR's completion, within 2 s by the clock (a zeroed wc reads as
+    // success: the count says whether one came).
     ibv_wc wc{};
-    for (int i = 0; i < 2000000 && ibv_poll_cq(cq, 1, &wc) == 0; ++i) usleep(1);
-    if (wc.status != IBV_WC_SUCCESS) _exit(14);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    int polled = 0;
+    while ((polled = ibv_poll_cq(cq, 1, &wc)) == 0 && std::chrono::steady_clock::now() < deadline) {
+    }
+    if (polled != 1 || wc.status != IBV_WC_SUCCESS) _exit(14);
     char ok = 'y';
     if (write(pipe_fds[1], &ok, 1) != 1) _exit(15);
     for (;;) pause();
