@@ -51,6 +51,15 @@ inline constexpr int kMaxMcastGrp = 8192;
 inline constexpr int kMaxMcastQpAttach = 56;
 inline constexpr int kMaxTotalMcastQpAttach = kMaxMcastGrp * kMaxMcastQpAttach;
 inline constexpr int kMaxAh = 65536;
+// Flow steering rules (ibv_create_flow), device-wide. Every library that
+// sends raw frames keeps a copy and looks at each rule per frame.
+inline constexpr int kMaxFlows = 16384;
+// Raw packet QPs: a frame carries at least mlx5's inline Ethernet header
+// (MLX5_ETH_L2_INLINE_HEADER_SIZE: ibv_post_send fails with EINVAL below it,
+// as libmlx5's does) and at most a 9000-byte jumbo payload with its Ethernet
+// header and an 802.1Q tag (longer: IBV_WC_LOC_LEN_ERR).
+inline constexpr uint32_t kMinRawFrameBytes = 18;
+inline constexpr uint32_t kMaxRawFrameBytes = 9000 + 14 + 4;
 inline constexpr int kMaxSrq = 16384;
 inline constexpr int kMaxSrqWr = 16384;
 inline constexpr int kMaxSrqSge = 32;

@@ -160,6 +160,9 @@ class Device {
   Verdict DestroyAh(ClientId c, Handle ah);
   Verdict AttachMcast(ClientId c, const protocol::McastRequest& req);
   Verdict DetachMcast(ClientId c, const protocol::McastRequest& req);
+  Verdict CreateFlow(ClientId c, const protocol::CreateFlowRequest& req,
+                     protocol::CreateFlowReply* out);
+  Verdict DestroyFlow(ClientId c, Handle h);
 
   // XRC domains (the fd's inode names a shared domain; fd < 0: private).
   Verdict OpenXrcd(ClientId c, int fd, uint32_t oflags, protocol::OpenXrcdReply* out);
@@ -219,6 +222,10 @@ class Device {
   Verdict QpError(ClientId c, uint32_t qpn, uint32_t state);
   Verdict SrqLimitReached(ClientId c, uint32_t srqn);
   Verdict McastMembers(ClientId c, const uint8_t gid[16], std::vector<uint32_t>* qpns);
+  // The device's flow rules from req.first on, and the epoch they are of
+  // (flow.cc).
+  Verdict FlowRules(ClientId c, const protocol::FlowRulesRequest& req,
+                    protocol::FlowRulesReply* out, std::vector<verbs::SteeredFlow>* rules);
   // XRC (xrc_datapath.cc): an XRC SRQ by number; events of a shared QP.
   Verdict MapSrq(ClientId c, uint32_t srqn, protocol::MapSrqReply* out, std::vector<int>* fds);
   Verdict RaiseQpEvent(ClientId c, uint32_t qpn, uint32_t event_type);
@@ -333,6 +340,7 @@ class Device {
   // The MR whose lkey or rkey is key, or nullptr.
   Mr* FindMrByKey(uint32_t key);
   void ArmSrqLimit(const Srq& srq);
+  void FlowRulesChanged();  // bumps the device table's flow epoch
   void PublishSrqNumber(const Srq& srq);    // xrc_datapath.cc
   void UnpublishSrqNumber(const Srq& srq);  // before the SRQ is destroyed
 
@@ -377,6 +385,7 @@ class Device {
   std::map<uint32_t, ClientId> reserved_qpns_;  // reserved QP number -> the context holding it
   std::map<Handle, QpHandle> qp_handles_;
   std::map<Handle, Ah> ahs_;
+  std::map<Handle, Flow> flows_;
   std::map<Handle, Xrcd> xrcds_;
   std::map<Handle, XrcdHandle> xrcd_handles_;
   std::map<Handle, Dm> dms_;

@@ -142,6 +142,7 @@ struct Qp {
   ibv_qp_attr attr{};  // every attribute that was set, as last set
   uint32_t attr_set_mask = 0;
   std::set<std::vector<uint8_t>> mcast_groups;  // gid bytes (UD only)
+  uint32_t flows = 0;                           // flow rules steering to it (raw packet only)
   std::vector<Handle> handles;
   int rq_fd = -1;  // data path: the QP's receive queue (memfd; header only with an SRQ)
   // The shadow of a QP created through DEVX (devx_queues.cc): published in
@@ -161,6 +162,15 @@ struct QpHandle {
   ClientId owner;
   uint32_t qpn;
   Handle xrcd_handle = 0;  // XRC_RECV: the domain handle it was created or opened through
+};
+
+// A flow steering rule (ibv_create_flow) of a raw packet QP: it holds the
+// QP, whose destroy fails with EBUSY until the rule is gone, as the kernel's.
+struct Flow {
+  Handle handle;
+  ClientId owner;
+  uint32_t qpn;
+  verbs::FlowRule rule;
 };
 
 struct Ah {

@@ -27,6 +27,7 @@ bool IsSupportedType(uint32_t type) {
     case IBV_QPT_UD:
     case IBV_QPT_XRC_SEND:
     case IBV_QPT_XRC_RECV:
+    case IBV_QPT_RAW_PACKET:
       return true;
     default:
       return type == verbs::kQptDcIni || type == verbs::kQptDcTgt;
@@ -85,6 +86,10 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   const bool is_dct = type == verbs::kQptDcTgt;
   const bool is_dci = type == verbs::kQptDcIni;
   if (is_dct && !req.srq) return Verdict::Fail(EINVAL, "create_qp: a DCT needs an SRQ");
+  if (type == IBV_QPT_RAW_PACKET && req.srq) {
+    return Verdict::Fail(EINVAL,
+                         "create_qp: a raw packet QP receives into its own queue, not an SRQ");
+  }
   if (req.srq && !is_tgt && !is_ini) {
     srq = FindOwned(srqs_, c, req.srq);
     if (!srq) return Verdict::Fail(EINVAL, "create_qp: srq is not an SRQ of this context");
@@ -200,6 +205,10 @@ Verdict Device::DestroyQp(ClientId c, Handle h) {
   QpHandle* qh = FindOwned(qp_handles_, c, h);
   if (!qh) return Verdict::Fail(EINVAL, "destroy_qp: no such QP in this context");
   Qp& qp = qps_.at(qh->qpn);
+  if (qp.flows != 0) {
+    return Verdict::Fail(
+        EBUSY, "QP still has " + std::to_string(qp.flows) + " flow rule(s); destroy them first");
+  }
   if (!qp.mcast_groups.empty()) {
     return Verdict::Fail(EBUSY, "QP is still attached to " +
                                     std::to_string(qp.mcast_groups.size()) +

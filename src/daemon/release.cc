@@ -47,6 +47,7 @@ void Device::ReleaseClients(const std::vector<ClientId>& members) {
   // of one member may use another member's PD or CQ.
   for (ClientId c : members) ReleaseDevxObjects(c);  // DEVX objects hold verbs objects: first
   const ClientId c = members.front();                // any member may name the group's objects
+  for (Handle h : HandlesOwnedBy(flows_, members)) DestroyFlow(c, h);  // they hold QPs
   for (Handle h : HandlesOwnedBy(qp_handles_, members)) {
     qps_.at(qp_handles_.at(h).qpn).mcast_groups.clear();
     DropQpHandle(h);

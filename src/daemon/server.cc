@@ -892,6 +892,15 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       SV_BODY(protocol::McastRequest, req);
       return reply_empty(device_.DetachMcast(c, req));
     }
+    case Op::kCreateFlow: {
+      SV_BODY(protocol::CreateFlowRequest, req);
+      protocol::CreateFlowReply out{};
+      return reply(device_.CreateFlow(c, req, &out), out);
+    }
+    case Op::kDestroyFlow: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DestroyFlow(c, req.handle));
+    }
     case Op::kOpenXrcd: {
       SV_BODY(protocol::OpenXrcdRequest, req);
       int fd = req.has_fd ? (fds.empty() ? -2 : fds[0]) : -1;

@@ -2,6 +2,7 @@
 // miss or an error, never per work request.
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "daemon/server.h"
@@ -98,6 +99,19 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       std::vector<uint32_t> qpns;
       Verdict v = device_.McastMembers(c, req.gid, &qpns);
       Reply(conn, hdr.seq, v, qpns.data(), qpns.size() * sizeof(uint32_t));
+      return true;
+    }
+    case Op::kFlowRules: {
+      protocol::FlowRulesRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      protocol::FlowRulesReply head{};
+      std::vector<verbs::SteeredFlow> rules;
+      Verdict v = device_.FlowRules(c, req, &head, &rules);
+      std::vector<uint8_t> out(sizeof(head) + rules.size() * sizeof(verbs::SteeredFlow));
+      memcpy(out.data(), &head, sizeof(head));
+      if (!rules.empty())
+        memcpy(out.data() + sizeof(head), rules.data(), out.size() - sizeof(head));
+      Reply(conn, hdr.seq, v, out.data(), out.size());
       return true;
     }
     case Op::kMapSrq: {

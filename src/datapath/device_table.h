@@ -26,6 +26,10 @@ class DeviceTable {
   MkeyLayout* MkeyLayoutSlot(uint32_t key) const {
     return reinterpret_cast<MkeyLayout*>(base_ + kDeviceTableMkeyOffset) + MrSlotOf(key);
   }
+  // The epoch of the device's flow steering rules (DeviceTableHeader).
+  std::atomic<uint32_t>& FlowEpoch() const {
+    return reinterpret_cast<DeviceTableHeader*>(base_)->flow_epoch;
+  }
   QpEntry* QpSlot(uint32_t qpn) const {
     return reinterpret_cast<QpEntry*>(base_ + kDeviceTableQpOffset) + QpSlotOf(qpn);
   }

@@ -256,6 +256,16 @@ class Host {
   virtual void RaiseQpEvent(uint32_t qpn, ibv_event_type event) = 0;
   // QPs attached to a multicast group.
   virtual void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) = 0;
+  // The raw packet QPs the device's flow rules steer a frame from raw packet
+  // QP `sender` to, by its first head_bytes (at most verbs::kFlowHeadBytes).
+  // None where the host keeps no rules (the device's own engine).
+  virtual void FlowTargets(uint32_t sender, const uint8_t* head, uint32_t head_bytes,
+                           std::vector<uint32_t>* qpns) {
+    (void)sender;
+    (void)head;
+    (void)head_bytes;
+    qpns->clear();
+  }
   // Memory windows live in the device's tables, which the device writes.
   // Binds wr's window (a BIND_MW of QP qp) as the device checks it;
   // kVendorNone or kVendorMwBind.

@@ -31,7 +31,7 @@ namespace softverbs::datapath {
 // 12: receive rings of twice the WQEs that may be posted; 14: indirect
 // memory keys (kMrIndirect, MkeyLayout after the QP entries); 15: a
 // signature key's block signature (MkeyLayout::sig, SigAttr).
-inline constexpr uint32_t kLayoutVersion = 15;
+inline constexpr uint32_t kLayoutVersion = 16;
 
 inline constexpr uint32_t kDeviceTableMagic = 0x54445653;  // "SVDT"
 inline constexpr uint32_t kCqMagic = 0x51435653;           // "SVCQ"
@@ -267,7 +267,11 @@ struct DeviceTableHeader {
   uint64_t mr_offset;       // byte offset of MrEntry[0]
   uint64_t qp_offset;       // byte offset of QpEntry[0]
   uint64_t mkey_offset;     // byte offset of MkeyLayout[0] (one per MR slot)
-  uint8_t reserved[24];
+  // Bumped (release) by the device after every change of its flow steering
+  // rules: a library that keeps a copy of the rules to steer raw frames by
+  // fetches them again when it reads another value (acquire).
+  std::atomic<uint32_t> flow_epoch;
+  uint8_t reserved[20];
 };
 static_assert(sizeof(DeviceTableHeader) == 64);
 

@@ -30,6 +30,8 @@ inline constexpr QpTypeSet kAllRequesters = kConnectedRequesters | QpTypeBit(IBV
 // (mlx5dv_wr_set_dc_addr). It has SENDs, WRITEs, READs and atomics; no
 // memory-window, invalidate or ATOMIC WRITE operations here.
 inline constexpr QpTypeSet kDcRequester = QpTypeBit(verbs::kQptDcIni);
+// A raw packet QP sends Ethernet frames: SEND only (TSO is not supported).
+inline constexpr QpTypeSet kRawRequester = QpTypeBit(IBV_QPT_RAW_PACKET);
 
 // What the responder does with the request.
 enum class WrAction : uint8_t {
@@ -101,7 +103,7 @@ inline constexpr WrOpcodeInfo kWrOpcodeRows[] = {
      .send_ops_flag = IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM},
     {.name = "SEND",
      .action = WrAction::kSend,
-     .qp_types = kAllRequesters | kDcRequester,
+     .qp_types = kAllRequesters | kDcRequester | kRawRequester,
      .wire_only = IbtaOperation::kSendOnly,
      .wire_first = IbtaOperation::kSendFirst,
      .inline_allowed = true,

@@ -12,6 +12,7 @@
 #include "datapath/local_ops.h"
 #include "datapath/shm_responder.h"
 #include "datapath/sig_access.h"
+#include "verbs/flow_rule.h"
 
 namespace softverbs::datapath {
 
@@ -55,6 +56,27 @@ void RequestRdma(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcode
   RespondToRdma(host, qp, wr, info, local, bytes, out);
 }
 
+// A raw packet QP's frame goes to every raw packet QP the device's flow
+// rules steer it to, a copy each (docs/raw_packet.md); to none when no rule
+// matches, as a frame sent to a wire nobody listens on. Either way the
+// sender's completion says it was sent: a receiver without a posted WQE
+// drops its copy, as a NIC's receive queue does.
+void SendRawFrame(Host& host, const LocalQp& qp, const SendWr& wr, const WrOpcodeInfo& info,
+                  const PieceList& src, uint32_t bytes, Outcome* out) {
+  if (bytes > limits::kMaxRawFrameBytes) {
+    return FailLocally(out, IBV_WC_LOC_LEN_ERR, kVendorMessageTooLong);
+  }
+  uint8_t head[verbs::kFlowHeadBytes];
+  PieceList head_dst;
+  head_dst.Add({head, -1, 0, sizeof(head)});
+  if (!CopyPieces(head_dst, src)) return FailLocally(out, IBV_WC_LOC_PROT_ERR, kVendorBadLkey);
+  const uint32_t head_bytes = bytes < sizeof(head) ? bytes : sizeof(head);
+  std::vector<uint32_t> targets;
+  host.FlowTargets(qp.qpn, head, head_bytes, &targets);
+  out->response = Response::kDropped;
+  for (uint32_t t : targets) RespondToSend(host, qp, wr, info, src, bytes, t, out);
+}
+
 }  // namespace
 
 Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
@@ -84,6 +106,10 @@ Outcome Execute(Host& host, const LocalQp& qp, const SendWr& wr) {
   PieceList src;
   if (VendorError why = GatherSource(host, guards, qp, wr, &src)) {
     FailLocally(&out, IBV_WC_LOC_PROT_ERR, why);
+    return out;
+  }
+  if (qp.type == IBV_QPT_RAW_PACKET) {
+    SendRawFrame(host, qp, wr, info, src, bytes, &out);
     return out;
   }
   if (qp.type != IBV_QPT_UD) {

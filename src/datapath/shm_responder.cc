@@ -67,7 +67,12 @@ Completion ReceiveCompletion(const ClaimedRecv& r, const Target& t, const LocalQ
                              const SendWr& wr, const WrOpcodeInfo& info) {
   // UD: the packet's type, as mlx5 reports it (ud_receive.h).
   const uint8_t sl = qp.type == IBV_QPT_UD ? UdReceiveSl(UdMessageIsIpv6(wr.sgid, wr.dgid)) : qp.sl;
-  return MessageReceiveCompletion(r.wr_id, t.qpn, qp.qpn, sl, wr.send_flags, wr.imm_data, info);
+  Completion c =
+      MessageReceiveCompletion(r.wr_id, t.qpn, qp.qpn, sl, wr.send_flags, wr.imm_data, info);
+  // A raw frame names no source QP and no service level, as mlx5 reports
+  // an Ethernet packet's receive.
+  if (qp.type == IBV_QPT_RAW_PACKET) c.src_qp = c.sl = 0;
+  return c;
 }
 
 bool IsReliable(uint32_t type) {
@@ -114,7 +119,10 @@ bool ReachTarget(Host& host, const LocalQp& qp, const SendWr& wr, uint32_t targe
     t->pdn = te->pdn.load();
     t->dct = dct;
     // A DCT is never connected: no communication-established event.
-    if (qp.type != IBV_QPT_UD && !dct) RaiseCommEstOnce(host, te, target_qpn);
+    // Nor is a UD or raw packet QP.
+    if (qp.type != IBV_QPT_UD && qp.type != IBV_QPT_RAW_PACKET && !dct) {
+      RaiseCommEstOnce(host, te, target_qpn);
+    }
     return true;
   }
   PeerQp* srq = host.FindXrcSrq(wr.remote_srqn);

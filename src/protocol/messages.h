@@ -17,10 +17,11 @@
 #include "common/gid_table.h"
 #include "datapath/block_signature.h"
 #include "datapath/layout.h"
+#include "verbs/flow_rule.h"
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 26;
+inline constexpr uint32_t kProtocolVersion = 27;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -117,6 +118,13 @@ enum class Op : uint16_t {
   // mlx5dv_qp_cancel_posted_send_wrs for the WRs the network transport holds
   // (CancelSendsRequest, CancelSendsReply).
   kCancelSends,
+  // Flow steering of raw packet QPs (ibv_create_flow: CreateFlowRequest,
+  // CreateFlowReply; ibv_destroy_flow: HandleRequest, empty reply), and the
+  // device's rules for a library to steer its raw frames by
+  // (FlowRulesRequest; FlowRulesReply, then its `count` rules).
+  kCreateFlow,
+  kDestroyFlow,
+  kFlowRules,
   kCount
 };
 
@@ -757,5 +765,41 @@ struct CheckMkeyReply {
   datapath::SigError error;
 };
 static_assert(sizeof(CheckMkeyReply) == 40);
+
+// ---- Flow steering (docs/raw_packet.md) -------------------------------------
+
+// A rule the library checked (verbs::ParseFlowAttr) for raw packet QP `qp`.
+struct CreateFlowRequest {
+  Handle qp;
+  uint32_t reserved;
+  verbs::FlowRule rule;
+};
+static_assert(sizeof(CreateFlowRequest) == 8 + sizeof(verbs::FlowRule));
+struct CreateFlowReply {
+  Handle handle;
+  uint32_t reserved;
+};
+static_assert(sizeof(CreateFlowReply) == 8);
+
+// The device's rules from the `first`-th on (in the device's order), at
+// most kFlowRulesPerReply of them: the reply says how many rules the device
+// has (`total`) and the flow epoch (DeviceTableHeader) they are of, then
+// `count` verbs::SteeredFlow follow.
+inline constexpr uint32_t kFlowRulesPerReply = 256;
+struct FlowRulesRequest {
+  uint32_t first;
+  uint32_t reserved;
+};
+static_assert(sizeof(FlowRulesRequest) == 8);
+struct FlowRulesReply {
+  uint32_t epoch;
+  uint32_t total;
+  uint32_t count;
+  uint32_t reserved;
+};
+static_assert(sizeof(FlowRulesReply) == 16);
+static_assert(sizeof(ReplyHeader) + sizeof(FlowRulesReply) +
+                  kFlowRulesPerReply * sizeof(verbs::SteeredFlow) <=
+              kMaxMessageSize);
 
 }  // namespace softverbs::protocol

@@ -84,7 +84,10 @@ const char* OpName(Op op) {
                                            "configure_mkey",
                                            "report_sig_error",
                                            "check_mkey",
-                                           "cancel_sends"};
+                                           "cancel_sends",
+                                           "create_flow",
+                                           "destroy_flow",
+                                           "flow_rules"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

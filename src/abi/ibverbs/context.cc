@@ -71,6 +71,8 @@ void InstallContextOps(ibv_context* ctx) {
   v->dealloc_td = DeallocTdOp;
   v->alloc_parent_domain = AllocParentDomainOp;
   v->modify_cq = ModifyCqOp;
+  v->ibv_create_flow = CreateFlowOp;
+  v->ibv_destroy_flow = DestroyFlowOp;
 }
 
 namespace {

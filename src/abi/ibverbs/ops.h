@@ -42,6 +42,10 @@ int PostSrqOpsOp(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_op);  // srq_ops
 int GetSrqNumOp(ibv_srq* srq, uint32_t* srq_num);
 int PostSrqRecvOp(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
+// flow.cc
+ibv_flow* CreateFlowOp(ibv_qp* qp, ibv_flow_attr* attr);
+int DestroyFlowOp(ibv_flow* flow);
+
 // xrcd.cc
 ibv_xrcd* OpenXrcdOp(ibv_context* context, ibv_xrcd_init_attr* attr);
 int CloseXrcdOp(ibv_xrcd* xrcd);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "common/device_limits.h"
 #include "common/log.h"
 #include "datapath/mkey_layout.h"
 #include "datapath/owner_memory.h"
@@ -366,6 +367,61 @@ void PeerCache::McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns)
   }
   buf.resize(std::min<size_t>(len / sizeof(uint32_t), buf.size()));
   *qpns = std::move(buf);
+}
+
+bool PeerCache::FetchFlowRules() {
+  std::vector<uint8_t> buf(sizeof(protocol::FlowRulesReply) +
+                           protocol::kFlowRulesPerReply * sizeof(verbs::SteeredFlow));
+  // A change while the pages come (another epoch in a reply) starts again;
+  // each round is bounded by the device's limit, the rounds by the changes.
+  for (int round = 0; round < 16; ++round) {
+    flow_rules_.clear();
+    protocol::FlowRulesReply reply{};
+    bool same_epoch = true;
+    do {
+      protocol::FlowRulesRequest req{static_cast<uint32_t>(flow_rules_.size()), 0};
+      size_t len = 0;
+      const uint32_t epoch = reply.epoch;
+      if (ctx_->channel.Call(protocol::Op::kFlowRules, &req, sizeof(req), buf.data(), buf.size(),
+                             nullptr, 0, &len) != 0 ||
+          len < sizeof(reply)) {
+        return false;
+      }
+      memcpy(&reply, buf.data(), sizeof(reply));
+      if (!flow_rules_.empty() && reply.epoch != epoch) {
+        same_epoch = false;
+        break;
+      }
+      const size_t count =
+          std::min<size_t>(reply.count, (len - sizeof(reply)) / sizeof(verbs::SteeredFlow));
+      const size_t at = flow_rules_.size();
+      flow_rules_.resize(at + count);
+      if (count) {
+        memcpy(flow_rules_.data() + at, buf.data() + sizeof(reply),
+               count * sizeof(verbs::SteeredFlow));
+      }
+      if (count == 0) break;
+    } while (flow_rules_.size() < reply.total);
+    if (same_epoch) {
+      flow_epoch_ = reply.epoch;
+      return true;
+    }
+  }
+  return false;
+}
+
+void PeerCache::FlowTargets(uint32_t sender, const uint8_t* head, uint32_t head_bytes,
+                            std::vector<uint32_t>* qpns) {
+  qpns->clear();
+  std::lock_guard lock(flow_mutex_);
+  const uint32_t epoch = ctx_->table.FlowEpoch().load(std::memory_order_acquire);
+  if (!have_flow_rules_ || epoch != flow_epoch_) {
+    // The rules changed (or were never fetched). A fetch that fails leaves
+    // the frame going nowhere, as on a port whose steering failed.
+    have_flow_rules_ = FetchFlowRules();
+    if (!have_flow_rules_) return;
+  }
+  *qpns = verbs::SteerFrame(flow_rules_, verbs::ParseFrameHeaders(head, head_bytes), sender);
 }
 
 }  // namespace softverbs::provider

@@ -25,6 +25,7 @@
 #include "abi/ibverbs/execution_gate.h"
 #include "abi/ibverbs/provider.h"
 #include "datapath/engine.h"
+#include "verbs/flow_rule.h"
 
 namespace softverbs::provider {
 
@@ -76,6 +77,8 @@ class PeerCache final : public datapath::Host {
   void DrainSendQueue(uint32_t qpn);
   void SrqLimitReached(uint32_t srqn) override;
   void McastMembers(const uint8_t gid[16], std::vector<uint32_t>* qpns) override;
+  void FlowTargets(uint32_t sender, const uint8_t* head, uint32_t head_bytes,
+                   std::vector<uint32_t>* qpns) override;
   datapath::VendorError BindWindow(const datapath::LocalQp& qp,
                                    const datapath::SendWr& wr) override;
   void ReportSigError(uint32_t key, const datapath::SigError& err) override;
@@ -118,6 +121,10 @@ class PeerCache final : public datapath::Host {
   // grace period of the rest (called outside any execution).
   void FreeRetired();
   std::unique_ptr<QpFiles> MapReceiveSide(std::vector<int>* fds, bool has_event_fd);
+  // Fetches the device's flow rules into flow_rules_ and flow_epoch_, page
+  // by page (called with flow_mutex_ held). False if the device did not
+  // answer.
+  bool FetchFlowRules();
 
   Context* ctx_;
   std::mutex mutex_;
@@ -144,6 +151,12 @@ class PeerCache final : public datapath::Host {
   // This process's on-demand MRs: through its own /proc/self/mem (opened at
   // first use, closed with the context).
   datapath::MrMapping local_odp_{0, false, nullptr, 0, 0, -1};
+  // The device's flow steering rules as of flow_epoch_ (FlowTargets fetches
+  // them again when the device table's epoch differs), under flow_mutex_.
+  std::mutex flow_mutex_;
+  bool have_flow_rules_ = false;
+  uint32_t flow_epoch_ = 0;
+  std::vector<verbs::SteeredFlow> flow_rules_;
 };
 
 }  // namespace softverbs::provider

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "abi/ibverbs/reject.h"
+#include "common/device_limits.h"
 #include "common/gid_table.h"
 #include "verbs/qp_names.h"
 
@@ -55,6 +56,20 @@ int CheckSendWr(Qp* qp, const datapath::SendWr& wr) {
     return Reject(
         EINVAL, "ibv_post_send: WR 0x%llx: opcode %u is not supported on QP 0x%x of type %d",
         static_cast<unsigned long long>(wr.wr_id), wr.opcode, qp->ibv.qp_base.qp_num, type);
+  }
+  if (type == IBV_QPT_RAW_PACKET && (wr.send_flags & IBV_SEND_IP_CSUM)) {
+    return Reject(EINVAL,
+                  "ibv_post_send: raw packet QP 0x%x: WR 0x%llx asks for IBV_SEND_IP_CSUM; the "
+                  "device offloads no checksum (raw_packet_caps has no IP_CSUM), as libmlx5 "
+                  "refuses it then",
+                  qp->ibv.qp_base.qp_num, static_cast<unsigned long long>(wr.wr_id));
+  }
+  if (type == IBV_QPT_RAW_PACKET && datapath::WrBytes(wr) < limits::kMinRawFrameBytes) {
+    return Reject(EINVAL,
+                  "ibv_post_send: raw packet QP 0x%x: WR 0x%llx carries %u bytes, less than the "
+                  "%u-byte Ethernet header a frame starts with",
+                  qp->ibv.qp_base.qp_num, static_cast<unsigned long long>(wr.wr_id),
+                  datapath::WrBytes(wr), limits::kMinRawFrameBytes);
   }
   if ((wr.send_flags & IBV_SEND_INLINE) && !info.inline_allowed) {
     return Reject(EINVAL, "ibv_post_send: WR 0x%llx: IBV_SEND_INLINE on opcode %u (READ/atomic)",

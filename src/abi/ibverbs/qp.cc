@@ -12,6 +12,7 @@
 #include "abi/ibverbs/event_lifetime.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mlx5_alloc_type.h"
+#include "abi/ibverbs/net_raw.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/post_checks.h"
@@ -90,6 +91,11 @@ ibv_qp* CreateQp(ibv_context* context, ibv_qp_init_attr_ex* attr, ibv_qp_type ty
     Log("ibv_create_qp_ex: comp_mask 0x%x asks for TSO/RSS, which softverbs does not support",
         attr->comp_mask);
     return FailNull<ibv_qp>(EOPNOTSUPP);
+  }
+  if (type == IBV_QPT_RAW_PACKET && !HasNetRawCapability()) {
+    return RejectNull(EPERM,
+                      "ibv_create_qp_ex: a raw packet QP needs CAP_NET_RAW, as the kernel asks "
+                      "(it sends and receives the port's Ethernet frames)");
   }
   const bool is_recv = attr->qp_type == IBV_QPT_XRC_RECV;
   if (is_recv && !(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD)) {

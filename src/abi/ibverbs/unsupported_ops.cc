@@ -97,8 +97,6 @@ void InstallUnsupportedOps(verbs_context* v) {
   v->priv = nullptr;
   v->query_device_ex = NotSupported<"ibv_query_device_ex", ibv_context*,
                                     const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t>;
-  v->ibv_destroy_flow = NotSupported<"ibv_destroy_flow", ibv_flow*>;
-  v->ibv_create_flow = NotSupportedNull<"ibv_create_flow", ibv_flow, ibv_qp*, ibv_flow_attr*>;
   v->open_qp = NotSupportedNull<"ibv_open_qp", ibv_qp, ibv_context*, ibv_qp_open_attr*>;
   v->create_qp_ex =
       NotSupportedNull<"ibv_create_qp_ex", ibv_qp, ibv_context*, ibv_qp_init_attr_ex*>;

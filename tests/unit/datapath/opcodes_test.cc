@@ -20,7 +20,7 @@ TEST(OpcodeTable, SendOpsFlagsPerQpType) {
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_UC), kSend | kWrite | kWindows);
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_UD), kSend);
   EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_XRC_RECV), 0u);
-  EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_RAW_PACKET), 0u);
+  EXPECT_EQ(SendOpsFlagsOf(IBV_QPT_RAW_PACKET), static_cast<uint64_t>(IBV_QP_EX_WITH_SEND));
 }
 
 TEST(OpcodeTable, RowsFollowTheirOpcode) {

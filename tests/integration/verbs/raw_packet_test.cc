@@ -1,0 +1,484 @@
+// Raw packet QPs and flow steering (docs/raw_packet.md): the QP's states,
+// where the frames a raw packet QP sends go (the rules' specs, priorities,
+// DONT_TRAP, the default and sniffer rules, never back to the sender), what
+// a receiver sees, the rules' lifetime (they hold their QP; a dead process's
+// go with it), and every refusal with the errno the kernel gives.
+#include <errno.h>
+#include <linux/capability.h>
+#include <netinet/in.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "peer_process.h"
+#include "test_env.h"
+
+namespace softverbs::it {
+namespace {
+
+constexpr uint8_t kMacA[6] = {0x02, 0, 0, 0, 0, 0x0a};
+constexpr uint8_t kMacB[6] = {0x02, 0, 0, 0, 0, 0x0b};
+constexpr uint8_t kMulticastMac[6] = {0x01, 0x00, 0x5e, 0, 0, 0x01};
+constexpr uint32_t kFrameRoom = 2048;
+
+// An Ethernet frame to dst from kMacA: IPv4 (10.0.0.1 -> 10.0.0.2), UDP
+// from port 1234 to dst_port, then a payload of `fill` bytes; len bytes in
+// all (at least the headers).
+std::vector<uint8_t> Frame(const uint8_t dst[6], uint16_t dst_port, size_t len, uint8_t fill) {
+  std::vector<uint8_t> f(len, fill);
+  memcpy(&f[0], dst, 6);
+  memcpy(&f[6], kMacA, 6);
+  f[12] = 0x08;
+  f[13] = 0x00;
+  uint8_t* ip = &f[14];
+  memset(ip, 0, 20);
+  ip[0] = 0x45;
+  const uint16_t ip_len = htons(static_cast<uint16_t>(len - 14));
+  memcpy(ip + 2, &ip_len, 2);
+  ip[8] = 64;
+  ip[9] = IPPROTO_UDP;
+  const uint8_t src_ip[4] = {10, 0, 0, 1}, dst_ip[4] = {10, 0, 0, 2};
+  memcpy(ip + 12, src_ip, 4);
+  memcpy(ip + 16, dst_ip, 4);
+  uint8_t* udp = ip + 20;
+  const uint16_t sport = htons(1234), dport = htons(dst_port);
+  memcpy(udp, &sport, 2);
+  memcpy(udp + 2, &dport, 2);
+  const uint16_t udp_len = htons(static_cast<uint16_t>(len - 34));
+  memcpy(udp + 4, &udp_len, 2);
+  udp[6] = udp[7] = 0;
+  return f;
+}
+
+// A flow attribute and its specs, laid out as ibv_create_flow reads them
+// (every spec struct is a multiple of 4 bytes: no padding between them).
+struct EthRule {
+  ibv_flow_attr attr;
+  ibv_flow_spec_eth eth;
+};
+
+static_assert(offsetof(EthRule, eth) == sizeof(ibv_flow_attr));
+
+EthRule MacRule(const uint8_t mac[6], uint16_t priority = 0, uint32_t flags = 0) {
+  EthRule r{};
+  r.attr.type = IBV_FLOW_ATTR_NORMAL;
+  r.attr.size = sizeof(r);
+  r.attr.priority = priority;
+  r.attr.num_of_specs = 1;
+  r.attr.port = 1;
+  r.attr.flags = flags;
+  r.eth.type = IBV_FLOW_SPEC_ETH;
+  r.eth.size = sizeof(r.eth);
+  memcpy(r.eth.val.dst_mac, mac, 6);
+  memset(r.eth.mask.dst_mac, 0xff, 6);
+  return r;
+}
+
+ibv_flow_attr DefaultRule(ibv_flow_attr_type type) {
+  ibv_flow_attr a{};
+  a.type = type;
+  a.size = sizeof(a);
+  a.port = 1;
+  return a;
+}
+
+// A raw packet QP in RTS on a CQ of its own, with a registered buffer whose
+// first half it sends from and second half it receives into.
+struct RawQp {
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(2 * kFrameRoom);
+  ibv_mr* mr = nullptr;
+};
+
+bool MakeRawQp(ibv_context* ctx, ibv_pd* pd, RawQp* r) {
+  r->cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  if (!r->cq) return false;
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = r->cq;
+  init.qp_type = IBV_QPT_RAW_PACKET;
+  init.cap = {8, 8, 1, 1, 0};
+  r->qp = ibv_create_qp(pd, &init);
+  r->mr = ibv_reg_mr(pd, r->buf.data(), r->buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!r->qp || !r->mr) return false;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = 1;
+  if (ibv_modify_qp(r->qp, &attr, IBV_QP_STATE | IBV_QP_PORT)) return false;
+  attr.qp_state = IBV_QPS_RTR;
+  if (ibv_modify_qp(r->qp, &attr, IBV_QP_STATE)) return false;
+  attr.qp_state = IBV_QPS_RTS;
+  return ibv_modify_qp(r->qp, &attr, IBV_QP_STATE) == 0;
+}
+
+void FreeRawQp(RawQp* r) {
+  if (r->qp) ibv_destroy_qp(r->qp);
+  if (r->mr) ibv_dereg_mr(r->mr);
+  if (r->cq) ibv_destroy_cq(r->cq);
+}
+
+int PostReceive(RawQp& r, uint64_t wr_id) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(r.buf.data() + kFrameRoom), kFrameRoom, r.mr->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(r.qp, &wr, &bad);
+}
+
+// Posts frame from r's send half; returns ibv_post_send's answer.
+int PostFrame(RawQp& r, const std::vector<uint8_t>& frame, uint64_t wr_id = 1,
+              unsigned flags = IBV_SEND_SIGNALED) {
+  memcpy(r.buf.data(), frame.data(), frame.size());
+  ibv_sge sge{reinterpret_cast<uint64_t>(r.buf.data()), static_cast<uint32_t>(frame.size()),
+              r.mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = flags;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(r.qp, &wr, &bad);
+}
+
+// Sends frame from r and returns its completion's status. The frame is
+// steered within the post: once its completion is polled, every copy has
+// reached its receiver's CQ.
+ibv_wc_status SendFrame(RawQp& r, const std::vector<uint8_t>& frame) {
+  if (PostFrame(r, frame) != 0) return IBV_WC_GENERAL_ERR;
+  ibv_wc wc{};
+  if (PollOne(r.cq, &wc) != 1) return IBV_WC_GENERAL_ERR;
+  EXPECT_EQ(wc.opcode, IBV_WC_SEND);
+  return wc.status;
+}
+
+// Whether a receive completion is in r's CQ now.
+bool Received(RawQp& r, ibv_wc* wc) {
+  return ibv_poll_cq(r.cq, 1, wc) == 1;
+}
+
+// Sets or clears CAP_NET_RAW in the calling thread's effective set (the
+// permitted set keeps it, so it can come back).
+bool SetNetRawEffective(bool on) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  if (on) {
+    data[0].effective |= 1u << CAP_NET_RAW;
+  } else {
+    data[0].effective &= ~(1u << CAP_NET_RAW);
+  }
+  return syscall(SYS_capset, &header, data) == 0;
+}
+
+bool HasNetRaw() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  return syscall(SYS_capget, &header, data) == 0 && (data[0].effective & (1u << CAP_NET_RAW));
+}
+
+class RawPacketTest : public ContextTest {
+ protected:
+  void SetUp() override {
+    if (!HasNetRaw()) GTEST_SKIP() << "raw packet QPs need CAP_NET_RAW, as on hardware";
+    ContextTest::SetUp();
+    ASSERT_TRUE(MakeRawQp(ctx_, pd_, &a_)) << strerror(errno);
+    ASSERT_TRUE(MakeRawQp(ctx_, pd_, &b_)) << strerror(errno);
+    ASSERT_TRUE(MakeRawQp(ctx_, pd_, &c_)) << strerror(errno);
+    for (RawQp* r : {&a_, &b_, &c_}) ASSERT_EQ(PostReceive(*r, 7), 0);
+  }
+  void TearDown() override {
+    for (ibv_flow* f : flows_) EXPECT_EQ(ibv_destroy_flow(f), 0);
+    for (RawQp* r : {&a_, &b_, &c_}) FreeRawQp(r);
+    ContextTest::TearDown();
+  }
+  ibv_flow* Flow(ibv_qp* qp, ibv_flow_attr* attr) {
+    ibv_flow* f = ibv_create_flow(qp, attr);
+    if (f) flows_.push_back(f);
+    return f;
+  }
+
+  RawQp a_, b_, c_;
+  std::vector<ibv_flow*> flows_;
+};
+
+TEST_F(RawPacketTest, AQpGoesToRtsWithThePortAloneAndQueriesAsRawPacket) {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(a_.qp, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_RTS);
+  EXPECT_EQ(init.qp_type, IBV_QPT_RAW_PACKET);
+  EXPECT_EQ(a_.qp->qp_type, IBV_QPT_RAW_PACKET);
+}
+
+TEST_F(RawPacketTest, AFrameReachesTheQpWhoseRuleMatchesItsDestinationMac) {
+  EthRule rule = MacRule(kMacB);
+  ASSERT_NE(Flow(b_.qp, &rule.attr), nullptr) << strerror(errno);
+  const std::vector<uint8_t> frame = Frame(kMacB, 5000, 300, 0x5a);
+  ASSERT_EQ(SendFrame(a_, frame), IBV_WC_SUCCESS);
+  ibv_wc wc{};
+  ASSERT_TRUE(Received(b_, &wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.opcode, IBV_WC_RECV);
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.byte_len, frame.size());
+  EXPECT_EQ(wc.qp_num, b_.qp->qp_num);
+  EXPECT_EQ(wc.src_qp, 0u);
+  EXPECT_EQ(wc.wc_flags & IBV_WC_GRH, 0u);
+  EXPECT_EQ(memcmp(b_.buf.data() + kFrameRoom, frame.data(), frame.size()), 0);
+  EXPECT_FALSE(Received(c_, &wc));
+}
+
+TEST_F(RawPacketTest, AFrameNoRuleMatchesIsSentAndGoesNowhere) {
+  EthRule rule = MacRule(kMacB);
+  ASSERT_NE(Flow(b_.qp, &rule.attr), nullptr);
+  ASSERT_EQ(SendFrame(a_, Frame(kMulticastMac, 5000, 64, 1)), IBV_WC_SUCCESS);
+  ibv_wc wc{};
+  EXPECT_FALSE(Received(b_, &wc));
+  EXPECT_FALSE(Received(c_, &wc));
+}
+
+TEST_F(RawPacketTest, IpAndUdpSpecsMatchOnTheirFields) {
+  struct {
+    ibv_flow_attr attr;
+    ibv_flow_spec_ipv4 ip;
+    ibv_flow_spec_tcp_udp udp;
+  } rule{};
+  rule.attr = DefaultRule(IBV_FLOW_ATTR_NORMAL);
+  rule.attr.size = sizeof(rule);
+  rule.attr.num_of_specs = 2;
+  rule.ip.type = IBV_FLOW_SPEC_IPV4;
+  rule.ip.size = sizeof(rule.ip);
+  const uint8_t dst_ip[4] = {10, 0, 0, 2};
+  memcpy(&rule.ip.val.dst_ip, dst_ip, 4);
+  rule.ip.mask.dst_ip = 0xffffffff;
+  rule.udp.type = IBV_FLOW_SPEC_UDP;
+  rule.udp.size = sizeof(rule.udp);
+  rule.udp.val.dst_port = htons(5000);
+  rule.udp.mask.dst_port = 0xffff;
+  ASSERT_NE(Flow(b_.qp, &rule.attr), nullptr) << strerror(errno);
+  ibv_wc wc{};
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5001, 100, 2)), IBV_WC_SUCCESS);
+  EXPECT_FALSE(Received(b_, &wc)) << "another UDP port";
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 100, 3)), IBV_WC_SUCCESS);
+  EXPECT_TRUE(Received(b_, &wc)) << "the rule's UDP port";
+}
+
+TEST_F(RawPacketTest, TheFirstPriorityThatMatchesTakesTheFrameUnlessItsRulesDontTrap) {
+  EthRule first = MacRule(kMacB, 0);
+  EthRule second = MacRule(kMacB, 1);
+  ibv_flow* f = Flow(b_.qp, &first.attr);
+  ASSERT_NE(f, nullptr);
+  ASSERT_NE(Flow(c_.qp, &second.attr), nullptr);
+  ibv_wc wc{};
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 4)), IBV_WC_SUCCESS);
+  EXPECT_TRUE(Received(b_, &wc));
+  EXPECT_FALSE(Received(c_, &wc)) << "a later priority";
+  ASSERT_EQ(PostReceive(b_, 8), 0);
+  // The same rule with DONT_TRAP: the frame goes on to priority 1 as well.
+  ASSERT_EQ(ibv_destroy_flow(f), 0);
+  flows_.erase(flows_.begin());
+  EthRule passing = MacRule(kMacB, 0, IBV_FLOW_ATTR_FLAGS_DONT_TRAP);
+  ASSERT_NE(Flow(b_.qp, &passing.attr), nullptr) << strerror(errno);
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 5)), IBV_WC_SUCCESS);
+  EXPECT_TRUE(Received(b_, &wc));
+  EXPECT_TRUE(Received(c_, &wc));
+}
+
+TEST_F(RawPacketTest, DefaultRulesTakeWhatNoRuleTrappedAndASnifferSeesEverything) {
+  EthRule to_b = MacRule(kMacB);
+  ASSERT_NE(Flow(b_.qp, &to_b.attr), nullptr);
+  ibv_flow_attr mc_default = DefaultRule(IBV_FLOW_ATTR_MC_DEFAULT);
+  ASSERT_NE(Flow(c_.qp, &mc_default), nullptr) << strerror(errno);
+  ibv_flow_attr sniffer = DefaultRule(IBV_FLOW_ATTR_SNIFFER);
+  ASSERT_NE(Flow(a_.qp, &sniffer), nullptr) << strerror(errno);
+  ibv_wc wc{};
+  // Trapped by b's rule: not c's (multicast default), though the sniffer's
+  // QP sent it - it never comes back to its sender.
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 6)), IBV_WC_SUCCESS);
+  EXPECT_TRUE(Received(b_, &wc));
+  EXPECT_FALSE(Received(c_, &wc));
+  EXPECT_FALSE(Received(a_, &wc));
+  // Multicast that no rule trapped: c's. And b, sending it, is seen by the
+  // sniffer on a.
+  ASSERT_EQ(PostReceive(b_, 9), 0);
+  ASSERT_EQ(SendFrame(b_, Frame(kMulticastMac, 5000, 64, 7)), IBV_WC_SUCCESS);
+  EXPECT_TRUE(Received(c_, &wc));
+  EXPECT_TRUE(Received(a_, &wc));
+  EXPECT_FALSE(Received(b_, &wc));
+}
+
+TEST_F(RawPacketTest, AFrameWithoutAReceiveWqeIsDroppedAndTheSendStillCompletes) {
+  EthRule rule = MacRule(kMacB);
+  ASSERT_NE(Flow(b_.qp, &rule.attr), nullptr);
+  ibv_wc wc{};
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 8)), IBV_WC_SUCCESS);
+  ASSERT_TRUE(Received(b_, &wc));
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 9)), IBV_WC_SUCCESS);
+  EXPECT_FALSE(Received(b_, &wc)) << "b had one receive WQE";
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(b_.qp, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_RTS);
+}
+
+TEST_F(RawPacketTest, FrameLengthsOutsideAnEthernetFramesAreRefused) {
+  std::vector<uint8_t> runt(17, 0);
+  memcpy(runt.data(), kMacB, 6);
+  EXPECT_EQ(PostFrame(a_, runt), EINVAL) << "below the 18-byte header mlx5 inlines";
+  EXPECT_EQ(PostFrame(a_, Frame(kMacB, 5000, 64, 0), 1, IBV_SEND_SIGNALED | IBV_SEND_IP_CSUM),
+            EINVAL)
+      << "no checksum offload";
+  std::vector<uint8_t> giant(9019, 0);
+  ibv_mr* big = ibv_reg_mr(pd_, giant.data(), giant.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(big, nullptr);
+  ibv_sge sge{reinterpret_cast<uint64_t>(giant.data()), static_cast<uint32_t>(giant.size()),
+              big->lkey};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+  ibv_wc wc{};
+  ASSERT_EQ(PollOne(a_.cq, &wc), 1);
+  EXPECT_EQ(wc.status, IBV_WC_LOC_LEN_ERR);
+  EXPECT_EQ(ibv_dereg_mr(big), 0);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  EXPECT_EQ(ibv_post_send(c_.qp, &wr, &bad), EINVAL) << "SEND is a raw QP's only opcode";
+}
+
+TEST_F(RawPacketTest, ARuleHoldsItsQpUntilItIsDestroyed) {
+  RawQp d;
+  ASSERT_TRUE(MakeRawQp(ctx_, pd_, &d));
+  EthRule rule = MacRule(kMacB);
+  ibv_flow* f = ibv_create_flow(d.qp, &rule.attr);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(ibv_destroy_qp(d.qp), EBUSY);
+  ASSERT_EQ(ibv_destroy_flow(f), 0);
+  EXPECT_EQ(ibv_destroy_qp(d.qp), 0);
+  d.qp = nullptr;
+  FreeRawQp(&d);
+}
+
+TEST_F(RawPacketTest, RulesTheKernelRefusesAreRefusedWithItsErrnoAndSteerNothing) {
+  ibv_wc wc{};
+  auto refused = [&](ibv_qp* qp, ibv_flow_attr* attr, int err) {
+    errno = 0;
+    ibv_flow* f = Flow(qp, attr);
+    EXPECT_EQ(f, nullptr);
+    EXPECT_EQ(errno, err);
+  };
+  EthRule r = MacRule(kMacB);
+  r.attr.comp_mask = 1;
+  refused(b_.qp, &r.attr, EINVAL);
+  r = MacRule(kMacB);
+  r.attr.port = 2;
+  refused(b_.qp, &r.attr, EINVAL);
+  r = MacRule(kMacB, 16);
+  refused(b_.qp, &r.attr, EINVAL);
+  r = MacRule(kMacB, 0, IBV_FLOW_ATTR_FLAGS_EGRESS);
+  refused(b_.qp, &r.attr, EOPNOTSUPP);
+  r = MacRule(kMacB, 0, 1u << 7);
+  refused(b_.qp, &r.attr, EINVAL);
+  ibv_flow_attr all = DefaultRule(IBV_FLOW_ATTR_ALL_DEFAULT);
+  all.flags = IBV_FLOW_ATTR_FLAGS_DONT_TRAP;
+  refused(b_.qp, &all, EINVAL);
+  r = MacRule(kMacB);
+  r.eth.size = sizeof(r.eth) - 2;
+  refused(b_.qp, &r.attr, EINVAL);
+  r = MacRule(kMacB);
+  r.eth.type = static_cast<ibv_flow_spec_type>(0x77);
+  refused(b_.qp, &r.attr, EINVAL);
+  r = MacRule(kMacB);
+  r.eth.type = IBV_FLOW_SPEC_VXLAN_TUNNEL;
+  refused(b_.qp, &r.attr, EOPNOTSUPP);
+  struct {
+    ibv_flow_attr attr;
+    ibv_flow_spec_eth eth[2];
+  } twice{};
+  twice.attr = MacRule(kMacB).attr;
+  twice.attr.num_of_specs = 2;
+  twice.eth[0] = twice.eth[1] = MacRule(kMacB).eth;
+  refused(b_.qp, &twice.attr, EINVAL);
+  // Flows steer to raw packet (and, in the kernel, UD) QPs only.
+  ibv_qp* rc = RcQp(pd_, cq_);
+  ASSERT_NE(rc, nullptr);
+  r = MacRule(kMacB);
+  refused(rc, &r.attr, EINVAL);
+  EXPECT_EQ(ibv_destroy_qp(rc), 0);
+  // No rule came of them: the frame goes nowhere.
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 10)), IBV_WC_SUCCESS);
+  EXPECT_FALSE(Received(b_, &wc));
+}
+
+TEST_F(RawPacketTest, WithoutCapNetRawNeitherAQpNorARuleIsMade) {
+  ASSERT_TRUE(SetNetRawEffective(false));
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq_;
+  init.qp_type = IBV_QPT_RAW_PACKET;
+  init.cap = {1, 1, 1, 1, 0};
+  errno = 0;
+  ibv_qp* qp = ibv_create_qp(pd_, &init);
+  const int qp_err = errno;
+  EthRule r = MacRule(kMacB);
+  errno = 0;
+  ibv_flow* f = ibv_create_flow(b_.qp, &r.attr);
+  const int flow_err = errno;
+  ASSERT_TRUE(SetNetRawEffective(true));
+  EXPECT_EQ(qp, nullptr);
+  EXPECT_EQ(qp_err, EPERM);
+  EXPECT_EQ(f, nullptr);
+  EXPECT_EQ(flow_err, EPERM);
+}
+
+TEST_F(RawPacketTest, ADeadProcesssRulesGoWithIt) {
+  ibv_flow_attr all = DefaultRule(IBV_FLOW_ATTR_ALL_DEFAULT);
+  ASSERT_NE(Flow(c_.qp, &all), nullptr) << strerror(errno);
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A process with a rule for kMacB, which ends without destroying it.
+    ibv_context* ctx = OpenDevice();
+    ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
+    RawQp r;
+    EthRule rule = MacRule(kMacB);
+    const char ok = pd && MakeRawQp(ctx, pd, &r) && ibv_create_flow(r.qp, &rule.attr) ? 1 : 0;
+    if (write(up[1], &ok, 1) != 1) _exit(2);
+    char go;
+    if (read(down[0], &go, 1) != 1) _exit(3);
+    _exit(ok ? 0 : 1);
+  }
+  char ok = 0;
+  ASSERT_TRUE(ReadAll(up[0], &ok, 1));
+  ASSERT_EQ(ok, 1);
+  ibv_wc wc{};
+  ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 11)), IBV_WC_SUCCESS);
+  EXPECT_FALSE(Received(c_, &wc)) << "the child's rule trapped it";
+  ASSERT_EQ(write(down[1], "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The device releases a dead process's objects as it notices the death:
+  // within a bounded wait the frame is no longer trapped.
+  bool reached = false;
+  for (int i = 0; i < 200 && !reached; ++i) {
+    ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 12)), IBV_WC_SUCCESS);
+    reached = Received(c_, &wc);
+    if (!reached) usleep(10000);
+  }
+  EXPECT_TRUE(reached);
+  for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+}
+
+}  // namespace
+}  // namespace softverbs::it
