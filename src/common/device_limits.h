@@ -59,6 +59,12 @@ inline constexpr int kMaxFlows = 16384;
 // as libmlx5's does) and at most a 9000-byte jumbo payload with its Ethernet
 // header and an 802.1Q tag (longer: IBV_WC_LOC_LEN_ERR).
 inline constexpr uint32_t kMinRawFrameBytes = 18;
+// RSS: receive work queues (ibv_create_wq, each a receive queue of its own:
+// max_wq_type_rq as many as QPs), indirection tables of up to 2^8 of them,
+// device-wide at most kMaxRwqIndTables tables.
+inline constexpr uint32_t kMaxRwqIndTableLogSize = 8;
+inline constexpr uint32_t kMaxRwqIndTableSize = 1u << kMaxRwqIndTableLogSize;
+inline constexpr int kMaxRwqIndTables = 1024;
 inline constexpr uint32_t kMaxRawFrameBytes = 9000 + 14 + 4;
 inline constexpr int kMaxSrq = 16384;
 inline constexpr int kMaxSrqWr = 16384;

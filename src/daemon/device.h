@@ -163,6 +163,11 @@ class Device {
   Verdict CreateFlow(ClientId c, const protocol::CreateFlowRequest& req,
                      protocol::CreateFlowReply* out);
   Verdict DestroyFlow(ClientId c, Handle h);
+  Verdict CreateRwqIndTable(ClientId c, const protocol::CreateRwqIndTableRequest& req,
+                            protocol::CreateRwqIndTableReply* out);
+  Verdict DestroyRwqIndTable(ClientId c, Handle h);
+  // How RSS QP qpn spreads frames (flow.cc).
+  Verdict RssTable(ClientId c, uint32_t qpn, protocol::RssTableReply* out);
 
   // XRC domains (the fd's inode names a shared domain; fd < 0: private).
   Verdict OpenXrcd(ClientId c, int fd, uint32_t oflags, protocol::OpenXrcdReply* out);
@@ -386,6 +391,8 @@ class Device {
   std::map<Handle, QpHandle> qp_handles_;
   std::map<Handle, Ah> ahs_;
   std::map<Handle, Flow> flows_;
+  std::map<Handle, RwqIndTable> ind_tables_;
+  uint32_t next_ind_table_number_ = 1;
   std::map<Handle, Xrcd> xrcds_;
   std::map<Handle, XrcdHandle> xrcd_handles_;
   std::map<Handle, Dm> dms_;

@@ -6,6 +6,7 @@
 #include <infiniband/verbs.h>
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -143,6 +144,12 @@ struct Qp {
   uint32_t attr_set_mask = 0;
   std::set<std::vector<uint8_t>> mcast_groups;  // gid bytes (UD only)
   uint32_t flows = 0;                           // flow rules steering to it (raw packet only)
+  // RSS (raw packet): an RSS QP's indirection table and hash; a receive
+  // work queue's count of the tables that name it (destroy: EBUSY).
+  Handle ind_table = 0;
+  uint64_t rx_hash_fields = 0;
+  std::array<uint8_t, verbs::kRssKeyBytes> rx_hash_key{};
+  uint32_t in_ind_tables = 0;
   std::vector<Handle> handles;
   int rq_fd = -1;  // data path: the QP's receive queue (memfd; header only with an SRQ)
   // The shadow of a QP created through DEVX (devx_queues.cc): published in
@@ -171,6 +178,16 @@ struct Flow {
   ClientId owner;
   uint32_t qpn;
   verbs::FlowRule rule;
+};
+
+// A receive work queue indirection table (ibv_create_rwq_ind_table): the
+// QP numbers of its receive work queues, held while the table lives.
+struct RwqIndTable {
+  Handle handle;
+  ClientId owner;
+  uint32_t number;
+  std::vector<uint32_t> wqns;
+  uint32_t users = 0;  // RSS QPs that spread over it
 };
 
 struct Ah {

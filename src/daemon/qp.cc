@@ -1,5 +1,6 @@
 // Create, open, query and destroy of QPs. Modify lives in qp_modify.cc.
 #include <errno.h>
+#include <string.h>
 
 #include <bit>
 
@@ -70,10 +71,30 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
     pd = FindOwned(pds_, c, req.pd);
     if (!pd) return Verdict::Fail(EINVAL, "create_qp: no such PD in this context");
   }
+  // An RSS QP (raw packet) receives into the work queues of its table and
+  // sends nothing: no CQs, no queues of its own.
+  RwqIndTable* ind_table = nullptr;
+  if (req.ind_table) {
+    if (type != IBV_QPT_RAW_PACKET) {
+      return Verdict::Fail(EINVAL, "create_qp: only a raw packet QP spreads over a table (RSS)");
+    }
+    ind_table = FindOwned(ind_tables_, c, req.ind_table);
+    if (!ind_table) {
+      return Verdict::Fail(EINVAL,
+                           "create_qp: ind_table is not an indirection table of this "
+                           "context");
+    }
+    if (req.rx_hash_fields & ~verbs::kRssHashFields) {
+      return Verdict::Fail(EOPNOTSUPP,
+                           "create_qp: rx_hash_fields_mask has fields softverbs "
+                           "does not hash (IPsec SPI, inner headers)");
+    }
+    if (req.srq) return Verdict::Fail(EINVAL, "create_qp: an RSS QP takes no SRQ");
+  }
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;
-  if (!is_tgt) {
+  if (!is_tgt && !ind_table) {
     send_cq = FindVerbsCq(c, req.send_cq);
     if (!send_cq) return Verdict::Fail(EINVAL, "create_qp: send_cq is not a CQ of this context");
     if (!is_ini) {
@@ -101,7 +122,7 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
     }
   }
   ibv_qp_cap cap = req.cap;
-  if (is_tgt) cap = {};
+  if (is_tgt || ind_table) cap = {};
   if (is_ini || is_dci || srq) cap.max_recv_wr = cap.max_recv_sge = 0;
   for (Verdict v : {CheckCap("max_send_wr", cap.max_send_wr, lim::kMaxQpWr),
                     CheckCap("max_recv_wr", cap.max_recv_wr, lim::kMaxQpWr),
@@ -145,11 +166,17 @@ Verdict Device::CreateQp(ClientId c, const protocol::CreateQpRequest& req,
   qp.sq_sig_all = req.sq_sig_all ? 1 : 0;
   qp.create_flags = req.create_flags;
   qp.dc_access_key = is_dct ? req.dc_access_key : 0;
+  if (ind_table) {
+    qp.ind_table = ind_table->handle;
+    qp.rx_hash_fields = req.rx_hash_fields;
+    memcpy(qp.rx_hash_key.data(), req.rx_hash_key, qp.rx_hash_key.size());
+  }
   // The receive queue peers deliver into (header only with an SRQ or none).
   qp.rq_fd =
       MakeRecvQueueFile(srq || is_ini || is_tgt || is_dci ? 0 : cap.max_recv_wr, cap.max_recv_sge);
   if (qp.rq_fd < 0) return Verdict::Fail(ENOMEM, "create_qp: cannot make the receive queue");
   if (pd) pd->users++;
+  if (ind_table) ind_table->users++;
   if (send_cq) send_cq->users++;
   if (recv_cq) recv_cq->users++;
   if (srq) srq->users++;
@@ -205,6 +232,10 @@ Verdict Device::DestroyQp(ClientId c, Handle h) {
   QpHandle* qh = FindOwned(qp_handles_, c, h);
   if (!qh) return Verdict::Fail(EINVAL, "destroy_qp: no such QP in this context");
   Qp& qp = qps_.at(qh->qpn);
+  if (qp.in_ind_tables != 0) {
+    return Verdict::Fail(EBUSY, "the receive work queue is in " + std::to_string(qp.in_ind_tables) +
+                                    " indirection table(s); destroy them first");
+  }
   if (qp.flows != 0) {
     return Verdict::Fail(
         EBUSY, "QP still has " + std::to_string(qp.flows) + " flow rule(s); destroy them first");
@@ -235,6 +266,7 @@ void Device::DestroyQpObject(uint32_t qpn) {
   if (qp.send_cq) cqs_[qp.send_cq].users--;
   if (qp.recv_cq) cqs_[qp.recv_cq].users--;
   if (qp.srq) srqs_[qp.srq].users--;
+  if (qp.ind_table) ind_tables_.at(qp.ind_table).users--;
   Handle xrcd = qp.xrcd;
   UnpublishQp(qp);
   qps_.erase(qpn);

@@ -52,6 +52,10 @@ void Device::ReleaseClients(const std::vector<ClientId>& members) {
     qps_.at(qp_handles_.at(h).qpn).mcast_groups.clear();
     DropQpHandle(h);
   }
+  for (Handle h : HandlesOwnedBy(ind_tables_, members)) {  // after the RSS QPs over them
+    ind_tables_.at(h).users = 0;
+    DestroyRwqIndTable(c, h);
+  }
   for (Handle h : HandlesOwnedBy(ahs_, members)) DestroyAh(c, h);
   for (Handle h : HandlesOwnedBy(srqs_, members)) DestroySrq(c, h);
   for (Handle h : HandlesOwnedBy(cqs_, members)) {

@@ -901,6 +901,15 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
       SV_BODY(protocol::HandleRequest, req);
       return reply_empty(device_.DestroyFlow(c, req.handle));
     }
+    case Op::kCreateRwqIndTable: {
+      SV_BODY(protocol::CreateRwqIndTableRequest, req);
+      protocol::CreateRwqIndTableReply out{};
+      return reply(device_.CreateRwqIndTable(c, req, &out), out);
+    }
+    case Op::kDestroyRwqIndTable: {
+      SV_BODY(protocol::HandleRequest, req);
+      return reply_empty(device_.DestroyRwqIndTable(c, req.handle));
+    }
     case Op::kOpenXrcd: {
       SV_BODY(protocol::OpenXrcdRequest, req);
       int fd = req.has_fd ? (fds.empty() ? -2 : fds[0]) : -1;

@@ -114,6 +114,14 @@ bool Server::DispatchDatapath(Connection& conn, const protocol::RequestHeader& h
       Reply(conn, hdr.seq, v, out.data(), out.size());
       return true;
     }
+    case Op::kRssTable: {
+      protocol::RssTableRequest req;
+      if (!ReadBody(body, len, &req)) return bad_size();
+      protocol::RssTableReply out{};
+      Verdict v = device_.RssTable(c, req.qpn, &out);
+      Reply(conn, hdr.seq, v, &out, sizeof(out));
+      return true;
+    }
     case Op::kMapSrq: {
       protocol::MapSrqRequest req;
       if (!ReadBody(body, len, &req)) return bad_size();

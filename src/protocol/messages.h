@@ -21,7 +21,7 @@
 
 namespace softverbs::protocol {
 
-inline constexpr uint32_t kProtocolVersion = 27;
+inline constexpr uint32_t kProtocolVersion = 28;
 inline constexpr size_t kMaxMessageSize = 64 * 1024;
 
 enum class Op : uint16_t {
@@ -125,6 +125,14 @@ enum class Op : uint16_t {
   kCreateFlow,
   kDestroyFlow,
   kFlowRules,
+  // Receive work queue indirection tables (ibv_create_rwq_ind_table:
+  // CreateRwqIndTableRequest, CreateRwqIndTableReply; destroy:
+  // HandleRequest), and how an RSS QP spreads frames (RssTableRequest,
+  // RssTableReply). A receive work queue is a raw packet QP of the library's
+  // own that receives only.
+  kCreateRwqIndTable,
+  kDestroyRwqIndTable,
+  kRssTable,
   kCount
 };
 
@@ -321,10 +329,14 @@ struct CreateQpRequest {
   uint32_t sq_sig_all;
   uint32_t create_flags;
   ibv_qp_cap cap;
-  uint32_t reserved;
-  uint64_t dc_access_key;  // a DCT: the key DCIs must name (mlx5dv_dc_init_attr)
+  // An RSS QP (raw packet): the indirection table of the receive work
+  // queues it spreads frames over (0: none), and its hash.
+  Handle ind_table;
+  uint64_t dc_access_key;   // a DCT: the key DCIs must name (mlx5dv_dc_init_attr)
+  uint64_t rx_hash_fields;  // ibv_rx_hash_fields (verbs::kRssHashFields)
+  uint8_t rx_hash_key[verbs::kRssKeyBytes];
 };
-static_assert(sizeof(CreateQpRequest) == 64);
+static_assert(sizeof(CreateQpRequest) == 112);
 
 struct CreateQpReply {
   Handle handle;
@@ -801,5 +813,36 @@ static_assert(sizeof(FlowRulesReply) == 16);
 static_assert(sizeof(ReplyHeader) + sizeof(FlowRulesReply) +
                   kFlowRulesPerReply * sizeof(verbs::SteeredFlow) <=
               kMaxMessageSize);
+
+// ---- RSS (docs/raw_packet.md) -----------------------------------------------
+
+// The table's 2^log_size entries: handles of the caller's receive work
+// queues (their raw packet QPs), in order.
+struct CreateRwqIndTableRequest {
+  uint32_t log_size;
+  uint32_t reserved;
+  Handle wq[limits::kMaxRwqIndTableSize];
+};
+static_assert(sizeof(CreateRwqIndTableRequest) == 8 + 4 * limits::kMaxRwqIndTableSize);
+struct CreateRwqIndTableReply {
+  Handle handle;
+  uint32_t number;  // ibv_rwq_ind_table.ind_tbl_num
+};
+static_assert(sizeof(CreateRwqIndTableReply) == 8);
+
+struct RssTableRequest {
+  uint32_t qpn;  // an RSS QP's number
+  uint32_t reserved;
+};
+static_assert(sizeof(RssTableRequest) == 8);
+// The QP's hash and the receive work queues' QP numbers, `size` of them.
+struct RssTableReply {
+  uint64_t fields;
+  uint8_t key[verbs::kRssKeyBytes];
+  uint32_t size;
+  uint32_t reserved;
+  uint32_t wqn[limits::kMaxRwqIndTableSize];
+};
+static_assert(sizeof(RssTableReply) == 56 + 4 * limits::kMaxRwqIndTableSize);
 
 }  // namespace softverbs::protocol

@@ -87,7 +87,10 @@ const char* OpName(Op op) {
                                            "cancel_sends",
                                            "create_flow",
                                            "destroy_flow",
-                                           "flow_rules"};
+                                           "flow_rules",
+                                           "create_rwq_ind_table",
+                                           "destroy_rwq_ind_table",
+                                           "rss_table"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount));
   auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Op::kCount) ? kNames[i] : "?";

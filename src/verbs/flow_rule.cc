@@ -324,4 +324,40 @@ std::vector<uint32_t> SteerFrame(std::span<const SteeredFlow> flows, const Frame
   return {to.begin(), to.end()};
 }
 
+uint32_t ToeplitzHash(const uint8_t* key, size_t key_len, const uint8_t* input, size_t n) {
+  // The 32 key bits at the input bit's position, slid one bit a step.
+  uint32_t window = (static_cast<uint32_t>(key[0]) << 24) | (key[1] << 16) | (key[2] << 8) | key[3];
+  uint32_t hash = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t next = i + 4 < key_len ? key[i + 4] : 0;
+    for (int bit = 7; bit >= 0; --bit) {
+      if (input[i] & (1u << bit)) hash ^= window;
+      window = (window << 1) | ((next >> bit) & 1u);
+    }
+  }
+  return hash;
+}
+
+uint32_t RssHash(const FrameHeaders& f, uint64_t fields, const uint8_t key[kRssKeyBytes]) {
+  uint8_t input[36];
+  size_t n = 0;
+  auto add = [&](const void* p, size_t len) {
+    memcpy(input + n, p, len);
+    n += len;
+  };
+  if (f.ipv4) {
+    if (fields & IBV_RX_HASH_SRC_IPV4) add(f.src_ip, 4);
+    if (fields & IBV_RX_HASH_DST_IPV4) add(f.dst_ip, 4);
+  } else if (f.ipv6) {
+    if (fields & IBV_RX_HASH_SRC_IPV6) add(f.src_ip, 16);
+    if (fields & IBV_RX_HASH_DST_IPV6) add(f.dst_ip, 16);
+  }
+  if (f.l4) {
+    const bool tcp = f.proto == IPPROTO_TCP;
+    if (fields & (tcp ? IBV_RX_HASH_SRC_PORT_TCP : IBV_RX_HASH_SRC_PORT_UDP)) add(&f.src_port, 2);
+    if (fields & (tcp ? IBV_RX_HASH_DST_PORT_TCP : IBV_RX_HASH_DST_PORT_UDP)) add(&f.dst_port, 2);
+  }
+  return ToeplitzHash(key, kRssKeyBytes, input, n);
+}
+
 }  // namespace softverbs::verbs

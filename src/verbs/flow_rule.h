@@ -106,10 +106,12 @@ FrameHeaders ParseFrameHeaders(const uint8_t* frame, size_t len);
 // Whether a NORMAL or SNIFFER rule's specs match the frame.
 bool FlowMatches(const FlowRule& rule, const FrameHeaders& frame);
 
-// A rule and the QP it steers to.
+// A rule and the QP it steers to; rss: that QP spreads what it takes over
+// the receive work queues of its indirection table (RssIndex).
 struct SteeredFlow {
   FlowRule rule;
   uint32_t qpn;
+  uint32_t rss;
 };
 
 // The QPs a frame sent by QP `sender` goes to, each once, in ascending
@@ -120,6 +122,26 @@ struct SteeredFlow {
 // rules. Never back to the sender.
 std::vector<uint32_t> SteerFrame(std::span<const SteeredFlow> flows, const FrameHeaders& frame,
                                  uint32_t sender);
+
+// ---- RSS (receive side scaling) ----------------------------------------
+
+// The fields an RSS QP may hash (ibv_rx_hash_fields): the IPv4 and IPv6
+// addresses and the TCP and UDP ports; not IPsec's SPI, not inner headers.
+inline constexpr uint64_t kRssHashFields = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 |
+                                           IBV_RX_HASH_SRC_IPV6 | IBV_RX_HASH_DST_IPV6 |
+                                           IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP |
+                                           IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
+// The Toeplitz key's length (mlx5 takes 40 bytes and no other).
+inline constexpr uint32_t kRssKeyBytes = 40;
+
+// The Toeplitz hash of n input bytes under key (key_len >= n + 4).
+uint32_t ToeplitzHash(const uint8_t* key, size_t key_len, const uint8_t* input, size_t n);
+
+// The hash of a frame's fields that `fields` selects, in Microsoft's RSS
+// order (source address, destination address, source port, destination
+// port); a field the frame lacks (an IPv6 field of an IPv4 frame, a TCP
+// port of a UDP frame) is left out.
+uint32_t RssHash(const FrameHeaders& frame, uint64_t fields, const uint8_t key[kRssKeyBytes]);
 
 }  // namespace softverbs::verbs
 

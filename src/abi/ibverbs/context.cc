@@ -20,6 +20,7 @@
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/ops.h"
+#include "abi/ibverbs/wq.h"
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
@@ -73,6 +74,11 @@ void InstallContextOps(ibv_context* ctx) {
   v->modify_cq = ModifyCqOp;
   v->ibv_create_flow = CreateFlowOp;
   v->ibv_destroy_flow = DestroyFlowOp;
+  v->create_wq = CreateWqOp;
+  v->modify_wq = ModifyWqOp;
+  v->destroy_wq = DestroyWqOp;
+  v->create_rwq_ind_table = CreateRwqIndTableOp;
+  v->destroy_rwq_ind_table = DestroyRwqIndTableOp;
 }
 
 namespace {

@@ -32,6 +32,8 @@ ibv_qp* CreateQpExOp(ibv_context* context, ibv_qp_init_attr_ex* attr);
 // mlx5's DC QPs (mlx5dv_create_qp): a DCI, or a DCT with its access key.
 ibv_qp* CreateDcQp(ibv_context* context, ibv_qp_init_attr_ex* attr, bool dct,
                    uint64_t dc_access_key);
+// A receive work queue's raw packet QP (wq.h): no CAP_NET_RAW asked.
+ibv_qp* CreateWorkQueueQp(ibv_context* context, ibv_qp_init_attr_ex* attr);
 ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr);
 int PostSendOp(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int PostRecvOp(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);

@@ -419,9 +419,37 @@ void PeerCache::FlowTargets(uint32_t sender, const uint8_t* head, uint32_t head_
     // The rules changed (or were never fetched). A fetch that fails leaves
     // the frame going nowhere, as on a port whose steering failed.
     have_flow_rules_ = FetchFlowRules();
+    rss_tables_.clear();
     if (!have_flow_rules_) return;
+    for (const verbs::SteeredFlow& f : flow_rules_) {
+      if (f.rss) rss_tables_[f.qpn] = nullptr;  // fetched at its first frame
+    }
   }
-  *qpns = verbs::SteerFrame(flow_rules_, verbs::ParseFrameHeaders(head, head_bytes), sender);
+  const verbs::FrameHeaders frame = verbs::ParseFrameHeaders(head, head_bytes);
+  *qpns = verbs::SteerFrame(flow_rules_, frame, sender);
+  if (rss_tables_.empty()) return;
+  // An RSS QP's copy goes to one of its receive work queues.
+  for (uint32_t& qpn : *qpns) {
+    if (rss_tables_.count(qpn)) qpn = SpreadByRss(qpn, frame);
+  }
+  std::erase(*qpns, 0u);
+  std::sort(qpns->begin(), qpns->end());
+  qpns->erase(std::unique(qpns->begin(), qpns->end()), qpns->end());
+}
+
+uint32_t PeerCache::SpreadByRss(uint32_t qpn, const verbs::FrameHeaders& frame) {
+  std::unique_ptr<protocol::RssTableReply>& table = rss_tables_[qpn];
+  if (!table) {
+    auto fetched = std::make_unique<protocol::RssTableReply>();
+    protocol::RssTableRequest req{qpn, 0};
+    if (ctx_->channel.Call(protocol::Op::kRssTable, req, fetched.get()) != 0 ||
+        fetched->size == 0 || fetched->size > limits::kMaxRwqIndTableSize) {
+      return 0;
+    }
+    table = std::move(fetched);
+  }
+  const uint32_t hash = verbs::RssHash(frame, table->fields, table->key);
+  return table->wqn[hash & (table->size - 1)];
 }
 
 }  // namespace softverbs::provider

@@ -125,6 +125,9 @@ class PeerCache final : public datapath::Host {
   // by page (called with flow_mutex_ held). False if the device did not
   // answer.
   bool FetchFlowRules();
+  // The receive work queue of RSS QP qpn that a frame with these headers
+  // goes to, or 0 (called with flow_mutex_ held).
+  uint32_t SpreadByRss(uint32_t qpn, const verbs::FrameHeaders& frame);
 
   Context* ctx_;
   std::mutex mutex_;
@@ -157,6 +160,10 @@ class PeerCache final : public datapath::Host {
   bool have_flow_rules_ = false;
   uint32_t flow_epoch_ = 0;
   std::vector<verbs::SteeredFlow> flow_rules_;
+  // The RSS QPs the rules steer to, and how each spreads frames (fetched at
+  // its first frame; a QP with rules keeps its table while they live, so
+  // the copies go with the rules).
+  std::unordered_map<uint32_t, std::unique_ptr<protocol::RssTableReply>> rss_tables_;
 };
 
 }  // namespace softverbs::provider

@@ -20,9 +20,11 @@
 #include "abi/ibverbs/qp_ex_ops.h"
 #include "abi/ibverbs/reject.h"
 #include "abi/ibverbs/send_queue.h"
+#include "abi/ibverbs/wq.h"
 #include "common/log.h"
 #include "common/raw_enum.h"
 #include "softverbs/xrc_legacy.h"
+#include "verbs/flow_rule.h"
 #include "verbs/qp_names.h"
 
 namespace softverbs::provider {
@@ -32,9 +34,43 @@ constexpr uint32_t kKnownQpInitComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRC
                                       IBV_QP_INIT_ATTR_CREATE_FLAGS |
                                       IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
                                       IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-constexpr uint32_t kSupportedQpInitComp = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
-                                          IBV_QP_INIT_ATTR_CREATE_FLAGS |
-                                          IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+constexpr uint32_t kSupportedQpInitComp =
+    IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+    IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+constexpr uint32_t kRssQpInitComp = IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+
+// An RSS QP's table and hash (ibv_create_qp_ex with IND_TABLE and RX_HASH),
+// checked as mlx5 checks them, into req. 0 or the errno.
+int SetRss(const ibv_qp_init_attr_ex& attr, protocol::CreateQpRequest* req) {
+  if ((attr.comp_mask & kRssQpInitComp) != kRssQpInitComp) {
+    return Reject(EINVAL,
+                  "ibv_create_qp_ex: an RSS QP needs both IBV_QP_INIT_ATTR_IND_TABLE "
+                  "and IBV_QP_INIT_ATTR_RX_HASH");
+  }
+  if (attr.qp_type != IBV_QPT_RAW_PACKET) {
+    return Reject(EINVAL, "ibv_create_qp_ex: only a raw packet QP spreads frames (RSS)");
+  }
+  if (!attr.rwq_ind_tbl) return Reject(EINVAL, "ibv_create_qp_ex: rwq_ind_tbl is NULL");
+  const ibv_rx_hash_conf& hash = attr.rx_hash_conf;
+  if (hash.rx_hash_function != IBV_RX_HASH_FUNC_TOEPLITZ) {
+    return Reject(EOPNOTSUPP, "ibv_create_qp_ex: rx_hash_function %u is not Toeplitz",
+                  hash.rx_hash_function);
+  }
+  if (hash.rx_hash_key_len != verbs::kRssKeyBytes || !hash.rx_hash_key) {
+    return Reject(EINVAL, "ibv_create_qp_ex: a Toeplitz key is %u bytes (rx_hash_key_len %u)",
+                  verbs::kRssKeyBytes, hash.rx_hash_key_len);
+  }
+  if (hash.rx_hash_fields_mask & ~verbs::kRssHashFields) {
+    return Reject(EOPNOTSUPP,
+                  "ibv_create_qp_ex: rx_hash_fields_mask 0x%llx has fields softverbs does not "
+                  "hash (IPsec SPI, inner headers)",
+                  static_cast<unsigned long long>(hash.rx_hash_fields_mask));
+  }
+  req->ind_table = FromPublic<RwqIndTable>(attr.rwq_ind_tbl)->handle;
+  req->rx_hash_fields = hash.rx_hash_fields_mask;
+  memcpy(req->rx_hash_key, hash.rx_hash_key, verbs::kRssKeyBytes);
+  return 0;
+}
 
 Handle HandleOf(ibv_pd* pd) {
   return pd ? FromPublic<Pd>(pd)->handle : 0;
@@ -76,7 +112,7 @@ namespace {
 // ibv_create_qp_ex of a QP the device knows as `type` (attr->qp_type, or a
 // DC type for attr->qp_type IBV_QPT_DRIVER); dc_access_key: a DCT's.
 ibv_qp* CreateQp(ibv_context* context, ibv_qp_init_attr_ex* attr, ibv_qp_type type,
-                 uint64_t dc_access_key) {
+                 uint64_t dc_access_key, bool work_queue = false) {
   // ibv_qp_type's range is 0..255 (IBV_QPT_DRIVER): beyond it the field may
   // not even be read as the enum; within it the daemon refuses the unknown.
   if (RawEnum(attr->qp_type) > 0xff) {
@@ -88,11 +124,13 @@ ibv_qp* CreateQp(ibv_context* context, ibv_qp_init_attr_ex* attr, ibv_qp_type ty
     return FailNull<ibv_qp>(EINVAL);
   }
   if (attr->comp_mask & ~kSupportedQpInitComp) {
-    Log("ibv_create_qp_ex: comp_mask 0x%x asks for TSO/RSS, which softverbs does not support",
+    Log("ibv_create_qp_ex: comp_mask 0x%x asks for TSO, which softverbs does not support",
         attr->comp_mask);
     return FailNull<ibv_qp>(EOPNOTSUPP);
   }
-  if (type == IBV_QPT_RAW_PACKET && !HasNetRawCapability()) {
+  // A receive work queue's QP is the library's (ibv_create_wq asks for no
+  // capability, as the kernel's); the application's raw packet QPs need it.
+  if (type == IBV_QPT_RAW_PACKET && !work_queue && !HasNetRawCapability()) {
     return RejectNull(EPERM,
                       "ibv_create_qp_ex: a raw packet QP needs CAP_NET_RAW, as the kernel asks "
                       "(it sends and receives the port's Ethernet frames)");
@@ -134,6 +172,9 @@ ibv_qp* CreateQp(ibv_context* context, ibv_qp_init_attr_ex* attr, ibv_qp_type ty
   req.sq_sig_all = attr->sq_sig_all;
   req.create_flags = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) ? attr->create_flags : 0;
   req.cap = attr->cap;
+  if (attr->comp_mask & kRssQpInitComp) {
+    if (int err = SetRss(*attr, &req)) return FailNull<ibv_qp>(err);
+  }
   protocol::CreateQpReply rep{};
   std::vector<int> fds;  // the QP's receive queue
   if (int err = ctx->channel.Call(protocol::Op::kCreateQp, &req, sizeof(req), &rep, sizeof(rep),
@@ -155,8 +196,8 @@ ibv_qp* CreateQp(ibv_context* context, ibv_qp_init_attr_ex* attr, ibv_qp_type ty
   }
   ibv_qp& q = qp->ibv.qp_base;
   q.pd = (attr->comp_mask & IBV_QP_INIT_ATTR_PD) ? attr->pd : nullptr;
-  q.send_cq = is_recv ? nullptr : attr->send_cq;
-  q.recv_cq = (is_recv || type == IBV_QPT_XRC_SEND) ? nullptr : attr->recv_cq;
+  q.send_cq = (is_recv || req.ind_table) ? nullptr : attr->send_cq;
+  q.recv_cq = (is_recv || type == IBV_QPT_XRC_SEND || req.ind_table) ? nullptr : attr->recv_cq;
   q.srq = attr->srq;
   qp->cap = rep.cap;
   qp->rq.Attach(qp->rq_mapping.base());
@@ -202,6 +243,10 @@ ibv_qp* CreateDcQp(ibv_context* context, ibv_qp_init_attr_ex* attr, bool dct,
   }
   return CreateQp(context, attr, dct ? verbs::kQptDcTgt : verbs::kQptDcIni,
                   dct ? dc_access_key : 0);
+}
+
+ibv_qp* CreateWorkQueueQp(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  return CreateQp(context, attr, IBV_QPT_RAW_PACKET, 0, true);
 }
 
 ibv_qp* OpenQpOp(ibv_context* context, ibv_qp_open_attr* attr) {

@@ -16,6 +16,7 @@
 #include "common/port_facts.h"
 #include "datapath/tag_matching.h"
 #include "datapath/timers.h"
+#include "verbs/flow_rule.h"
 
 #undef ibv_query_port
 
@@ -134,6 +135,13 @@ int QueryDeviceExOp(ibv_context* context, const ibv_query_device_ex_input* input
   full.tm_caps.flags = IBV_TM_CAP_RC;
   full.tm_caps.max_ops = datapath::kTmMaxOps;
   full.tm_caps.max_sge = datapath::kTmMaxSge;
+  // RSS over receive work queues of raw packet QPs (docs/raw_packet.md).
+  full.rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+  full.rss_caps.max_rwq_indirection_tables = lim::kMaxRwqIndTables;
+  full.rss_caps.max_rwq_indirection_table_size = lim::kMaxRwqIndTableSize;
+  full.rss_caps.rx_hash_fields_mask = verbs::kRssHashFields;
+  full.rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+  full.max_wq_type_rq = lim::kMaxQp;
   full.cq_mod_caps.max_cq_count = lim::kMaxCqModerationCount;
   full.cq_mod_caps.max_cq_period = lim::kMaxCqModerationPeriodUs;
   // On-demand paging (docs/datapath.md, "On-demand paging"): explicit and

@@ -85,12 +85,6 @@ void InstallUnsupportedOps(verbs_context* v) {
   v->alloc_td = NotSupportedNull<"ibv_alloc_td", ibv_td, ibv_context*, ibv_td_init_attr*>;
   v->modify_cq = NotSupported<"ibv_modify_cq", ibv_cq*, ibv_modify_cq_attr*>;
   v->post_srq_ops = NotSupported<"ibv_post_srq_ops", ibv_srq*, ibv_ops_wr*, ibv_ops_wr**>;
-  v->destroy_rwq_ind_table = NotSupported<"ibv_destroy_rwq_ind_table", ibv_rwq_ind_table*>;
-  v->create_rwq_ind_table = NotSupportedNull<"ibv_create_rwq_ind_table", ibv_rwq_ind_table,
-                                             ibv_context*, ibv_rwq_ind_table_init_attr*>;
-  v->destroy_wq = NotSupported<"ibv_destroy_wq", ibv_wq*>;
-  v->modify_wq = NotSupported<"ibv_modify_wq", ibv_wq*, ibv_wq_attr*>;
-  v->create_wq = NotSupportedNull<"ibv_create_wq", ibv_wq, ibv_context*, ibv_wq_init_attr*>;
   v->query_rt_values = NotSupported<"ibv_query_rt_values_ex", ibv_context*, ibv_values_ex*>;
   v->create_cq_ex =
       NotSupportedNull<"ibv_create_cq_ex", ibv_cq_ex, ibv_context*, ibv_cq_init_attr_ex*>;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "peer_process.h"
@@ -478,6 +479,201 @@ TEST_F(RawPacketTest, ADeadProcesssRulesGoWithIt) {
   }
   EXPECT_TRUE(reached);
   for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+}
+
+// RSS: receive work queues, their indirection table and an RSS QP over it.
+class RssTest : public RawPacketTest {
+ protected:
+  static constexpr int kWqs = 4;
+  static constexpr uint32_t kSlots = 16;
+  void SetUp() override {
+    RawPacketTest::SetUp();
+    if (IsSkipped()) return;
+    rss_cq_ = ibv_create_cq(ctx_, kWqs * kSlots, nullptr, nullptr, 0);
+    ASSERT_NE(rss_cq_, nullptr);
+    rx_.resize(kWqs * kSlots * kFrameRoom);
+    rx_mr_ = ibv_reg_mr(pd_, rx_.data(), rx_.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(rx_mr_, nullptr);
+    for (int i = 0; i < kWqs; ++i) {
+      ibv_wq_init_attr init{};
+      init.wq_type = IBV_WQT_RQ;
+      init.max_wr = kSlots;
+      init.max_sge = 1;
+      init.pd = pd_;
+      init.cq = rss_cq_;
+      wqs_[i] = ibv_create_wq(ctx_, &init);
+      ASSERT_NE(wqs_[i], nullptr) << strerror(errno);
+      EXPECT_EQ(wqs_[i]->state, IBV_WQS_RESET);
+      EXPECT_GE(init.max_wr, kSlots);
+    }
+  }
+  void TearDown() override {
+    if (flow_) EXPECT_EQ(ibv_destroy_flow(flow_), 0);
+    if (rss_qp_) EXPECT_EQ(ibv_destroy_qp(rss_qp_), 0);
+    if (table_) EXPECT_EQ(ibv_destroy_rwq_ind_table(table_), 0);
+    for (ibv_wq* wq : wqs_) {
+      if (wq) EXPECT_EQ(ibv_destroy_wq(wq), 0);
+    }
+    if (rx_mr_) EXPECT_EQ(ibv_dereg_mr(rx_mr_), 0);
+    if (rss_cq_) EXPECT_EQ(ibv_destroy_cq(rss_cq_), 0);
+    RawPacketTest::TearDown();
+  }
+  // Posts a receive on work queue i (wr_id i).
+  void PostOn(int i, uint32_t slot) {
+    uint8_t* at = rx_.data() + (i * kSlots + slot % kSlots) * kFrameRoom;
+    ibv_sge sge{reinterpret_cast<uint64_t>(at), kFrameRoom, rx_mr_->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = static_cast<uint64_t>(i);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_wq_recv(wqs_[i], &wr, &bad), 0);
+  }
+  // Every WQ ready, kSlots receives each, then the table and the QP.
+  void MakeRss(uint64_t fields) {
+    for (int i = 0; i < kWqs; ++i) {
+      ibv_wq_attr attr{};
+      attr.attr_mask = IBV_WQ_ATTR_STATE;
+      attr.wq_state = IBV_WQS_RDY;
+      ASSERT_EQ(ibv_modify_wq(wqs_[i], &attr), 0);
+      for (uint32_t j = 0; j < kSlots; ++j) PostOn(i, j);
+    }
+    ibv_rwq_ind_table_init_attr tinit{};
+    tinit.log_ind_tbl_size = 2;
+    tinit.ind_tbl = wqs_;
+    table_ = ibv_create_rwq_ind_table(ctx_, &tinit);
+    ASSERT_NE(table_, nullptr) << strerror(errno);
+    ibv_qp_init_attr_ex init = RssInit(fields);
+    rss_qp_ = ibv_create_qp_ex(ctx_, &init);
+    ASSERT_NE(rss_qp_, nullptr) << strerror(errno);
+    EthRule rule = MacRule(kMacB);
+    flow_ = ibv_create_flow(rss_qp_, &rule.attr);
+    ASSERT_NE(flow_, nullptr) << strerror(errno);
+  }
+  ibv_qp_init_attr_ex RssInit(uint64_t fields) {
+    ibv_qp_init_attr_ex init{};
+    init.qp_type = IBV_QPT_RAW_PACKET;
+    init.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+    init.pd = pd_;
+    init.rwq_ind_tbl = table_;
+    init.rx_hash_conf.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+    init.rx_hash_conf.rx_hash_key_len = sizeof(key_);
+    init.rx_hash_conf.rx_hash_key = key_;
+    init.rx_hash_conf.rx_hash_fields_mask = fields;
+    return init;
+  }
+  // A frame to kMacB from 10.0.0.<host> port <port>.
+  static std::vector<uint8_t> FlowFrame(int host, int port) {
+    std::vector<uint8_t> f = Frame(kMacB, 5000, 128, static_cast<uint8_t>(host));
+    f[14 + 15] = static_cast<uint8_t>(host);
+    const uint16_t sport = htons(static_cast<uint16_t>(port));
+    memcpy(&f[34], &sport, 2);
+    return f;
+  }
+
+  ibv_cq* rss_cq_ = nullptr;
+  std::vector<uint8_t> rx_;
+  ibv_mr* rx_mr_ = nullptr;
+  ibv_wq* wqs_[kWqs] = {};
+  ibv_rwq_ind_table* table_ = nullptr;
+  ibv_qp* rss_qp_ = nullptr;
+  ibv_flow* flow_ = nullptr;
+  uint8_t key_[40] = {0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
+                      0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
+                      0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
+                      0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+};
+
+TEST_F(RssTest, TheDeviceReportsItsRssCaps) {
+  ibv_device_attr_ex attr{};
+  ASSERT_EQ(ibv_query_device_ex(ctx_, nullptr, &attr), 0);
+  EXPECT_EQ(attr.rss_caps.supported_qpts, 1u << IBV_QPT_RAW_PACKET);
+  EXPECT_EQ(attr.rss_caps.max_rwq_indirection_table_size, 256u);
+  EXPECT_EQ(attr.rss_caps.rx_hash_function, IBV_RX_HASH_FUNC_TOEPLITZ);
+  EXPECT_NE(attr.rss_caps.rx_hash_fields_mask & IBV_RX_HASH_SRC_IPV4, 0u);
+  EXPECT_GT(attr.max_wq_type_rq, 0u);
+}
+
+TEST_F(RssTest, FramesSpreadOverTheWorkQueuesAndOneFlowKeepsToOne) {
+  MakeRss(IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_PORT_UDP |
+          IBV_RX_HASH_DST_PORT_UDP);
+  // 24 flows (Toeplitz is linear: flows that differ by small steps hash
+  // alike, so these are spread out), each sent twice; every receive taken is
+  // posted again on its queue.
+  std::vector<uint32_t> first_wq;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 1; i <= 24; ++i) {
+      ASSERT_EQ(SendFrame(a_, FlowFrame(i * 73 % 250 + 1, (1000 + i * 977) % 60000)),
+                IBV_WC_SUCCESS);
+      ibv_wc wc{};
+      ASSERT_EQ(ibv_poll_cq(rss_cq_, 1, &wc), 1) << "flow " << i;
+      EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+      EXPECT_EQ(wc.byte_len, 128u);
+      ASSERT_LT(wc.wr_id, static_cast<uint64_t>(kWqs));
+      EXPECT_EQ(wc.qp_num, wqs_[wc.wr_id]->wq_num) << "the completion names its queue";
+      PostOn(static_cast<int>(wc.wr_id), i);
+      if (round == 0) {
+        first_wq.push_back(wc.qp_num);
+      } else {
+        EXPECT_EQ(wc.qp_num, first_wq[i - 1]) << "flow " << i << " moved";
+      }
+    }
+  }
+  std::set<uint32_t> used(first_wq.begin(), first_wq.end());
+  EXPECT_GE(used.size(), 3u) << "24 flows over 4 queues";
+  for (uint32_t wqn : used) {
+    bool known = false;
+    for (ibv_wq* wq : wqs_) known = known || wq->wq_num == wqn;
+    EXPECT_TRUE(known) << wqn;
+  }
+  ibv_wc wc{};
+  EXPECT_FALSE(Received(b_, &wc)) << "no other QP took them";
+}
+
+TEST_F(RssTest, ObjectsInUseAreBusyAndBadAttributesAreRefused) {
+  MakeRss(IBV_RX_HASH_SRC_IPV4);
+  EXPECT_EQ(ibv_destroy_wq(wqs_[0]), EBUSY);
+  EXPECT_EQ(ibv_destroy_rwq_ind_table(table_), EBUSY);
+  auto refused = [&](ibv_qp_init_attr_ex init, int err, const char* what) {
+    errno = 0;
+    ibv_qp* qp = ibv_create_qp_ex(ctx_, &init);
+    EXPECT_EQ(qp, nullptr) << what;
+    EXPECT_EQ(errno, err) << what;
+    if (qp) ibv_destroy_qp(qp);
+  };
+  ibv_qp_init_attr_ex init = RssInit(IBV_RX_HASH_SRC_IPV4);
+  init.comp_mask &= ~IBV_QP_INIT_ATTR_RX_HASH;
+  refused(init, EINVAL, "no hash");
+  init = RssInit(IBV_RX_HASH_SRC_IPV4);
+  init.rx_hash_conf.rx_hash_key_len = 16;
+  refused(init, EINVAL, "a 16-byte key");
+  init = RssInit(IBV_RX_HASH_SRC_IPV4);
+  init.rx_hash_conf.rx_hash_function = 0;
+  refused(init, EOPNOTSUPP, "no function");
+  init = RssInit(IBV_RX_HASH_IPSEC_SPI);
+  refused(init, EOPNOTSUPP, "SPI");
+  init = RssInit(IBV_RX_HASH_SRC_IPV4);
+  init.qp_type = IBV_QPT_UD;
+  refused(init, EINVAL, "UD");
+  ibv_rwq_ind_table_init_attr tinit{};
+  tinit.log_ind_tbl_size = 9;
+  tinit.ind_tbl = wqs_;
+  errno = 0;
+  EXPECT_EQ(ibv_create_rwq_ind_table(ctx_, &tinit), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv_wq_attr attr{};
+  attr.attr_mask = IBV_WQ_ATTR_STATE | IBV_WQ_ATTR_CURR_STATE;
+  attr.curr_wq_state = IBV_WQS_RESET;
+  attr.wq_state = IBV_WQS_ERR;
+  EXPECT_EQ(ibv_modify_wq(wqs_[1], &attr), EINVAL) << "it is RDY, not RESET";
+  attr.attr_mask = IBV_WQ_ATTR_STATE;
+  ASSERT_EQ(ibv_modify_wq(wqs_[1], &attr), 0);
+  EXPECT_EQ(wqs_[1]->state, IBV_WQS_ERR);
+  attr.wq_state = IBV_WQS_RDY;
+  EXPECT_EQ(ibv_modify_wq(wqs_[1], &attr), EINVAL) << "ERR goes back through RESET";
+  attr.wq_state = IBV_WQS_RESET;
+  ASSERT_EQ(ibv_modify_wq(wqs_[1], &attr), 0);
+  EXPECT_EQ(wqs_[1]->state, IBV_WQS_RESET);
 }
 
 }  // namespace

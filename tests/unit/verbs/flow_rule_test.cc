@@ -234,5 +234,37 @@ TEST(SteerFrame, DefaultRulesTakeWhatNoRuleTrappedAndSniffersTakeAll) {
   EXPECT_EQ(SteerFrame(flows, Parse(mc), 0), (std::vector<uint32_t>{1, 2, 3, 4}));
 }
 
+// Microsoft's RSS verification suite: its key and two IPv4 TCP flows.
+constexpr uint8_t kMicrosoftKey[kRssKeyBytes] = {
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+    0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+    0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+
+FrameHeaders TcpFlow(const uint8_t src[4], uint16_t sport, const uint8_t dst[4], uint16_t dport) {
+  std::vector<uint8_t> ip = Ipv4(IPPROTO_TCP, 5, sport, dport);
+  memcpy(&ip[12], src, 4);
+  memcpy(&ip[16], dst, 4);
+  return Parse(EthernetFrame(1, 0x0800, ip));
+}
+
+TEST(Rss, ToeplitzHashesAsMicrosoftsVerificationSuite) {
+  const uint8_t src1[4] = {66, 9, 149, 187}, dst1[4] = {161, 142, 100, 80};
+  const uint8_t src2[4] = {199, 92, 111, 2}, dst2[4] = {65, 69, 140, 83};
+  uint8_t input[8];
+  memcpy(input, src1, 4);
+  memcpy(input + 4, dst1, 4);
+  EXPECT_EQ(ToeplitzHash(kMicrosoftKey, kRssKeyBytes, input, 8), 0x323e8fc2u);
+  const uint64_t addresses = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4;
+  const uint64_t tcp = addresses | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP;
+  EXPECT_EQ(RssHash(TcpFlow(src1, 2794, dst1, 1766), addresses, kMicrosoftKey), 0x323e8fc2u);
+  EXPECT_EQ(RssHash(TcpFlow(src1, 2794, dst1, 1766), tcp, kMicrosoftKey), 0x51ccc178u);
+  EXPECT_EQ(RssHash(TcpFlow(src2, 14230, dst2, 4739), addresses, kMicrosoftKey), 0xd718262au);
+  EXPECT_EQ(RssHash(TcpFlow(src2, 14230, dst2, 4739), tcp, kMicrosoftKey), 0xc626b0eau);
+  // UDP port fields do not hash a TCP frame's ports.
+  EXPECT_EQ(RssHash(TcpFlow(src1, 2794, dst1, 1766),
+                    addresses | IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP, kMicrosoftKey),
+            0x323e8fc2u);
+}
+
 }  // namespace
 }  // namespace softverbs::verbs
