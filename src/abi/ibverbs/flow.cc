@@ -11,9 +11,21 @@
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
 #include "abi/ibverbs/reject.h"
+#include "abi/ibverbs/softverbs_private.h"
 #include "verbs/flow_rule.h"
 
 namespace softverbs::provider {
+
+namespace {
+
+// The library's flow: the public struct, and the count it holds while it
+// lives (an mlx5 matcher's, softverbs_flow_hold; nullptr for ibv_create_flow's).
+struct Flow {
+  ibv_flow ibv;  // first
+  uint32_t* holder;
+};
+
+}  // namespace
 
 ibv_flow* CreateFlowOp(ibv_qp* qp, ibv_flow_attr* attr) {
   if (!qp || !attr) return RejectNull(EINVAL, "ibv_create_flow: %s is NULL", !qp ? "qp" : "attr");
@@ -25,7 +37,7 @@ ibv_flow* CreateFlowOp(ibv_qp* qp, ibv_flow_attr* attr) {
   protocol::CreateFlowRequest req{};
   const verbs::FlowVerdict verdict = verbs::ParseFlowAttr(*attr, &req.rule);
   if (!verdict.ok()) return RejectNull(verdict.err, "ibv_create_flow: %s", verdict.why.c_str());
-  auto* flow = new (std::nothrow) ibv_flow{};
+  auto* flow = new (std::nothrow) Flow{};
   if (!flow) return RejectNull(ENOMEM, "ibv_create_flow: out of memory");
   req.qp = FromPublic<Qp>(reinterpret_cast<ibv_qp_ex*>(qp))->handle;
   protocol::CreateFlowReply reply{};
@@ -34,19 +46,29 @@ ibv_flow* CreateFlowOp(ibv_qp* qp, ibv_flow_attr* attr) {
     errno = err;
     return nullptr;
   }
-  flow->context = qp->context;
-  flow->handle = reply.handle;
-  return flow;
+  flow->ibv.context = qp->context;
+  flow->ibv.handle = reply.handle;
+  return &flow->ibv;
 }
 
-int DestroyFlowOp(ibv_flow* flow) {
-  if (!flow) return Reject(EINVAL, "ibv_destroy_flow: flow is NULL");
-  protocol::HandleRequest req{flow->handle};
-  if (int err = Context::From(flow->context)->channel.Call(protocol::Op::kDestroyFlow, req)) {
+int DestroyFlowOp(ibv_flow* ibflow) {
+  if (!ibflow) return Reject(EINVAL, "ibv_destroy_flow: flow is NULL");
+  protocol::HandleRequest req{ibflow->handle};
+  if (int err = Context::From(ibflow->context)->channel.Call(protocol::Op::kDestroyFlow, req)) {
     return err;
   }
+  Flow* flow = FromPublic<Flow>(ibflow);
+  if (flow->holder) __atomic_fetch_sub(flow->holder, 1, __ATOMIC_RELEASE);
   delete flow;
   return 0;
 }
 
 }  // namespace softverbs::provider
+
+using namespace softverbs::provider;
+
+SV_EXPORT void softverbs_flow_hold(ibv_flow* ibflow, uint32_t* holder) {
+  Flow* flow = FromPublic<Flow>(ibflow);
+  __atomic_fetch_add(holder, 1, __ATOMIC_RELAXED);
+  flow->holder = holder;
+}

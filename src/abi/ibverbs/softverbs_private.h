@@ -177,6 +177,13 @@ struct softverbs_sig_error {
 int softverbs_mkey_sig_error(struct mlx5dv_mkey* mkey, int* has_error,
                              struct softverbs_sig_error* error);
 
+/* mlx5dv_create_flow's rules are ibv_create_flow's (the matcher's mask and
+ * the flow's value turned into specs): the flow counts itself in *holder (the
+ * matcher's count of its flows, read with __atomic builtins) until
+ * ibv_destroy_flow destroys it, so that mlx5dv_destroy_flow_matcher can be
+ * EBUSY while flows live. */
+void softverbs_flow_hold(struct ibv_flow* flow, uint32_t* holder);
+
 #ifdef __cplusplus
 }
 #endif
