@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -166,6 +169,27 @@ inline ibv_wc_status SendFrame(RawQp& r, const std::vector<uint8_t>& frame) {
 // Whether a receive completion is in r's CQ now.
 inline bool Received(RawQp& r, ibv_wc* wc) {
   return ibv_poll_cq(r.cq, 1, wc) == 1;
+}
+
+// Sets or clears CAP_NET_RAW in the calling thread's effective set (the
+// permitted set keeps it, so it can come back).
+inline bool SetNetRawEffective(bool on) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  if (on) {
+    data[0].effective |= 1u << CAP_NET_RAW;
+  } else {
+    data[0].effective &= ~(1u << CAP_NET_RAW);
+  }
+  return syscall(SYS_capset, &header, data) == 0;
+}
+
+// Whether the calling thread may use raw packet QPs (CAP_NET_RAW effective).
+inline bool HasNetRaw() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  return syscall(SYS_capget, &header, data) == 0 && (data[0].effective & (1u << CAP_NET_RAW));
 }
 
 }  // namespace softverbs::test

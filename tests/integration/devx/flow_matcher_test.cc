@@ -3,10 +3,6 @@
 // a source-MAC matcher and an IPv4/UDP one steer frames to a raw packet QP,
 // a matcher is busy while its flows live, and what softverbs does not match
 // or do is refused with the errno libmlx5 and the kernel give.
-#include <linux/capability.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cstring>
 
 #include "devx_env.h"
@@ -34,12 +30,6 @@ MatchParam Param(size_t n) {
 }
 uint8_t* Bytes(MatchParam& p) {
   return reinterpret_cast<uint8_t*>(p.head()->match_buf);
-}
-
-bool HasNetRaw() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
-  return syscall(SYS_capget, &header, data) == 0 && (data[0].effective & (1u << CAP_NET_RAW));
 }
 
 class FlowMatcherTest : public DevxTest {

@@ -2,14 +2,12 @@
 // capabilities, comp_mask checks, QP numbers, multicast and destroy, query.
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <poll.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <set>
 
+#include "raw_frames.h"
 #include "test_env.h"
 
 namespace softverbs::it {
@@ -121,11 +119,8 @@ TEST_F(QpTest, TheDriverTypeIsNotSupported) {
 // A raw packet QP needs CAP_NET_RAW, as the kernel asks (docs/raw_packet.md;
 // it_raw_packet drops the capability to see EPERM).
 TEST_F(QpTest, ARawPacketQpIsMadeWithCapNetRaw) {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = {};
-  ASSERT_EQ(syscall(SYS_capget, &header, caps), 0);
   ibv_qp_init_attr_ex init = InitFor(IBV_QPT_RAW_PACKET);
-  if (!(caps[0].effective & (1u << CAP_NET_RAW))) {
+  if (!softverbs::test::HasNetRaw()) {
     ExpectCreateFails(init, EPERM, "RAW_PACKET without CAP_NET_RAW");
     return;
   }

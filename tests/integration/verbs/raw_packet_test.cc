@@ -4,9 +4,7 @@
 // a receiver sees, the rules' lifetime (they hold their QP; a dead process's
 // go with it), and every refusal with the errno the kernel gives.
 #include <errno.h>
-#include <linux/capability.h>
 #include <netinet/in.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,26 +20,6 @@ namespace softverbs::it {
 namespace {
 
 using namespace softverbs::test;
-
-// Sets or clears CAP_NET_RAW in the calling thread's effective set (the
-// permitted set keeps it, so it can come back).
-bool SetNetRawEffective(bool on) {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
-  if (syscall(SYS_capget, &header, data) != 0) return false;
-  if (on) {
-    data[0].effective |= 1u << CAP_NET_RAW;
-  } else {
-    data[0].effective &= ~(1u << CAP_NET_RAW);
-  }
-  return syscall(SYS_capset, &header, data) == 0;
-}
-
-bool HasNetRaw() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
-  return syscall(SYS_capget, &header, data) == 0 && (data[0].effective & (1u << CAP_NET_RAW));
-}
 
 class RawPacketTest : public ContextTest {
  protected:
