@@ -9,6 +9,8 @@
 # result line with a non-zero iteration count.
 #
 # usage: run_raw_pair.sh SOFTVERBS_CLI -- PROGRAM ARGS...
+#   RAW_SERVER_ONLY=1: the server side alone (raw_ethernet_fs_rate, which
+#   makes and destroys rules and sends nothing), passing on its result line.
 # Exits 77 (SKIP) without CAP_NET_RAW, which raw packet QPs need as on
 # hardware.
 set -u
@@ -17,7 +19,7 @@ shift
 [ "$1" = "--" ] && shift
 
 cap_eff=$(awk '/^CapEff:/ {print $2}' /proc/self/status)
-if (( (0x$cap_eff >> 13) & 1 == 0 )); then
+if (( ((0x$cap_eff >> 13) & 1) == 0 )); then
   echo "SKIP: raw packet QPs need CAP_NET_RAW (CapEff $cap_eff)"
   exit 77
 fi
@@ -37,6 +39,13 @@ for _ in $(seq 200); do
   kill -0 $server 2>/dev/null || break
   sleep 0.05
 done
+if [ "${RAW_SERVER_ONLY:-0}" = 1 ]; then
+  wait $server
+  server_rc=$?
+  echo "--- server (rc=$server_rc)"; cat "$runtime/server.log"
+  [ $server_rc -eq 0 ] && grep -qE '^ *[1-9][0-9]*[[:space:]]+[0-9.]+[[:space:]]+[0-9.]+' "$runtime/server.log"
+  exit
+fi
 timeout 60 "$cli" run -- "$@" --client -B $client_mac -E $server_mac >"$runtime/client.log" 2>&1
 client_rc=$?
 wait $server
