@@ -54,8 +54,17 @@ Verdict Device::AttachMcast(ClientId c, const protocol::McastRequest& req) {
   QpHandle* qh = FindOwned(qp_handles_, c, req.qp);
   if (!qh) return Verdict::Fail(EINVAL, "attach_mcast: no such QP in this context");
   Qp& qp = qps_.at(qh->qpn);
-  if (qp.type != IBV_QPT_UD) return Verdict::Fail(EINVAL, "attach_mcast: only UD QPs join groups");
-  if (!IsMulticastGid(req.gid)) return Verdict::Fail(EINVAL, "attach_mcast: gid is not multicast");
+  const bool raw = qp.type == IBV_QPT_RAW_PACKET;
+  if (qp.type != IBV_QPT_UD && !raw) {
+    return Verdict::Fail(EINVAL, "attach_mcast: only UD and raw packet QPs join groups");
+  }
+  // A raw packet QP joins an Ethernet multicast group: the MAC in the gid's
+  // last 6 bytes, as mlx5 attaches one (perftest's --raw_mcast builds it so).
+  if (raw ? !(req.gid[10] & 1) : !IsMulticastGid(req.gid)) {
+    return Verdict::Fail(EINVAL, raw ? "attach_mcast: the MAC in the gid's last 6 bytes is not "
+                                       "multicast"
+                                     : "attach_mcast: gid is not multicast");
+  }
   std::vector<uint8_t> gid(req.gid, req.gid + 16);
   if (qp.mcast_groups.count(gid)) return Verdict::Ok();  // attaching twice is a no-op
   if (qp.mcast_groups.size() >= static_cast<size_t>(lim::kMaxMcastGrp)) {
@@ -67,6 +76,7 @@ Verdict Device::AttachMcast(ClientId c, const protocol::McastRequest& req) {
     return Verdict::Fail(ENOMEM, "device limit max_mcast_qp_attach reached for this group");
   }
   qp.mcast_groups.insert(gid);
+  if (raw) FlowRulesChanged();           // steered as a rule on the MAC (flow.cc)
   if (qp_changed_) qp_changed_(qp.qpn);  // the network transport joins the group
   return Verdict::Ok();
 }
@@ -79,6 +89,7 @@ Verdict Device::DetachMcast(ClientId c, const protocol::McastRequest& req) {
   if (!qp.mcast_groups.erase(gid)) {
     return Verdict::Fail(EINVAL, "detach_mcast: QP is not attached to that group");
   }
+  if (qp.type == IBV_QPT_RAW_PACKET) FlowRulesChanged();
   if (qp_changed_) qp_changed_(qp.qpn);
   return Verdict::Ok();
 }

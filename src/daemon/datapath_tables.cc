@@ -682,7 +682,7 @@ Verdict Device::McastMembers(ClientId c, const uint8_t gid[16], std::vector<uint
   (void)c;
   std::vector<uint8_t> key(gid, gid + 16);
   for (const auto& [qpn, qp] : qps_) {
-    if (qp.mcast_groups.count(key)) qpns->push_back(qpn);
+    if (qp.type == IBV_QPT_UD && qp.mcast_groups.count(key)) qpns->push_back(qpn);
   }
   return Verdict::Ok();
 }

@@ -54,14 +54,29 @@ Verdict Device::DestroyFlow(ClientId c, Handle h) {
 Verdict Device::FlowRules(ClientId c, const protocol::FlowRulesRequest& req,
                           protocol::FlowRulesReply* out, std::vector<verbs::SteeredFlow>* rules) {
   (void)c;
-  rules->clear();
-  uint32_t index = 0;
+  // The rules: ibv_create_flow's, then a raw packet QP's multicast groups
+  // (ibv_attach_mcast), each a rule on its MAC at the first priority.
+  std::vector<verbs::SteeredFlow> all;
+  all.reserve(flows_.size());
   for (const auto& [h, flow] : flows_) {
-    if (index++ < req.first) continue;
-    if (rules->size() == protocol::kFlowRulesPerReply) break;
-    rules->push_back({flow.rule, flow.qpn, qps_.at(flow.qpn).ind_table != 0 ? 1u : 0u});
+    all.push_back({flow.rule, flow.qpn, qps_.at(flow.qpn).ind_table != 0 ? 1u : 0u});
   }
-  *out = {table_.FlowEpoch().load(std::memory_order_relaxed), static_cast<uint32_t>(flows_.size()),
+  for (const auto& [qpn, qp] : qps_) {
+    if (qp.type != IBV_QPT_RAW_PACKET) continue;
+    for (const std::vector<uint8_t>& gid : qp.mcast_groups) {
+      verbs::FlowRule rule{};
+      rule.type = IBV_FLOW_ATTR_NORMAL;
+      rule.layers = verbs::kFlowLayerEth;
+      memcpy(rule.eth_val.dst_mac, gid.data() + 10, 6);
+      memset(rule.eth_mask.dst_mac, 0xff, 6);
+      all.push_back({rule, qpn, 0});
+    }
+  }
+  rules->clear();
+  for (size_t i = req.first; i < all.size() && rules->size() < protocol::kFlowRulesPerReply; ++i) {
+    rules->push_back(all[i]);
+  }
+  *out = {table_.FlowEpoch().load(std::memory_order_relaxed), static_cast<uint32_t>(all.size()),
           static_cast<uint32_t>(rules->size()), 0};
   return Verdict::Ok();
 }

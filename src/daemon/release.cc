@@ -79,6 +79,7 @@ void Device::ReleaseClients(const std::vector<ClientId>& members) {
   std::erase_if(reserved_qpns_, [&](const auto& entry) {
     return std::find(members.begin(), members.end(), entry.second) != members.end();
   });
+  FlowRulesChanged();  // their rules and raw multicast groups went with their QPs
   for (ClientId m : members) {
     if (auto it = mem_fds_.find(m); it != mem_fds_.end()) {
       close(it->second);

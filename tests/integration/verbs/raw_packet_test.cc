@@ -193,6 +193,27 @@ TEST_F(RawPacketTest, FrameLengthsOutsideAnEthernetFramesAreRefused) {
   EXPECT_EQ(ibv_post_send(c_.qp, &wr, &bad), EINVAL) << "SEND is a raw QP's only opcode";
 }
 
+TEST_F(RawPacketTest, AQpJoinsAnEthernetMulticastGroupByTheMacInItsGid) {
+  // As mlx5 (and perftest's --raw_mcast): the MAC is the gid's last 6 bytes.
+  ibv_gid gid{};
+  memcpy(gid.raw + 10, kMulticastMac, 6);
+  ASSERT_EQ(ibv_attach_mcast(b_.qp, &gid, 0), 0) << strerror(errno);
+  ASSERT_EQ(ibv_attach_mcast(c_.qp, &gid, 0), 0) << strerror(errno);
+  ibv_wc wc{};
+  ASSERT_EQ(SendFrame(a_, Frame(kMulticastMac, 5000, 64, 1)), IBV_WC_SUCCESS);
+  EXPECT_TRUE(Received(b_, &wc));
+  EXPECT_TRUE(Received(c_, &wc)) << "every member gets a copy";
+  EXPECT_EQ(ibv_destroy_qp(b_.qp), EBUSY) << "attached";
+  ASSERT_EQ(ibv_detach_mcast(b_.qp, &gid, 0), 0);
+  ASSERT_EQ(ibv_detach_mcast(c_.qp, &gid, 0), 0);
+  ASSERT_EQ(PostReceive(b_, 2), 0);
+  ASSERT_EQ(SendFrame(a_, Frame(kMulticastMac, 5000, 64, 2)), IBV_WC_SUCCESS);
+  EXPECT_FALSE(Received(b_, &wc)) << "detached";
+  ibv_gid unicast{};
+  memcpy(unicast.raw + 10, kMacB, 6);
+  EXPECT_EQ(ibv_attach_mcast(b_.qp, &unicast, 0), EINVAL);
+}
+
 TEST_F(RawPacketTest, ARuleHoldsItsQpUntilItIsDestroyed) {
   RawQp d;
   ASSERT_TRUE(MakeRawQp(ctx_, pd_, &d));
