@@ -345,7 +345,7 @@ class Device {
   // The MR whose lkey or rkey is key, or nullptr.
   Mr* FindMrByKey(uint32_t key);
   void ArmSrqLimit(const Srq& srq);
-  void FlowRulesChanged();  // bumps the device table's flow epoch
+  void FlowRulesChanged();                  // bumps the device table's flow epoch
   void PublishSrqNumber(const Srq& srq);    // xrc_datapath.cc
   void UnpublishSrqNumber(const Srq& srq);  // before the SRQ is destroyed
 
