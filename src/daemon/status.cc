@@ -77,6 +77,17 @@ std::string Device::StatusJson() const {
     json dms = json::array();
     for (const auto& [h, dm] : dms_)
       if (dm.owner == id) dms.push_back({{"handle", h}, {"size", dm.size}});
+    json flows = json::array();
+    for (const auto& [h, flow] : flows_)
+      if (flow.owner == id) {
+        flows.push_back({{"handle", h},
+                         {"qpn", flow.qpn},
+                         {"type", flow.rule.type},
+                         {"priority", flow.rule.priority}});
+      }
+    json ind_tables = json::array();
+    for (const auto& [h, t] : ind_tables_)
+      if (t.owner == id) ind_tables.push_back({{"number", t.number}, {"wqs", t.wqns.size()}});
     cl["pd"] = pds;
     cl["mr"] = mrs;
     cl["cq"] = cqs;
@@ -87,6 +98,8 @@ std::string Device::StatusJson() const {
     cl["dm"] = dms;
     cl["mw"] = mws;
     cl["mkey"] = mkeys;
+    cl["flow"] = flows;
+    cl["rwq_ind_table"] = ind_tables;
     if (devx_) cl["devx"] = devx_->StatusJson(id);
     clients.push_back(cl);
   }
@@ -103,6 +116,8 @@ std::string Device::StatusJson() const {
                {"ah", ahs_.size()},
                {"xrcd", xrcds_.size()},
                {"dm", dms_.size()},
+               {"flow", flows_.size()},
+               {"rwq_ind_table", ind_tables_.size()},
                {"mr_backings", std::count_if(backings_.begin(), backings_.end(),
                                              [](const auto& b) { return b.second.mrs != 0; })},
                // Memfds no MR uses, kept for the connections that passed

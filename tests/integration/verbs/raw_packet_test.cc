@@ -273,7 +273,8 @@ TEST_F(RawPacketTest, RulesTheKernelRefusesAreRefusedWithItsErrnoAndSteerNothing
   r = MacRule(kMacB);
   refused(rc, &r.attr, EINVAL);
   EXPECT_EQ(ibv_destroy_qp(rc), 0);
-  // No rule came of them: the frame goes nowhere.
+  // No rule came of them: the device holds none, and the frame goes nowhere.
+  EXPECT_EQ(MyObjectCount("flow"), 0u);
   ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 10)), IBV_WC_SUCCESS);
   EXPECT_FALSE(Received(b_, &wc));
 }
@@ -324,6 +325,7 @@ TEST_F(RawPacketTest, ADeadProcesssRulesGoWithIt) {
   ibv_wc wc{};
   ASSERT_EQ(SendFrame(a_, Frame(kMacB, 5000, 64, 11)), IBV_WC_SUCCESS);
   EXPECT_FALSE(Received(c_, &wc)) << "the child's rule trapped it";
+  EXPECT_EQ(Status()["objects"]["flow"].get<size_t>(), 2u) << "c's and the child's";
   ASSERT_EQ(write(down[1], "g", 1), 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
@@ -337,6 +339,7 @@ TEST_F(RawPacketTest, ADeadProcesssRulesGoWithIt) {
     if (!reached) usleep(10000);
   }
   EXPECT_TRUE(reached);
+  EXPECT_EQ(Status()["objects"]["flow"].get<size_t>(), 1u) << "the child's rule is gone";
   for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
 }
 
