@@ -55,7 +55,8 @@ Verdict Device::FlowRules(ClientId c, const protocol::FlowRulesRequest& req,
                           protocol::FlowRulesReply* out, std::vector<verbs::SteeredFlow>* rules) {
   (void)c;
   // The rules: ibv_create_flow's, then a raw packet QP's multicast groups
-  // (ibv_attach_mcast), each a rule on its MAC at the first priority.
+  // (ibv_attach_mcast), each a rule on its MAC at the first priority; an RSS
+  // QP's spread over its work queues either way.
   std::vector<verbs::SteeredFlow> all;
   all.reserve(flows_.size());
   for (const auto& [h, flow] : flows_) {
@@ -69,7 +70,7 @@ Verdict Device::FlowRules(ClientId c, const protocol::FlowRulesRequest& req,
       rule.layers = verbs::kFlowLayerEth;
       memcpy(rule.eth_val.dst_mac, gid.data() + 10, 6);
       memset(rule.eth_mask.dst_mac, 0xff, 6);
-      all.push_back({rule, qpn, 0});
+      all.push_back({rule, qpn, qp.ind_table != 0 ? 1u : 0u});
     }
   }
   rules->clear();

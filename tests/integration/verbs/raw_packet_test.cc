@@ -504,6 +504,19 @@ TEST_F(RssTest, FramesSpreadOverTheWorkQueuesAndOneFlowKeepsToOne) {
   EXPECT_FALSE(Received(b_, &wc)) << "no other QP took them";
 }
 
+TEST_F(RssTest, AnRssQpInAMulticastGroupSpreadsItsFramesToo) {
+  MakeRss(IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4);
+  ibv_gid gid{};
+  memcpy(gid.raw + 10, kMulticastMac, 6);
+  ASSERT_EQ(ibv_attach_mcast(rss_qp_, &gid, 0), 0) << strerror(errno);
+  ASSERT_EQ(SendFrame(a_, Frame(kMulticastMac, 5000, 128, 9)), IBV_WC_SUCCESS);
+  ibv_wc wc{};
+  ASSERT_EQ(ibv_poll_cq(rss_cq_, 1, &wc), 1) << "a work queue took it";
+  ASSERT_LT(wc.wr_id, static_cast<uint64_t>(kWqs));
+  EXPECT_EQ(wc.qp_num, wqs_[wc.wr_id]->wq_num);
+  EXPECT_EQ(ibv_detach_mcast(rss_qp_, &gid, 0), 0);
+}
+
 TEST_F(RssTest, ObjectsInUseAreBusyAndBadAttributesAreRefused) {
   MakeRss(IBV_RX_HASH_SRC_IPV4);
   EXPECT_EQ(ibv_destroy_wq(wqs_[0]), EBUSY);
