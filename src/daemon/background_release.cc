@@ -12,8 +12,9 @@ namespace softverbs::daemon {
 namespace {
 
 // Test hook: SOFTVERBS_TEST_RELEASE_DELAY_MS=<n> makes the release thread
-// wait n ms before each release, so that a test can see requests answered
-// while a release is still to come. Read once.
+// wait n ms before each batch it was handed (a closed connection's kept
+// memfds are one), so that a test can see requests answered while a
+// release is still to come. Read once.
 std::chrono::milliseconds DelayForTests() {
   static const long ms = [] {
     const char* v = getenv("SOFTVERBS_TEST_RELEASE_DELAY_MS");
@@ -66,7 +67,9 @@ void BackgroundRelease::Detach(const void* base, uint64_t bytes) {
 void BackgroundRelease::Hand(std::span<const Item> items) {
   {
     std::lock_guard lock(mutex_);
+    const size_t first = items_.size();
     items_.insert(items_.end(), items.begin(), items.end());
+    if (items_.size() > first) items_[first].first_of_batch = true;
     if (!thread_.joinable()) thread_ = std::thread(&BackgroundRelease::Run, this);
   }
   wake_.notify_one();
@@ -81,7 +84,9 @@ void BackgroundRelease::Run() {
     items_.pop_front();
     const bool stopping = stopping_;
     lock.unlock();
-    if (DelayForTests().count() > 0 && !stopping) std::this_thread::sleep_for(DelayForTests());
+    if (DelayForTests().count() > 0 && !stopping && item.first_of_batch) {
+      std::this_thread::sleep_for(DelayForTests());
+    }
     Release(item);
     lock.lock();
   }

@@ -40,8 +40,9 @@ class BackgroundRelease {
 
  private:
   struct Item {
-    int fd;            // >= 0: close it
-    const void* base;  // else: shmdt it
+    int fd;                       // >= 0: close it
+    const void* base;             // else: shmdt it
+    bool first_of_batch = false;  // the first of one Hand's items (the test delay's unit)
   };
   void Hand(std::span<const Item> items);
   void Run();

@@ -307,6 +307,7 @@ bool Device::HoldBacking(Mr& mr, BackingId id, int borrowed_fd, uint64_t size, C
   HeldBacking* held = HeldOrAdopted(id, borrowed_fd, size);
   if (!held) return false;
   held->mrs++;
+  held->used = true;
   if (keeper != 0 &&
       std::find(held->keepers.begin(), held->keepers.end(), keeper) == held->keepers.end()) {
     held->keepers.push_back(keeper);

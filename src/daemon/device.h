@@ -410,6 +410,10 @@ class Device {
     // forget it or go.
     std::vector<ClientId> keepers;
     uint64_t released_at = 0;  // kept_clock_ when its last MR went
+    // An MR used it once: kept for a range converted before. Else it was
+    // offered ahead and waits for its first registration (a memfd the
+    // library made ahead, or one offered as its range converts).
+    bool used = false;
   };
   // Closes and detaches what would free many pages (declared before what
   // it releases: it outlives them, and finishes at the device's end).

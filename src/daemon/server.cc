@@ -105,12 +105,16 @@ int Server::WaitForEvents(epoll_event* events, int max, int64_t timeout_us) {
   constexpr auto kBusySpin = std::chrono::microseconds(50);
   if (busy_) {
     // The watched call pages are looked at between the socket checks.
-    const auto until = std::chrono::steady_clock::now() + kBusySpin;
+    auto until = std::chrono::steady_clock::now() + kBusySpin;
     uint32_t round = 0;
     do {
       int n = epoll_wait(epoll_fd_, events, max, 0);
       if (n != 0) return n;
       if (ServeWatchedPages()) return 0;
+      // A client said it calls soon (a registration converting its range):
+      // another spin's time from now, so that the call finds the daemon
+      // awake. Each extension needs a call of the client's to come.
+      if (CallsComingOnWatchedPages()) until = std::chrono::steady_clock::now() + kBusySpin;
       // A client the scheduler put on this CPU (it woke the daemon here)
       // gets it back within a few rounds, instead of after the whole spin:
       // a call right after one that woke the daemon took 62-70 us instead
@@ -417,10 +421,16 @@ void Server::HandleReadable(int fd) {
 void Server::TakeOffer(Connection& conn, size_t len, const std::vector<int>& fds) {
   // No reply: the registration naming the memfd follows through the page
   // (watched since this message came, HandleEvent).
+  // One memfd (a registration's, offered as it converts) or a few (made
+  // ahead for the registrations to come).
   ++calls_.backings_offered;
-  const Verdict v = len != 0 || fds.size() != 1
-                        ? Verdict::Fail(EPROTO, "offer_backing: no body and one memfd expected")
-                        : device_.KeepOfferedBacking(conn.client, fds[0]);
+  calls_.backing_memfds_offered += fds.size();
+  Verdict v = len != 0 || fds.empty()
+                  ? Verdict::Fail(EPROTO, "offer_backing: no body and one memfd or more expected")
+                  : Verdict::Ok();
+  for (size_t i = 0; v.ok() && i < fds.size(); ++i) {
+    v = device_.KeepOfferedBacking(conn.client, fds[i]);
+  }
   // No reply to carry the reason: the log has the first few (a client
   // sending nothing else could fill it), the status the count.
   constexpr uint64_t kRefusalsLogged = 8;
@@ -675,6 +685,7 @@ void Server::Dispatch(Connection& conn, const protocol::RequestHeader& hdr, cons
                 ",\"requests_by_call_page\":" + std::to_string(calls_.by_page) +
                 ",\"call_page_doorbells\":" + std::to_string(calls_.doorbells) +
                 ",\"backings_offered\":" + std::to_string(calls_.backings_offered) +
+                ",\"backing_memfds_offered\":" + std::to_string(calls_.backing_memfds_offered) +
                 ",\"backing_offers_refused\":" + std::to_string(calls_.offers_refused) +
                 ",\"backing_offers_read_early\":" + std::to_string(calls_.offers_read_early) +
                 ",\"socket_requests_answered_through_call_page\":" +

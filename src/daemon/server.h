@@ -74,9 +74,10 @@ class Server {
     // kContext: the call page (protocol/call_page.h, server_call_page.cc).
     datapath::SharedMapping page_mapping;
     protocol::CallPage* page = nullptr;
-    uint32_t page_taken = 0;     // seq of the last request taken from the page
-    uint32_t page_replying = 0;  // seq of the page request being served (its reply goes there)
-    bool page_watched = false;   // in watched_pages_, daemon_watching set
+    uint32_t page_taken = 0;         // seq of the last request taken from the page
+    uint32_t page_replying = 0;      // seq of the page request being served (its reply goes there)
+    bool page_watched = false;       // in watched_pages_, daemon_watching set
+    uint32_t calls_coming_seen = 0;  // CallPage::calls_coming when last looked at
   };
 
   void Accept();
@@ -105,6 +106,9 @@ class Server {
   bool ServeCallPage(Connection& conn);
   // Looks at every watched page (while the daemon spins). True if it served.
   bool ServeWatchedPages();
+  // Whether a watched page's client said a call comes soon
+  // (CallPage::calls_coming) since the last look.
+  bool CallsComingOnWatchedPages();
   // Before the daemon sleeps: clears daemon_watching on every watched page,
   // then looks at each once more. True if that served a request (the daemon
   // must not sleep then).
@@ -160,6 +164,7 @@ class Server {
     uint64_t by_page = 0;
     uint64_t doorbells = 0;
     uint64_t backings_offered = 0;         // kOfferBacking messages (not requests: no reply)
+    uint64_t backing_memfds_offered = 0;   // the descriptors they carried (a batch made ahead: several)
     uint64_t offers_refused = 0;           // of them, not taken (the first few logged)
     uint64_t offers_read_early = 0;        // of them, read ahead of a registration naming them
     uint64_t socket_answered_by_page = 0;  // by_socket ones with kReplyThroughPage

@@ -91,6 +91,20 @@ bool Server::ServeWatchedPages() {
   return served;
 }
 
+bool Server::CallsComingOnWatchedPages() {
+  bool coming = false;
+  for (int fd : watched_pages_) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end() || !it->second.page) continue;
+    const uint32_t now = it->second.page->calls_coming.load(std::memory_order_relaxed);
+    if (now != it->second.calls_coming_seen) {
+      it->second.calls_coming_seen = now;
+      coming = true;
+    }
+  }
+  return coming;
+}
+
 bool Server::UnwatchCallPages() {
   const std::vector<int> watched = std::move(watched_pages_);
   watched_pages_.clear();

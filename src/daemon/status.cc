@@ -122,8 +122,14 @@ std::string Device::StatusJson() const {
                                              [](const auto& b) { return b.second.mrs != 0; })},
                // Memfds no MR uses, kept for the connections that passed
                // them (a registration of the range again names them).
-               {"mr_backings_kept", std::count_if(backings_.begin(), backings_.end(),
-                                                  [](const auto& b) { return b.second.mrs == 0; })},
+               {"mr_backings_kept",
+                std::count_if(backings_.begin(), backings_.end(),
+                              [](const auto& b) { return b.second.mrs == 0 && b.second.used; })},
+               // Memfds offered ahead that no MR used yet (the libraries'
+               // memfds made ahead for small registrations).
+               {"mr_backings_ready",
+                std::count_if(backings_.begin(), backings_.end(),
+                              [](const auto& b) { return b.second.mrs == 0 && !b.second.used; })},
                {"mr_segments", segments_.size()}};
   json all{{"device", dev}, {"clients", clients}, {"objects", objects}};
   return all.dump(2);

@@ -67,7 +67,13 @@ struct CallPage {
   // UINT32_MAX: unknown). A hint: the daemon moves off a caller's CPU
   // (daemon/cpu_sharing.h).
   std::atomic<uint32_t> client_cpu;
-  uint8_t library_pad[44];
+  // Bumped by the library when it will call soon, before work of its own
+  // (a registration converting its range, DaemonChannel::WakeAhead): a
+  // daemon that watches the page then looks for another spin's time, so
+  // that it still watches when the call comes; one that does not is rung.
+  // A daemon before session 45 ignores it.
+  std::atomic<uint32_t> calls_coming;
+  uint8_t library_pad[40];
   // Cache line 1: the daemon's words.
   std::atomic<uint32_t> reply_seq;        // seq of the last reply (the futex word)
   std::atomic<uint32_t> reply_size;       // bytes in reply[]: ReplyHeader + body + reason

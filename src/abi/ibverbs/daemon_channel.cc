@@ -220,11 +220,22 @@ int DaemonChannel::Connect(protocol::Role role) {
   return 0;
 }
 
-int DaemonChannel::OfferBacking(int memfd) {
+int DaemonChannel::OfferBackings(const int* memfds, size_t count) {
   if (fd_ < 0 || gone()) return ENODEV;
   const protocol::RequestHeader hdr{protocol::kProtocolVersion,
                                     static_cast<uint16_t>(protocol::Op::kOfferBacking), 0, 0, 0};
-  return SendMessage(fd_, &hdr, sizeof(hdr), nullptr, 0, &memfd, 1);
+  return SendMessage(fd_, &hdr, sizeof(hdr), nullptr, 0, memfds, count);
+}
+
+void DaemonChannel::WakeAhead() {
+  protocol::CallPage* page = page_.get();
+  if (fd_ < 0 || page == nullptr || gone()) return;
+  page->calls_coming.fetch_add(1, std::memory_order_seq_cst);
+  // A daemon that stops watching after this look is rung by the call itself.
+  if (page->daemon_watching.load(std::memory_order_seq_cst) != 0) return;
+  const protocol::RequestHeader bell{protocol::kProtocolVersion,
+                                     static_cast<uint16_t>(protocol::Op::kCallDoorbell), 0, 0, 0};
+  SendMessage(fd_, &bell, sizeof(bell), nullptr, 0, nullptr, 0);
 }
 
 int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,

@@ -63,7 +63,17 @@ class DaemonChannel {
   // Sends the daemon a registration's new memfd ahead of the registration
   // that names it (Op::kOfferBacking; no reply, no call lock: a message of
   // the SOCK_SEQPACKET socket is whole). Returns 0 or an errno.
-  int OfferBacking(int memfd);
+  int OfferBacking(int memfd) { return OfferBackings(&memfd, 1); }
+  // The same with up to kMaxFdsPerMessage memfds in one message (memfds
+  // made ahead, ready_backings.h).
+  int OfferBackings(const int* memfds, size_t count);
+
+  // A call comes soon (a registration converts its range first): a daemon
+  // that watches the call page is told to go on watching (CallPage::
+  // calls_coming; no system call), one that does not is rung now (a
+  // doorbell that names no request), so that it is awake and watching when
+  // the call comes instead of being woken by it.
+  void WakeAhead();
 
   // A fixed-size request and reply.
   template <typename Req, typename Rep>

@@ -55,4 +55,12 @@ int MoveAboveApplication(int fd) {
   return moved;
 }
 
+bool SpareDescriptor(int fd) {
+  if (Floor().room_above && static_cast<rlim_t>(fd) >= Floor().floor) return true;
+  rlimit limit{};
+  return getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+         (limit.rlim_cur == RLIM_INFINITY ||
+          static_cast<rlim_t>(fd) + kDescriptorStep <= limit.rlim_cur);
+}
+
 }  // namespace softverbs::provider

@@ -21,5 +21,11 @@ bool RaiseSoftDescriptorLimit();
 // Moves fd at or above the floor (closing the original). Answers the
 // descriptor to use: fd itself when there is no room above the floor.
 int MoveAboveApplication(int fd);
+// Whether a cache of the library's may keep fd (a descriptor just made and
+// moved): at or above the floor, where MoveAboveApplication puts
+// descriptors when there is room - one the application could not have had
+// -, or, where there is none, far below the soft limit (1,024 numbers at
+// least between them: the process is not short of descriptors).
+bool SpareDescriptor(int fd);
 
 }  // namespace softverbs::provider

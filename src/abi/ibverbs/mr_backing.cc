@@ -18,6 +18,7 @@
 
 #include "abi/ibverbs/descriptor_floor.h"
 #include "abi/ibverbs/raw_memory_calls.h"
+#include "abi/ibverbs/ready_backings.h"
 #include "abi/ibverbs/self_maps.h"
 #include "abi/ibverbs/write_hold.h"
 #include "common/log.h"
@@ -245,27 +246,17 @@ bool CopyIntoFile(int fd, const char* from, size_t bytes, off_t at) {
 // and *offered says whether it went: the device takes it while the range is
 // copied and remapped. If the conversion then fails, the device is told to
 // forget it with the next batch of dropped backings (under g_mutex).
+//
+// A ready memfd (ready_backings.h) was made, sealed and offered before: it
+// is used as it is (at offset 0, as a new one would be).
 int CreateBacking(uint64_t begin, uint64_t end, bool anonymous, const BackingOffer* offer,
-                  uint64_t keeper, bool* offered) {
-  *offered = false;
+                  uint64_t keeper, bool* offered, const ReadyBacking* ready) {
+  *offered = ready != nullptr;
   const size_t size = end - begin;
   const uint64_t page = PageSize();
-  int fd = memfd_create(kBackingMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  // Every descriptor below the soft limit is taken: room above it (the
-  // descriptor is moved there at once).
-  if (fd < 0 && errno == EMFILE && RaiseSoftDescriptorLimit()) {
-    fd = memfd_create(kBackingMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  }
+  int fd = ready ? ready->fd : MakeSealedMemfd(size);
   if (fd < 0) return -1;
-  fd = MoveAboveApplication(fd);
-  // Peers and the device map it: nobody may shrink it under them (SIGBUS);
-  // the device refuses a backing without this seal.
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    close(fd);
-    return -1;
-  }
-  if (offer) *offered = offer->send(offer->context, fd);
+  if (offer && !ready) *offered = offer->send(offer->context, fd);
   // A failure once the hold is taken releases it first: the forgetting
   // allocates, and the range may hold the heap (write_hold.h).
   auto fail = [&] {
@@ -457,12 +448,14 @@ void SnapshotLiveRanges() {
 
 void BeforeFork() {
   PrivatizeIdleBeforeFork();  // takes g_mutex
+  LockReadyBackingsForFork();
   SnapshotLiveRanges();
 }
 
 void AfterForkInParent() {
   for (const Snapshot& s : *g_snapshots) RawMunmap(s.copy, s.len);
   g_snapshots->clear();
+  UnlockReadyBackingsInParent();
   g_mutex.unlock();
 }
 
@@ -480,6 +473,7 @@ void AfterForkInChild() {
     if (d.fd >= 0) close(d.fd);
   }
   g_dropped->clear();  // the parent tells its devices
+  DropReadyBackingsInChild();
   g_mutex.unlock();
 }
 
@@ -579,16 +573,27 @@ MrBacking AcquireMrBacking(SelfMaps& maps, void* addr, size_t length, uint64_t k
   }
   const bool anonymous = maps.Covered(begin, end, [](const Vma& v) { return v.anonymous(); });
   if (keeper == 0) offer = nullptr;  // nobody to keep it for
+  // A small range takes a memfd made ahead for the context, if one is ready.
+  ReadyBacking ready;
+  bool wake_maker = false;
+  const bool have_ready = offer && offer->wake_maker && end - begin <= kReadyBackingBytes &&
+                          TakeReadyBacking(keeper, &ready, &wake_maker);
+  if (wake_maker) offer->wake_maker(offer->context);
+  if (have_ready && offer->wake_device) offer->wake_device(offer->context);
   bool offered = false;
-  int fd = CreateBacking(begin, end, anonymous, offer, keeper, &offered);
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE) && DropAllIdle(maps) > 0) {
+  int fd =
+      CreateBacking(begin, end, anonymous, offer, keeper, &offered, have_ready ? &ready : nullptr);
+  if (fd < 0 && !have_ready && (errno == EMFILE || errno == ENFILE) && DropAllIdle(maps) > 0) {
     // Out of descriptors at memfd_create, before any change: the ranges
     // kept converted give theirs back and the registration tries again.
-    fd = CreateBacking(begin, end, anonymous, offer, keeper, &offered);
+    fd = CreateBacking(begin, end, anonymous, offer, keeper, &offered, nullptr);
   }
   maps.Forget();  // [begin, end) maps the memfd now
   struct stat st {};
-  if (fd >= 0 && fstat(fd, &st) != 0) {
+  if (have_ready && fd >= 0) {
+    st.st_dev = static_cast<dev_t>(ready.name.dev);
+    st.st_ino = static_cast<ino_t>(ready.name.ino);
+  } else if (fd >= 0 && fstat(fd, &st) != 0) {
     close(fd);  // (an offered one stays with the device until the context closes)
     fd = -1;
   }
@@ -688,6 +693,7 @@ void NoteBackingsForgotten(uint64_t keeper, const std::vector<protocol::BackingN
 }
 
 void ForgetKeeper(uint64_t keeper) {
+  DropReadyBackings(keeper);
   std::lock_guard lock(g_mutex);
   for (Backing& b : *g_backings) std::erase(b.kept_by, keeper);
   std::erase_if(*g_dropped, [&](DroppedBacking& d) {

@@ -58,10 +58,16 @@ inline void DescribeBacking(const MrBacking& b, protocol::RegMrBackedRequest* re
 }
 
 // Sends a new memfd to the registering context's device ahead of the
-// registration (DaemonChannel::OfferBacking): true if it went.
+// registration (DaemonChannel::OfferBacking): true if it went. The offer
+// also wakes a device asleep, which is then awake for the registration's
+// call. A registration that takes a ready memfd (ready_backings.h) offers
+// none: it calls wake_device instead (DaemonChannel::WakeAhead), and
+// wake_maker when the context's stock runs low (null: no stock).
 struct BackingOffer {
   bool (*send)(void* context, int memfd);
   void* context;
+  void (*wake_maker)(void* context) = nullptr;
+  void (*wake_device)(void* context) = nullptr;
 };
 
 // Backs the whole pages of [addr, addr+length). Failure to back is not an

@@ -11,6 +11,7 @@
 #include "abi/ibverbs/execution_gate.h"
 #include "abi/ibverbs/exports.h"
 #include "abi/ibverbs/fork_state.h"
+#include "abi/ibverbs/live_mr_ranges.h"
 #include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/parent_domain.h"
@@ -82,6 +83,13 @@ int CheckRegistration(SelfMaps& maps, ibv_pd* pd, const void* addr, size_t lengt
   return 0;
 }
 
+// Asks the context's watch thread to make memfds ahead (ready_backings.h).
+void WakeReadyBackingMaker(void* context) {
+  const uint64_t one = 1;
+  const ssize_t n = write(static_cast<Context*>(context)->ready_backings_fd, &one, sizeof(one));
+  (void)n;
+}
+
 }  // namespace
 
 ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
@@ -98,11 +106,12 @@ ibv_mr* RegisterMr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigne
   req.reg = {FromPublic<Pd>(pd)->handle, access, reinterpret_cast<uint64_t>(addr), length, iova};
   // The data path: whole pages become shared memory peers can map (not for
   // on-demand MRs, reached through the owner's /proc/self/mem at access).
-  const BackingOffer offer{[](void* context, int memfd) {
-                             return static_cast<Context*>(context)->channel.OfferBacking(memfd) ==
-                                    0;
-                           },
-                           ctx};
+  const BackingOffer offer{
+      [](void* context, int memfd) {
+        return static_cast<Context*>(context)->channel.OfferBacking(memfd) == 0;
+      },
+      ctx, ctx->ready_backings_fd >= 0 ? WakeReadyBackingMaker : nullptr,
+      [](void* context) { static_cast<Context*>(context)->channel.WakeAhead(); }};
   MrBacking backing = (access & IBV_ACCESS_ON_DEMAND)
                           ? MrBacking{}
                           : AcquireMrBacking(maps, addr, length, ctx->keeper, &offer);
@@ -181,6 +190,8 @@ ibv_mr* MakeMr(ibv_pd* pd, const protocol::RegMrReply& rep, uint64_t backing_id,
   mr->ibv.handle = rep.handle;
   mr->ibv.lkey = rep.lkey;
   mr->ibv.rkey = rep.rkey;
+  NoteMrRange(reinterpret_cast<uint64_t>(addr), length);
+  mr->range_noted = true;
   return &mr->ibv;
 }
 
@@ -348,6 +359,7 @@ SV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   // that is still inside an access: wait for it, as hardware finishes its
   // DMA before the deregistration completes.
   WaitForPeersToLeave(ctx, mr->lkey, rep.peers_inside);
+  if (m->range_noted) ForgetMrRange(reinterpret_cast<uint64_t>(mr->addr), mr->length);
   ReleaseMrBacking(m->backing_id);
   SendForgottenBackings(ctx);
   delete m;
@@ -437,6 +449,12 @@ SV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t
   }
   if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
   if (translate) {
+    // Peers reached the old range until the daemon's answer, the new one
+    // from then on: noted before the old one is forgotten.
+    if (m->range_noted) {
+      NoteMrRange(reinterpret_cast<uint64_t>(addr), length);
+      ForgetMrRange(reinterpret_cast<uint64_t>(mr->addr), mr->length);
+    }
     mr->addr = addr;
     mr->length = length;
   }

@@ -112,6 +112,9 @@ struct Context {
   // IBV_EVENT_DEVICE_FATAL was handed out.
   std::thread watch_thread;
   int watch_stop_fd = -1;
+  // Readable: the watch thread makes memfds ahead for this context's
+  // registrations (ready_backings.h).
+  int ready_backings_fd = -1;
   pid_t watch_pid = 0;  // the process the watcher runs in (not a fork child)
   std::atomic<bool> fatal{false};
   std::atomic<bool> fatal_reported{false};
@@ -151,9 +154,10 @@ struct Pd {
 struct Mr {
   ibv_mr ibv;  // first
   Handle handle;
-  uint64_t backing_id = 0;  // mr_backing.h: the memfd backing its whole pages (0: none)
-  unsigned access = 0;      // ibv_access_flags as last registered (rereg checks the new range)
-  bool imported = false;    // ibv_import_mr's (rdma-core's IBV_MR_TYPE_IMPORTED_MR)
+  uint64_t backing_id = 0;   // mr_backing.h: the memfd backing its whole pages (0: none)
+  unsigned access = 0;       // ibv_access_flags as last registered (rereg checks the new range)
+  bool imported = false;     // ibv_import_mr's (rdma-core's IBV_MR_TYPE_IMPORTED_MR)
+  bool range_noted = false;  // its range is among the live ones (live_mr_ranges.h)
 };
 
 // A memory window (mw.cc): the device's object; its key lives in the

@@ -5,6 +5,7 @@
 #include <errno.h>
 
 #include "abi/ibverbs/exports.h"
+#include "abi/ibverbs/live_mr_ranges.h"
 #include "abi/ibverbs/mr_backing.h"
 #include "abi/ibverbs/ops.h"
 #include "abi/ibverbs/provider.h"
@@ -27,6 +28,10 @@ SV_EXPORT int softverbs_call(ibv_context* context, uint16_t op, const void* req,
   if (op == 0 || op >= static_cast<uint16_t>(softverbs::protocol::Op::kCount)) return EINVAL;
   return Context::From(context)->channel.Call(static_cast<softverbs::protocol::Op>(op), req,
                                               req_len, rep, rep_len, fds, nfds, rep_body_len);
+}
+
+SV_EXPORT void softverbs_note_umems(int delta) {
+  softverbs::provider::NoteUmems(delta);
 }
 
 SV_EXPORT int softverbs_check_umem(const void* addr, size_t size, uint32_t access) {

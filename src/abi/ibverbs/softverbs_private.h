@@ -49,6 +49,13 @@ void softverbs_vlog(const char* fmt, va_list ap) __attribute__((format(printf, 1
  */
 int softverbs_check_umem(const void* addr, size_t size, uint32_t access);
 
+/*
+ * A DEVX UMEM went live (+1, after its registration) or is gone (-1):
+ * while any lives, registration holds other threads' and peers' writes
+ * with its userfaultfd for every range (live_mr_ranges.h).
+ */
+void softverbs_note_umems(int delta);
+
 /* Device-wide numbers of verbs objects (what mlx5dv_init_obj reports and
  * DEVX commands use to name them). */
 uint32_t softverbs_pd_number(struct ibv_pd* pd);

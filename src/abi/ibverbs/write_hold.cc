@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <mutex>
 
 #include "abi/ibverbs/descriptor_floor.h"
+#include "abi/ibverbs/live_mr_ranges.h"
 #include "common/log.h"
 
 #ifndef UFFD_USER_MODE_ONLY
@@ -33,9 +35,44 @@ constexpr int kUnavailable = -2;
 // space, and a registration through it would protect the parent's pages.
 std::atomic<int> g_uffd{kUnopened};
 
+// The process's /proc/self/task, opened at the first hold: its link count
+// is the number of the process's threads plus two, fresh at every fstat.
+// A fork child opens its own.
+int g_task_dir = kUnopened;
+// The library's threads that write no memory of the process now, counted
+// by themselves (QuietLibraryThread).
+std::atomic<int> g_quiet_threads{0};
+// Held by a hold that blocks signals only (it took every other thread for
+// quiet) for as long as it holds, and by a quiet thread while it becomes a
+// writer: no thread starts writing under such a hold.
+std::mutex g_unheld_mutex;
+
 void ForgetInChild() {
   const int fd = g_uffd.exchange(kUnopened);
   if (fd >= 0) close(fd);
+  if (g_task_dir >= 0) close(g_task_dir);
+  g_task_dir = kUnopened;
+  new (&g_unheld_mutex) std::mutex;  // another thread may have held it at the fork
+  g_quiet_threads.store(0, std::memory_order_release);  // the child has none of them
+}
+
+// Whether the calling thread is the only one that may write the
+// application's memory: the process's threads less the library's quiet
+// ones. Errs towards "no": a quiet thread counts itself only once it runs
+// and uncounts itself before it ends, so while it starts or ends it is
+// counted as a writer. (Under the registry's lock, as every hold.)
+bool CallerIsTheOnlyWriter(uint64_t begin, uint64_t end) {
+  // Peers write an MR's unbacked pages through /proc/<pid>/mem: held, such
+  // a write fails and is made again after the conversion (live_mr_ranges.h).
+  if (AnyMrCovers(begin, end)) return false;
+  if (g_task_dir == kUnopened) {
+    const int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    g_task_dir = fd >= 0 ? MoveAboveApplication(fd) : kUnavailable;
+  }
+  struct stat st {};
+  if (g_task_dir < 0 || fstat(g_task_dir, &st) != 0 || st.st_nlink < 3) return false;
+  const int64_t threads = static_cast<int64_t>(st.st_nlink) - 2;
+  return threads - g_quiet_threads.load(std::memory_order_acquire) == 1;
 }
 
 int OpenUffd() {
@@ -114,6 +151,27 @@ bool WrittenByHolder(uint64_t begin, uint64_t end) {
 
 }  // namespace
 
+QuietLibraryThread::QuietLibraryThread() {
+  Quiet();
+}
+
+QuietLibraryThread::~QuietLibraryThread() {
+  WillWrite();
+}
+
+void QuietLibraryThread::Quiet() {
+  if (quiet_) return;
+  quiet_ = true;
+  g_quiet_threads.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void QuietLibraryThread::WillWrite() {
+  if (!quiet_) return;
+  std::lock_guard lock(g_unheld_mutex);
+  quiet_ = false;
+  g_quiet_threads.fetch_sub(1, std::memory_order_acq_rel);
+}
+
 WriteHold::WriteHold(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {
   if (end <= begin || WrittenByHolder(begin, end)) return;
   const int fd = Uffd();
@@ -121,6 +179,16 @@ WriteHold::WriteHold(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, &saved_mask_);
+  // Nobody else to hold: the signals blocked are the whole hold (a handler
+  // of this thread's is the only other writer there could be), and no
+  // quiet thread starts writing until it is released.
+  g_unheld_mutex.lock();
+  if (CallerIsTheOnlyWriter(begin, end)) {
+    held_ = true;
+    signals_only_ = true;
+    return;
+  }
+  g_unheld_mutex.unlock();
   uffdio_register reg{};
   reg.range.start = begin;
   reg.range.len = end - begin;
@@ -145,6 +213,11 @@ WriteHold::WriteHold(uint64_t begin, uint64_t end) : begin_(begin), end_(end) {
 void WriteHold::Release() {
   if (!held_) return;
   held_ = false;
+  if (signals_only_) {
+    g_unheld_mutex.unlock();
+    pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+    return;
+  }
   const int fd = g_uffd.load(std::memory_order_acquire);
   uffdio_range range{begin_, end_ - begin_};
   if (!replaced_) {

@@ -48,6 +48,7 @@ SV_MLX5_EXPORT mlx5dv_devx_umem* mlx5dv_devx_umem_reg(ibv_context* context, void
     return RejectNull(ENOMEM, "mlx5dv_devx_umem_reg: out of memory for the UMEM");
   }
   softverbs::mlx5::NoteUmem(context, rep.umem_id, addr, size);
+  softverbs_note_umems(+1);
   return &umem->pub;
 }
 
@@ -83,6 +84,7 @@ SV_MLX5_EXPORT int mlx5dv_devx_umem_dereg(mlx5dv_devx_umem* dv_umem) {
     return ReturnErrno(err);
   }
   softverbs::mlx5::ForgetUmem(umem->pub.umem_id);
+  softverbs_note_umems(-1);
   delete umem;
   return 0;
 }

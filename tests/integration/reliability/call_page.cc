@@ -3,7 +3,8 @@
 // 1. it carries the calls: 1,000 ibv_reg_mr/ibv_dereg_mr pairs of a
 //    registered range are served through the page, not the socket (the
 //    daemon's `status` counts both); 50 first registrations, whose memfd
-//    goes over the socket, are answered through the page; a caller pinned
+//    goes over the socket (as it converts, or made ahead), are answered
+//    through the page; a caller pinned
 //    to the daemon's CPU: the daemon moves to another of its CPUs (the two
 //    only took turns there; daemon/cpu_sharing.h);
 // 2. a daemon that answers late (SIGSTOPped for 200 ms): the call sleeps,
@@ -72,7 +73,7 @@ Counts DaemonCounts() {
           Field(json, "requests_by_call_page"),
           Field(json, "socket_requests_answered_through_call_page"),
           Field(json, "moves_off_a_callers_cpu"),
-          Field(json, "backings_offered"),
+          Field(json, "backing_memfds_offered"),
           Field(json, "backing_offers_read_early")};
 }
 
@@ -182,7 +183,10 @@ int main() {
       "overtook them), %ld requests through the call page, %ld over the socket\n",
       firsts_ok, offered, read_early, by_page, by_socket);
   EXPECT_EQ(firsts_ok, kFirsts);
-  EXPECT_EQ(offered, kFirsts);
+  // One memfd each: offered as it converts, or made ahead and offered in a
+  // batch (abi/ibverbs/ready_backings.h) - up to a full stock before this
+  // loop, and up to a full stock more after it.
+  EXPECT_TRUE(offered >= kFirsts - 16 && offered <= kFirsts + 16);
   // Each registration and dereg through the page, none over the socket
   // besides the status calls: a registration that overtook its offer (the
   // daemon saw the page before the socket) has the daemon read the offer

@@ -110,7 +110,10 @@ TEST_F(ContextTest, RegistrationsPastTheSoftLimitAreBackedAboveTheApplicationsDe
   for (ibv_mr* mr : mrs) EXPECT_EQ(ibv_dereg_mr(mr), 0);
   setrlimit(RLIMIT_NOFILE, &saved);
   EXPECT_EQ(backed, kPages);
-  EXPECT_EQ(backings.size(), static_cast<size_t>(kPages));
+  // The ranges' memfds, and the library's memfds made ahead for the next
+  // small registrations (abi/ibverbs/ready_backings.h: 16 at most).
+  EXPECT_GE(backings.size(), static_cast<size_t>(kPages));
+  EXPECT_LE(backings.size(), static_cast<size_t>(kPages) + 16);
   for (int fd : backings) EXPECT_GE(fd, FD_SETSIZE) << "a backing's descriptor";
   EXPECT_GT(now.rlim_cur, tight.rlim_cur) << "the soft limit was raised to make room";
   EXPECT_EQ(now.rlim_max, saved.rlim_max) << "never the hard limit";

@@ -859,6 +859,57 @@ TEST_F(PdMrTest, TheDeviceLetsGoOfWhatTheLibraryLetGoOf) {
   for (char* p : ranges) munmap(p, page);
 }
 
+size_t ReadyBackings() {
+  return Status()["objects"]["mr_backings_ready"].get<size_t>();
+}
+
+// A small range's first registration takes a memfd the library made ahead
+// for the context (abi/ibverbs/ready_backings.h: made, sealed and offered
+// by the context's watch thread, 16 at a time, for ranges of up to 64 KiB),
+// instead of making, sealing and offering one itself; the device counts
+// them apart, as `mr_backings_ready`, until an MR uses one.
+TEST_F(PdMrTest, ASmallRangesFirstRegistrationTakesAMemfdMadeAhead) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  OtherContext other;  // a stock of its own
+  ASSERT_TRUE(other.ok());
+  const size_t ready = ReadyBackings();
+  // The first finds none: it makes its own memfd and asks for a stock.
+  char* first = TouchedPages(1);
+  ASSERT_NE(first, nullptr);
+  ibv_mr* mr = ibv_reg_mr(other.pd, first, page, access);
+  ASSERT_NE(mr, nullptr) << strerror(errno);
+  for (int i = 0; i < 500 && ReadyBackings() < ready + 16; ++i) usleep(10 * 1000);
+  ASSERT_EQ(ReadyBackings(), ready + 16) << "the watch thread made no stock";
+  // The next takes one: nothing made, the device's count of ready ones down
+  // by one, the range backed by it with its bytes.
+  char* second = TouchedPages(2);
+  ASSERT_NE(second, nullptr);
+  memset(second, 0x5a, page);
+  ibv_mr* small = ibv_reg_mr(other.pd, second, 2 * page, access);
+  ASSERT_NE(small, nullptr) << strerror(errno);
+  EXPECT_EQ(ReadyBackings(), ready + 15) << "the registration took none of the stock";
+  EXPECT_EQ(MyMr(small->lkey)["backed_bytes"], 2 * page);
+  EXPECT_TRUE(PageIsBacked(second));
+  EXPECT_EQ(second[page - 1], 0x5a);
+  EXPECT_EQ(second[page], 0) << "an untouched page reads zeros";
+  // A range larger than a ready memfd makes its own.
+  constexpr size_t kLarge = 32;  // pages: 128 KiB
+  char* large = TouchedPages(kLarge);
+  ASSERT_NE(large, nullptr);
+  ibv_mr* big = ibv_reg_mr(other.pd, large, kLarge * page, access);
+  ASSERT_NE(big, nullptr) << strerror(errno);
+  EXPECT_EQ(ReadyBackings(), ready + 15);
+  EXPECT_EQ(MyMr(big->lkey)["backed_bytes"], kLarge * page);
+  EXPECT_EQ(large[0], 1);
+  for (ibv_mr* m : {mr, small, big}) EXPECT_EQ(ibv_dereg_mr(m), 0);
+  ASSERT_EQ(other.Close(), 0);
+  EXPECT_EQ(ReadyBackings(), ready) << "the context's end lets go of its stock";
+  munmap(first, page);
+  munmap(second, 2 * page);
+  munmap(large, kLarge * page);
+}
+
 // A range kept for a context that has closed since: when the cache drops
 // it, the library closes its memfd (nobody is left to tell; the device
 // forgot it with the connection). Kept waiting for the dead context, each
