@@ -56,6 +56,13 @@ void ForgetInChild() {
   g_quiet_threads.store(0, std::memory_order_release);  // the child has none of them
 }
 
+// Before the first hold and the first quiet thread: a quiet thread may hold
+// g_unheld_mutex at a fork.
+void InstallForkHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, ForgetInChild); });
+}
+
 // Whether the calling thread is the only one that may write the
 // application's memory: the process's threads less the library's quiet
 // ones. Errs towards "no": a quiet thread counts itself only once it runs
@@ -93,8 +100,7 @@ int OpenUffd() {
 int Uffd() {
   int fd = g_uffd.load(std::memory_order_acquire);
   if (fd != kUnopened) return fd;
-  static std::once_flag atfork_once;
-  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, ForgetInChild); });
+  InstallForkHandler();
   fd = OpenUffd();
   if (fd >= 0) fd = MoveAboveApplication(fd);
   if (fd < 0 && (errno == EMFILE || errno == ENFILE)) return -1;  // out of descriptors: next time
@@ -152,6 +158,7 @@ bool WrittenByHolder(uint64_t begin, uint64_t end) {
 }  // namespace
 
 QuietLibraryThread::QuietLibraryThread() {
+  InstallForkHandler();
   Quiet();
 }
 
