@@ -26,6 +26,11 @@ def env_without_log():
     return env
 
 
+# The memfds a context's library keeps ready for small registrations
+# (kReadyBackingsKept).
+READY_BACKINGS = 16
+
+
 def status():
     out = subprocess.run([CLI, "status", "--json"], check=True, capture_output=True,
                          text=True, timeout=TIMEOUT).stdout
@@ -131,6 +136,15 @@ class KilledClient(unittest.TestCase):
         try:
             pid = daemon_pid()
             self.assertIsNotNone(pid, "no softverbsd for " + RUNTIME_DIR)
+            # The survivor's registration (64 KiB) asks its library for the
+            # memfds it makes ahead (abi/ibverbs/ready_backings.h: 16, made
+            # and offered by a thread of its own a moment later): counted
+            # once they are all there.
+            deadline = time.time() + 10
+            while (status()["objects"]["mr_backings_ready"] < READY_BACKINGS
+                   and time.time() < deadline):
+                time.sleep(0.05)
+            self.assertEqual(status()["objects"]["mr_backings_ready"], READY_BACKINGS)
             baseline_fds = len(os.listdir(f"/proc/{pid}/fd"))
             baseline_shm = shared_memory_fds(pid)
             victim = HeldClient()
