@@ -101,6 +101,43 @@ TEST(Fork, AChildsRegistrationDoesNotHoldItsParentsWrites) {
             0);
 }
 
+// A context's watch thread makes memfds ahead for small registrations
+// (src/abi/ibverbs/ready_backings.h) and, while it makes them, holds locks
+// a registration takes too. A fork at any moment of that leaves the child
+// none of the parent's memfds (they were offered for the parent's
+// contexts) and no lock held: each child registers a small range of its
+// own, backed, within the alarm's time.
+TEST(Fork, AForkWhileMemfdsAreMadeAheadLeavesTheChildRegistering) {
+  EXPECT_EQ(InChild([] {
+              ibv_context* ctx = OpenDevice();
+              ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
+              if (!pd) return 1;
+              for (int round = 0; round < 40; ++round) {
+                // Small fresh ranges: their registrations take memfds made
+                // ahead and wake the watch thread to make more.
+                void* page =
+                    mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (page == MAP_FAILED) return 2;
+                memset(page, 1, 4096);
+                ibv_mr* mr = ibv_reg_mr(pd, page, 4096, IBV_ACCESS_LOCAL_WRITE);
+                if (!mr) return 3;
+                const int child = InChild([] {
+                  alarm(10);  // a lock left held: SIGALRM, not a hang
+                  void* mine = nullptr;
+                  ibv_mr* own = RegisterAPage(&mine);
+                  if (!own) return 1;
+                  if (!PageIsBacked(mine)) return 2;
+                  return ibv_dereg_mr(own) == 0 ? 0 : 3;
+                });
+                if (child != 0) return 10 + (child < 0 ? 9 : child);
+                if (ibv_dereg_mr(mr) != 0) return 4;
+                munmap(page, 4096);
+              }
+              return 0;
+            }),
+            0);
+}
+
 // softverbs gives a child copies of live MRs' pages without ibv_fork_init,
 // as a kernel with copy-on-fork does, where libibverbs answers UNNEEDED.
 TEST(Fork, StatusIsUnneeded) {
