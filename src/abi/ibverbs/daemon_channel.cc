@@ -233,9 +233,13 @@ void DaemonChannel::WakeAhead() {
   page->calls_coming.fetch_add(1, std::memory_order_seq_cst);
   // A daemon that stops watching after this look is rung by the call itself.
   if (page->daemon_watching.load(std::memory_order_seq_cst) != 0) return;
+  RingDoorbell(0);  // names no request
+}
+
+int DaemonChannel::RingDoorbell(uint32_t seq) {
   const protocol::RequestHeader bell{protocol::kProtocolVersion,
-                                     static_cast<uint16_t>(protocol::Op::kCallDoorbell), 0, 0, 0};
-  SendMessage(fd_, &bell, sizeof(bell), nullptr, 0, nullptr, 0);
+                                     static_cast<uint16_t>(protocol::Op::kCallDoorbell), 0, 0, seq};
+  return SendMessage(fd_, &bell, sizeof(bell), nullptr, 0, nullptr, 0);
 }
 
 int DaemonChannel::Call(protocol::Op op, const void* req, size_t req_len, void* rep, size_t rep_len,
@@ -322,10 +326,7 @@ ssize_t DaemonChannel::CallThroughPage(const protocol::RequestHeader& hdr, const
   }
   protocol::PublishRequest(page, hdr.seq, hdr, req, req_len);
   if (page->daemon_watching.load(std::memory_order_seq_cst) == 0) {
-    const protocol::RequestHeader bell{protocol::kProtocolVersion,
-                                       static_cast<uint16_t>(protocol::Op::kCallDoorbell), 0, 0,
-                                       hdr.seq};
-    if (SendMessage(fd_, &bell, sizeof(bell), nullptr, 0, nullptr, 0) != 0) {
+    if (RingDoorbell(hdr.seq) != 0) {
       // The daemon closed the connection; it may have said why first.
       return recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
     }

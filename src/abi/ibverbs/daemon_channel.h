@@ -87,6 +87,9 @@ class DaemonChannel {
   }
 
  private:
+  // Wakes a daemon that does not watch the call page (Op::kCallDoorbell,
+  // no reply; seq 0 names no request). 0 or an errno.
+  int RingDoorbell(uint32_t seq);
   struct SharedCallState;  // daemon_channel.cc
   class CallLock;
   // Call without the errno: the request/reply exchange itself.
