@@ -212,6 +212,9 @@ class PageRuns {
   size_t mapped_bytes_ = 0;
 };
 
+// The copy's piece where the old pages are freed as it goes (CreateBacking).
+constexpr uint64_t kCopyPieceBytes = 256 * 1024;
+
 // Writes [from, from+bytes) of this process into the memfd at offset `at`.
 // The range is whole pages, which hold bytes of other objects than the
 // buffer registered (and, in a program built with AddressSanitizer, its
@@ -272,19 +275,41 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous, const BackingOff
   // Nothing in between allocates or logs.
   WriteHold hold(begin, end);
   if (!pages.FindPagesWithData(begin, page, pagemap)) pages.All();
+  // Where nobody but this thread can reach the range until the remap (the
+  // hold is its signals alone), a range of more than one piece is copied
+  // piece by piece and each piece's old pages are freed once copied: the
+  // next piece's new memfd pages are then those pages, still in this CPU's
+  // cache, rather than cold ones, and the remap has nothing left to free
+  // ("Registration cost" in docs/datapath.md).
+  const bool free_copied = anonymous && hold.signals_only() && size > kCopyPieceBytes;
+  const uint64_t piece = free_copied ? std::max(kCopyPieceBytes, page) : UINT64_MAX;
+  uint64_t freed_end = begin;  // [begin, freed_end): copied (old pages freed or not)
+  // A failure after pages were freed: their bytes are in the memfd, which
+  // the range then maps privately there (as a range no MR registers any
+  // more, Privatize), the rest of it untouched.
+  auto fail_keeping_bytes = [&] {
+    if (freed_end > begin) {
+      RawMmap(reinterpret_cast<void*>(begin), freed_end - begin, PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_FIXED, fd, 0);
+    }
+    hold.Release();
+    return fail();
+  };
   for (auto [first, last] : pages) {
-    if (!CopyIntoFile(fd, reinterpret_cast<const char*>(begin + first * page),
-                      (last - first) * page, static_cast<off_t>(first * page))) {
-      hold.Release();
-      return fail();
+    for (uint64_t at = begin + first * page, stop = begin + last * page; at < stop;) {
+      const uint64_t n = std::min(piece, stop - at);
+      if (!CopyIntoFile(fd, reinterpret_cast<const char*>(at), n, static_cast<off_t>(at - begin))) {
+        return fail_keeping_bytes();
+      }
+      at += n;
+      if (free_copied && RawMadvise(reinterpret_cast<void*>(at - n), n, MADV_DONTNEED) == 0) {
+        freed_end = at;
+      }
     }
   }
   void* placed = RawMmap(reinterpret_cast<void*>(begin), size, PROT_READ | PROT_WRITE,
                          MAP_SHARED | MAP_FIXED, fd, 0);
-  if (placed == MAP_FAILED) {
-    hold.Release();
-    return fail();
-  }
+  if (placed == MAP_FAILED) return fail_keeping_bytes();
   hold.Replaced();
   hold.Release();
 #ifdef MADV_POPULATE_READ

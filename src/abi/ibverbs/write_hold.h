@@ -72,6 +72,9 @@ class WriteHold {
   WriteHold& operator=(const WriteHold&) = delete;
 
   bool held() const { return held_; }
+  // Held by the signals alone: no other thread and no peer can reach the
+  // range until the release (see above).
+  bool signals_only() const { return held_ && signals_only_; }
   // The range maps something else now (the conversion's remap): the
   // protection went with the old mapping.
   void Replaced() { replaced_ = true; }

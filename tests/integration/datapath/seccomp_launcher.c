@@ -22,9 +22,11 @@ static int DenyTcp(scmp_filter_ctx ctx, int family) {
 }
 
 int main(int argc, char** argv) {
-  int deny_userfaultfd = 0, deny_tcp = 0;
-  while (argc > 1 && strncmp(argv[1], "--deny-", 7) == 0) {
-    if (strcmp(argv[1], "--deny-userfaultfd") == 0) {
+  int deny_userfaultfd = 0, deny_tcp = 0, fail_second_mib = 0;
+  while (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
+    if (strcmp(argv[1], "--fail-second-mib-writes") == 0) {
+      fail_second_mib = 1;
+    } else if (strcmp(argv[1], "--deny-userfaultfd") == 0) {
       deny_userfaultfd = 1;
     } else if (strcmp(argv[1], "--deny-tcp") == 0) {
       deny_tcp = 1;
@@ -36,7 +38,10 @@ int main(int argc, char** argv) {
     ++argv;
   }
   if (argc < 2) {
-    fprintf(stderr, "usage: %s [--deny-userfaultfd] [--deny-tcp] PROGRAM ARGS...\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s [--deny-userfaultfd] [--deny-tcp] [--fail-second-mib-writes] PROGRAM "
+            "ARGS...\n",
+            argv[0]);
     return 2;
   }
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -45,7 +50,11 @@ int main(int argc, char** argv) {
       seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ptrace), 0) ||
       (deny_userfaultfd &&
        seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(userfaultfd), 0)) ||
-      (deny_tcp && (DenyTcp(ctx, AF_INET) || DenyTcp(ctx, AF_INET6))) || seccomp_load(ctx)) {
+      (deny_tcp && (DenyTcp(ctx, AF_INET) || DenyTcp(ctx, AF_INET6))) ||
+      (fail_second_mib &&
+       seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSPC), SCMP_SYS(pwrite64), 1,
+                        SCMP_A3(SCMP_CMP_MASKED_EQ, ~(scmp_datum_t)0xfffff, 1u << 20))) ||
+      seccomp_load(ctx)) {
     fprintf(stderr, "cannot install the seccomp filter\n");
     return 2;
   }
