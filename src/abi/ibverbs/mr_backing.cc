@@ -195,6 +195,8 @@ class PageRuns {
     }
     return true;
   }
+  // Whether one run holds every page.
+  bool Whole() const { return count_ == 1 && runs_[0].first == 0 && runs_[0].last == pages_; }
   const PageRun* begin() const { return runs_; }
   const PageRun* end() const { return runs_ + count_; }
 
@@ -307,13 +309,18 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous, const BackingOff
       }
     }
   }
+  // Every page held data (the common case): the remap maps them all at once
+  // (MAP_POPULATE: for reading, as below, a shared mapping), one system call
+  // less. Else only the pages that hold data, once the hold is released.
+  const bool populate_all = pages.Whole();
   void* placed = RawMmap(reinterpret_cast<void*>(begin), size, PROT_READ | PROT_WRITE,
-                         MAP_SHARED | MAP_FIXED, fd, 0);
+                         MAP_SHARED | MAP_FIXED | (populate_all ? MAP_POPULATE : 0), fd, 0);
   if (placed == MAP_FAILED) return fail_keeping_bytes();
   hold.Replaced();
   hold.Release();
 #ifdef MADV_POPULATE_READ
   for (auto [first, last] : pages) {
+    if (populate_all) break;
     RawMadvise(reinterpret_cast<void*>(begin + first * page), (last - first) * page,
                MADV_POPULATE_READ);
   }
