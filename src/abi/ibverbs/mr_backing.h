@@ -60,8 +60,9 @@ inline void DescribeBacking(const MrBacking& b, protocol::RegMrBackedRequest* re
 // Sends a new memfd to the registering context's device ahead of the
 // registration (DaemonChannel::OfferBacking): true if it went. The offer
 // also wakes a device asleep, which is then awake for the registration's
-// call. A registration that takes a ready memfd (ready_backings.h) offers
-// none: it calls wake_device instead (DaemonChannel::WakeAhead), and
+// call. Sent once the range is copied, inside the write hold's window: it
+// must not allocate, take a lock or log (write_hold.h). A registration that takes a ready memfd
+// (ready_backings.h) offers none: it calls wake_device instead (DaemonChannel::WakeAhead), and
 // wake_maker when the context's stock runs low (null: no stock).
 struct BackingOffer {
   bool (*send)(void* context, int memfd);
@@ -75,7 +76,7 @@ struct BackingOffer {
 // registration's view of the mappings (self_maps.h). keeper: the
 // registering context's Context::keeper (0: a registration the device does
 // not keep memfds for, a DM MR). offer (with a keeper): a new memfd goes to
-// the device as soon as it is sealed, while the range is copied and
+// the device as soon as the range is copied into it, while the range is
 // remapped, and the registration names it (device_keeps) instead of
 // carrying it - a request through the call page instead of one with a
 // descriptor over the socket.
