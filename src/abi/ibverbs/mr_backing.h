@@ -61,9 +61,10 @@ inline void DescribeBacking(const MrBacking& b, protocol::RegMrBackedRequest* re
 // registration (DaemonChannel::OfferBacking): true if it went. The offer
 // also wakes a device asleep, which is then awake for the registration's
 // call. Sent once the range is copied, inside the write hold's window: it
-// must not allocate, take a lock or log (write_hold.h). A registration that takes a ready memfd
-// (ready_backings.h) offers none: it calls wake_device instead (DaemonChannel::WakeAhead), and
-// wake_maker when the context's stock runs low (null: no stock).
+// must not allocate, take a lock or log (write_hold.h). A registration that
+// takes a ready memfd (ready_backings.h) offers none: it calls wake_device
+// instead (DaemonChannel::WakeAhead), and wake_maker when the context's
+// stock runs low (null: no stock).
 struct BackingOffer {
   bool (*send)(void* context, int memfd);
   void* context;
