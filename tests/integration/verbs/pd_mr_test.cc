@@ -903,6 +903,11 @@ size_t KeptBackings() {
   return Status()["objects"]["mr_backings_kept"].get<size_t>();
 }
 
+// Memfds offered to the device ahead of registrations, so far.
+long MemfdsOffered() {
+  return Status()["control"]["backing_memfds_offered"].get<long>();
+}
+
 // A range registered again after its last MR went is named to the device,
 // not passed (docs/datapath.md, "Registered memory"): the
 // device keeps the memfd for the context that passed it until the library
@@ -1065,6 +1070,19 @@ TEST_F(PdMrTest, ARegistrationNamingAMemfdTheDeviceLetGoOfPassesItAgain) {
     GTEST_SKIP() << "needs a device started with SOFTVERBS_TEST_MAX_KEPT_BACKINGS=1";
   }
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // The context's stock of memfds made ahead first: offered, they are kept
+  // too (the newest) and push out the older ones. Coming between the two
+  // registrations below, or after them, the stock would leave none of
+  // theirs kept. A first registration asks for the stock; it is whole once
+  // its 16 memfds and the registration's own were offered.
+  const long offered_before = MemfdsOffered();
+  char* warm = TouchedPages(1);
+  ASSERT_NE(warm, nullptr);
+  ibv_mr* warm_mr = ibv_reg_mr(pd_, warm, page, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(warm_mr, nullptr) << strerror(errno);
+  ASSERT_EQ(ibv_dereg_mr(warm_mr), 0);
+  for (int i = 0; i < 500 && MemfdsOffered() < offered_before + 17; ++i) usleep(10 * 1000);
+  ASSERT_GE(MemfdsOffered(), offered_before + 17) << "the watch thread made no stock";
   char* first = TouchedPages(2);
   char* second = TouchedPages(2);
   ASSERT_TRUE(first && second);
@@ -1083,6 +1101,7 @@ TEST_F(PdMrTest, ARegistrationNamingAMemfdTheDeviceLetGoOfPassesItAgain) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   munmap(first, 2 * page);
   munmap(second, 2 * page);
+  munmap(warm, page);
 }
 
 // ibv_rereg_mr of the access flags or the PD keeps the MR's backing (only
