@@ -323,10 +323,11 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous, const BackingOff
   hold.Replaced();
   hold.Release();
 #ifdef MADV_POPULATE_READ
-  for (auto [first, last] : pages) {
-    if (populate_all) break;
-    RawMadvise(reinterpret_cast<void*>(begin + first * page), (last - first) * page,
-               MADV_POPULATE_READ);
+  if (!populate_all) {
+    for (auto [first, last] : pages) {
+      RawMadvise(reinterpret_cast<void*>(begin + first * page), (last - first) * page,
+                 MADV_POPULATE_READ);
+    }
   }
 #endif
   if (g_fork_initialized) RawMadvise(placed, size, MADV_DONTFORK);
