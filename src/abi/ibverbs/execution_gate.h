@@ -58,12 +58,19 @@ class ExecutionGate {
   // Makes the choice (and registers for membarrier) if not made yet; done
   // when the library loads, while a program usually has one thread.
   static void Decide();
+  // A full barrier in every running thread of the process
+  // (membarrier(2) MEMBARRIER_CMD_PRIVATE_EXPEDITED): after it, whatever a
+  // thread stored before its last compiler barrier is visible here, and its
+  // loads after it see what the caller stored before the call. The other
+  // threads then need no fence of their own (the gate's executors, a
+  // BiasedLock's owner). Without membarrier (Asymmetric() false): a fence
+  // of the caller's, and those threads fence themselves.
+  static void Barrier();
 
  private:
   // The calling thread's record, made at its first execution.
   static Record* Register();
   static void DecideLocked();
-  static void Barrier();
 
   static bool asymmetric_;  // set once, before the first record exists
 };

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "abi/ibverbs/biased_lock.h"
 #include "abi/ibverbs/daemon_channel.h"
 #include "abi/ibverbs/dv_qp_ex.h"
 #include "common/gid_table.h"
@@ -187,7 +188,7 @@ struct Cq {
   uint32_t events_delivered = 0;       // ring.header()->events_raised already handed out
                                        // (under the channel's mutex): comp events reported
   uint32_t async_events_reported = 0;  // async events handed out (under ibv.mutex)
-  SpinLock poll_lock;                  // one consumer at a time
+  BiasedLock poll_lock;                // one consumer at a time
   datapath::Completion current{};      // the entry the ibv_cq_ex read_* calls read
   // The QPs whose own receive queue completes here, by QP number, sorted
   // (under receive_queues_lock, not poll_lock: a QP may be created between
@@ -245,12 +246,14 @@ struct Qp {
   datapath::QpEntry* entry = nullptr;  // this QP in the device table
   datapath::SharedMapping rq_mapping;
   datapath::RecvQueue rq;  // own receive queue (invalid with an SRQ)
-  SpinLock rq_lock;        // one producer
+  BiasedLock rq_lock;      // one producer
   // The attributes the requester needs are the device's (entry: dest_qpn,
   // qkey, sl, requester - RequesterOf below), as ibv_modify_qp left them.
   // The send queue on the shared-memory engine (datapath/shm_send_queue.h):
   // WRs that could not complete yet and WRs posted in SQD, in order.
-  SpinLock sq_lock;
+  // Biased to the thread that posts (biased_lock.h): no locked instruction
+  // on the post path.
+  BiasedLock sq_lock;
   datapath::ShmSendQueue sq;  // under sq_lock
   // The target last reached (datapath::LocalQp::peer_cache; under sq_lock).
   datapath::PeerQpCache peer_cache;
