@@ -17,6 +17,39 @@
 
 namespace softverbs {
 
+// How a taker waits for a lock's holder (SpinLock, provider::BiasedLock):
+// a few spins, then the CPU yielded between looks, and after about a
+// millisecond of that a nap between looks.
+class SpinBackoff {
+ public:
+  void Pause() noexcept {
+    if (looks_ < kSpinsBeforeYield) {
+      CpuRelax();
+    } else if (looks_ < kSpinsBeforeYield + kYieldsBeforeSleep) {
+      sched_yield();
+    } else {
+      const timespec nap{0, kSleepNs};
+      nanosleep(&nap, nullptr);
+    }
+    if (looks_ < kSpinsBeforeYield + kYieldsBeforeSleep) ++looks_;
+  }
+
+ private:
+  static constexpr int kSpinsBeforeYield = 100;
+  static constexpr int kYieldsBeforeSleep = 1000;
+  static constexpr long kSleepNs = 20'000;
+
+  static void CpuRelax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield" ::: "memory");
+#endif
+  }
+
+  int looks_ = 0;
+};
+
 class SpinLock {
  public:
   SpinLock() = default;
@@ -34,32 +67,10 @@ class SpinLock {
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
  private:
-  static constexpr int kSpinsBeforeYield = 100;
-  static constexpr int kYieldsBeforeSleep = 1000;
-  static constexpr long kSleepNs = 20'000;
-
-  static void CpuRelax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield" ::: "memory");
-#endif
-  }
-
   void LockContended() noexcept {
-    int looks = 0;
+    SpinBackoff backoff;
     do {
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (looks < kSpinsBeforeYield) {
-          CpuRelax();
-        } else if (looks < kSpinsBeforeYield + kYieldsBeforeSleep) {
-          sched_yield();
-        } else {
-          const timespec nap{0, kSleepNs};
-          nanosleep(&nap, nullptr);
-        }
-        if (looks < kSpinsBeforeYield + kYieldsBeforeSleep) ++looks;
-      }
+      while (locked_.load(std::memory_order_relaxed)) backoff.Pause();
     } while (locked_.exchange(true, std::memory_order_acquire));
   }
 

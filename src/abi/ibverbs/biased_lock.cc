@@ -1,8 +1,5 @@
 #include "abi/ibverbs/biased_lock.h"
 
-#include <sched.h>
-#include <time.h>
-
 #include "abi/ibverbs/execution_gate.h"
 
 namespace softverbs::provider {
@@ -11,24 +8,6 @@ namespace {
 
 // Initial-exec: read on every post (see execution_gate.cc).
 __attribute__((tls_model("initial-exec"))) thread_local char self_marker;
-
-// Waits for the owner to leave: it is inside a post (microseconds), but may
-// be preempted there.
-template <typename Inside>
-void WaitWhile(Inside inside) {
-  for (int looks = 0; inside(); ++looks) {
-    if (looks < 100) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else if (looks < 1100) {
-      sched_yield();
-    } else {
-      const timespec nap{0, 20'000};
-      nanosleep(&nap, nullptr);
-    }
-  }
-}
 
 }  // namespace
 
@@ -48,8 +27,10 @@ void BiasedLock::LockShared(const void* me) noexcept {
       revoked_.store(true, std::memory_order_relaxed);
       ExecutionGate::Barrier();
     }
-    // Pairs with the owner's release store when it leaves.
-    WaitWhile([&] { return owner_inside_.load(std::memory_order_acquire); });
+    // Pairs with the owner's release store when it leaves. It is inside a
+    // post (microseconds), but may be preempted there.
+    SpinBackoff backoff;
+    while (owner_inside_.load(std::memory_order_acquire)) backoff.Pause();
   } else if (last_taker_ == me && ++owner_holds_in_a_row_ >= kRebiasHolds) {
     // Nobody else for a while: plain stores again from the next hold on
     // (another taker revokes under shared_, which this thread holds).

@@ -95,7 +95,9 @@ TEST(BiasedLock, ExcludesTheOwnerAndEveryOtherTaker) {
   EXPECT_EQ(counter, owner_rounds + uint64_t{kOthers} * kOtherRounds);
   // Both ways were taken many times (else the test shows nothing of the
   // revocation): where membarrier is there.
-  if (ExecutionGate::Asymmetric()) EXPECT_GT(rebiased, 10u);
+  if (ExecutionGate::Asymmetric()) {
+    EXPECT_GT(rebiased, 10u);
+  }
 }
 
 }  // namespace
