@@ -1,14 +1,17 @@
-// The lock of a QP's send queue (Qp::sq_lock): a SpinLock that one thread -
-// the first to take it, in nearly every program the thread that posts -
-// takes and releases without a locked instruction.
+// The locks a program's posting and polling thread takes on every post and
+// poll (Qp::sq_lock, Qp::rq_lock, Cq::poll_lock): a SpinLock that one thread
+// - the first to take it, in nearly every program the thread that posts or
+// polls - takes and releases without a locked instruction. Neither is for
+// a signal handler that takes the lock its thread may be taking or holding
+// (a SpinLock hangs the handler; this one may let it in beside the thread).
 //
-// Why: ibv_post_send takes this lock first, and on x86 a locked instruction
-// waits until every store before it is written. The store before it is the
-// previous post's completion, into the cache line the receiver is polling:
-// the post waited for that line to move to the sender before it could do
-// anything else. Pinned `ib_send_bw -s 8`, Intel Xeon VM, five runs each
-// alternating: 9.49-9.92 M/s with the SpinLock, 9.99-10.47 without any lock
-// (docs/datapath.md, "Message rate of SEND").
+// Why: ibv_post_send takes the send queue's lock first, and on x86 a
+// locked instruction waits until every store before it is written. The
+// store before it is the previous post's completion, into the cache line
+// the receiver is polling: the post waited for that line to move to the
+// sender before it could do anything else. Pinned `ib_send_bw -s 8`, Intel
+// Xeon VM, five runs each alternating: 9.49-9.92 M/s with the SpinLock,
+// 9.99-10.47 without any lock (docs/datapath.md, "Message rate of SEND").
 //
 // How: the owner marks itself inside with a plain store and then reads
 // whether the bias is revoked; another thread that wants the lock takes
