@@ -17,6 +17,7 @@
 #include "abi/ibverbs/parent_domain.h"
 #include "abi/ibverbs/peers.h"
 #include "abi/ibverbs/provider.h"
+#include "abi/ibverbs/ready_backings.h"
 #include "abi/ibverbs/register_mr.h"
 #include "abi/ibverbs/reject.h"
 #include "common/device_limits.h"
@@ -313,6 +314,11 @@ SV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
   pd->ibv.handle = rep.handle;
   pd->handle = rep.handle;
   pd->pdn = rep.pdn;
+  // A PD is what registrations need: the memfds for the first ones are
+  // made now, in the context's watch thread (ready_backings.h).
+  if (ctx->ready_backings_fd >= 0 && AskForReadyBackings(ctx->keeper)) {
+    WakeReadyBackingMaker(ctx);
+  }
   return &pd->ibv;
 }
 

@@ -45,6 +45,19 @@ size_t ReadyCount(uint64_t keeper) {
   return s ? s->ready.size() : 0;
 }
 
+Stock& MadeStockOf(uint64_t keeper) {  // under g_stock_mutex
+  if (Stock* s = StockOf(keeper)) return *s;
+  g_stocks->push_back({keeper, {}});
+  return g_stocks->back();
+}
+
+// Whether the maker should run for s (it is then asked, until it has run).
+bool AskIfLow(Stock& s) {  // under g_stock_mutex
+  if (s.ready.size() > kReadyBackingsLow || s.asked) return false;
+  s.asked = true;
+  return true;
+}
+
 }  // namespace
 
 int MakeSealedMemfd(uint64_t size) {
@@ -70,21 +83,20 @@ bool TakeReadyBacking(uint64_t keeper, ReadyBacking* out, bool* wake) {
   *wake = false;
   if (keeper == 0 || g_no_room.load(std::memory_order_relaxed)) return false;
   std::lock_guard lock(g_stock_mutex);
-  Stock* s = StockOf(keeper);
-  if (!s) {
-    g_stocks->push_back({keeper, {}});
-    s = &g_stocks->back();
-  }
-  const bool took = !s->ready.empty();
+  Stock& s = MadeStockOf(keeper);
+  const bool took = !s.ready.empty();
   if (took) {
-    *out = s->ready.back();
-    s->ready.pop_back();
+    *out = s.ready.back();
+    s.ready.pop_back();
   }
-  if (s->ready.size() <= kReadyBackingsLow && !s->asked) {
-    s->asked = true;
-    *wake = true;
-  }
+  *wake = AskIfLow(s);
   return took;
+}
+
+bool AskForReadyBackings(uint64_t keeper) {
+  if (keeper == 0 || g_no_room.load(std::memory_order_relaxed)) return false;
+  std::lock_guard lock(g_stock_mutex);
+  return AskIfLow(MadeStockOf(keeper));
 }
 
 void MakeReadyBackings(uint64_t keeper, bool (*offer)(void* context, const int* fds, size_t count),

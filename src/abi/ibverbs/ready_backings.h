@@ -16,7 +16,8 @@
 // context's device, which keeps them for the context's connection as it
 // keeps any offered memfd. A registration that takes one names it through
 // the call page as it names an offered one. The context's watch thread
-// (device_fatal.cc) makes them: the first time a registration finds none,
+// (device_fatal.cc) makes them: when the context allocates a PD (its
+// registrations are to come), the first time a registration finds none,
 // and whenever a take leaves kReadyBackingsLow. A range over
 // kReadyBackingBytes, a context without a watch thread, or an empty stock
 // makes its memfd inline as before.
@@ -49,6 +50,12 @@ int MakeSealedMemfd(uint64_t size);
 // Takes a ready memfd of context `keeper` (the caller owns fd from now on).
 // *wake: the context's maker should run (the stock is low or was empty).
 bool TakeReadyBacking(uint64_t keeper, ReadyBacking* out, bool* wake);
+
+// Context `keeper` is about to register memory (it allocated a PD): true if
+// its maker should run now, so that its first registrations find memfds
+// ready rather than race the maker for the CPUs (the second registration of
+// a program waited 110-200 us for it on the bench's 2-CPU VM).
+bool AskForReadyBackings(uint64_t keeper);
 
 // Makes memfds for context `keeper` until it has kReadyBackingsKept,
 // offering them to its device with offer(context, fds, count) (true: they

@@ -1,8 +1,10 @@
 // Where registered memory's descriptors live (docs/datapath.md, "One
 // descriptor per backing"): each converted range holds a memfd, placed above
 // the application's descriptors, with the soft RLIMIT_NOFILE raised to make
-// room. A binary of its own: the library fixes that place at the process's
-// first registration, which must come after this test lowered the limit.
+// room. A binary of its own: the library fixes that place when it first
+// keeps a descriptor - the memfds made ahead for a context's registrations,
+// asked for by its first PD - which must come after this test lowered the
+// limit.
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -43,7 +45,11 @@ void Descriptors(std::vector<int>* all, std::vector<int>* backings) {
 // /proc/self/mem, 10x slower, atomics not atomic across processes), the
 // backings' descriptors sit at or above FD_SETSIZE, and the application
 // still has every descriptor its own limit gave it, below it.
-TEST_F(ContextTest, RegistrationsPastTheSoftLimitAreBackedAboveTheApplicationsDescriptors) {
+TEST(MrDescriptors, RegistrationsPastTheSoftLimitAreBackedAboveTheApplicationsDescriptors) {
+  // The context first (its descriptors are the application's), its PD
+  // once the limit is low.
+  ibv_context* ctx = OpenDevice();
+  ASSERT_NE(ctx, nullptr);
   rlimit saved{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
   std::vector<int> open_now, ignored;
@@ -83,10 +89,12 @@ TEST_F(ContextTest, RegistrationsPastTheSoftLimitAreBackedAboveTheApplicationsDe
     pages.push_back(p);
   }
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_NE(pd, nullptr) << strerror(errno);
   std::vector<ibv_mr*> mrs;
   int backed = 0;
   for (int i = 0; i < kPages; ++i) {
-    ibv_mr* mr = ibv_reg_mr(pd_, pages[i], page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ibv_mr* mr = ibv_reg_mr(pd, pages[i], page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     ASSERT_NE(mr, nullptr) << "registration " << i << ": " << strerror(errno);
     mrs.push_back(mr);
     if (PageIsBacked(pages[i])) ++backed;
@@ -119,6 +127,8 @@ TEST_F(ContextTest, RegistrationsPastTheSoftLimitAreBackedAboveTheApplicationsDe
   EXPECT_EQ(now.rlim_max, saved.rlim_max) << "never the hard limit";
   for (int i = 0; i < kPages; ++i) EXPECT_EQ(pages[i][0], static_cast<char>(i));
   for (char* p : pages) munmap(p, page);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
+  EXPECT_EQ(ibv_close_device(ctx), 0);
 }
 
 }  // namespace

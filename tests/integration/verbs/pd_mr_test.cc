@@ -661,10 +661,12 @@ IdleDescriptorsReport RegisterUntilOutOfDescriptors(rlim_t limit) {
   }
   ibv_context* ctx = OpenDevice();
   if (!ctx) return r.setup_error = 2, r;
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  if (!pd) return r.setup_error = 3, r;
+  // The limit before the PD: its context's memfds made ahead would
+  // otherwise take the descriptors left under it.
   const rlimit tight{limit, limit};
   if (setrlimit(RLIMIT_NOFILE, &tight) != 0) return r.setup_error = 1, r;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  if (!pd) return r.setup_error = 3, r;
   std::vector<ibv_mr*> mrs;
   for (int i = 0; i < kPages && !r.ran_out; ++i) {
     ibv_mr* mr = ibv_reg_mr(pd, pages[i], page, IBV_ACCESS_LOCAL_WRITE);
@@ -742,6 +744,20 @@ size_t DeviceBackings() {
 
 size_t ReadyBackings() {
   return Status()["objects"]["mr_backings_ready"].get<size_t>();
+}
+
+// The device's count of ready memfds once the stocks asked for have come
+// (a context's watch thread makes its 16 within a few milliseconds of the
+// ask): unchanged over 50 ms.
+size_t SettledReadyBackings() {
+  size_t last = ReadyBackings();
+  for (int i = 0; i < 100; ++i) {
+    usleep(50 * 1000);
+    const size_t now = ReadyBackings();
+    if (now == last) return now;
+    last = now;
+  }
+  return last;
 }
 
 // The line of /proc/self/maps that holds p ("" if none).
@@ -986,30 +1002,34 @@ TEST_F(PdMrTest, TheDeviceLetsGoOfWhatTheLibraryLetGoOf) {
 
 // A small range's first registration takes a memfd the library made ahead
 // for the context (abi/ibverbs/ready_backings.h: made, sealed and offered
-// by the context's watch thread, 16 at a time, for ranges of up to 64 KiB),
-// instead of making, sealing and offering one itself; the device counts
-// them apart, as `mr_backings_ready`, until an MR uses one.
+// by the context's watch thread, 16 at a time, for ranges of up to 64 KiB,
+// from the allocation of the context's first PD on), instead of making,
+// sealing and offering one itself; the device counts them apart, as
+// `mr_backings_ready`, until an MR uses one.
 TEST_F(PdMrTest, ASmallRangesFirstRegistrationTakesAMemfdMadeAhead) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  OtherContext other;  // a stock of its own
+  const size_t ready = SettledReadyBackings();  // the fixture's context's stock among them
+  OtherContext other;                           // a stock of its own
   ASSERT_TRUE(other.ok());
-  const size_t ready = ReadyBackings();
-  // The first finds none: it makes its own memfd and asks for a stock.
+  // Its PD asked for the stock: there before any registration.
+  for (int i = 0; i < 500 && ReadyBackings() < ready + 16; ++i) usleep(10 * 1000);
+  ASSERT_EQ(ReadyBackings(), ready + 16) << "the watch thread made no stock";
+  // The first takes one: nothing made, the device's count of ready ones
+  // down by one.
   char* first = TouchedPages(1);
   ASSERT_NE(first, nullptr);
   ibv_mr* mr = ibv_reg_mr(other.pd, first, page, access);
   ASSERT_NE(mr, nullptr) << strerror(errno);
-  for (int i = 0; i < 500 && ReadyBackings() < ready + 16; ++i) usleep(10 * 1000);
-  ASSERT_EQ(ReadyBackings(), ready + 16) << "the watch thread made no stock";
-  // The next takes one: nothing made, the device's count of ready ones down
-  // by one, the range backed by it with its bytes.
+  EXPECT_EQ(ReadyBackings(), ready + 15) << "the registration took none of the stock";
+  EXPECT_EQ(MyMr(mr->lkey)["backed_bytes"], page);
+  // So does the next, the range backed by it with its bytes.
   char* second = TouchedPages(2);
   ASSERT_NE(second, nullptr);
   memset(second, 0x5a, page);
   ibv_mr* small = ibv_reg_mr(other.pd, second, 2 * page, access);
   ASSERT_NE(small, nullptr) << strerror(errno);
-  EXPECT_EQ(ReadyBackings(), ready + 15) << "the registration took none of the stock";
+  EXPECT_EQ(ReadyBackings(), ready + 14) << "the registration took none of the stock";
   EXPECT_EQ(MyMr(small->lkey)["backed_bytes"], 2 * page);
   EXPECT_TRUE(PageIsBacked(second));
   EXPECT_EQ(second[page - 1], 0x5a);
@@ -1020,7 +1040,7 @@ TEST_F(PdMrTest, ASmallRangesFirstRegistrationTakesAMemfdMadeAhead) {
   ASSERT_NE(large, nullptr);
   ibv_mr* big = ibv_reg_mr(other.pd, large, kLarge * page, access);
   ASSERT_NE(big, nullptr) << strerror(errno);
-  EXPECT_EQ(ReadyBackings(), ready + 15);
+  EXPECT_EQ(ReadyBackings(), ready + 14);
   EXPECT_EQ(MyMr(big->lkey)["backed_bytes"], kLarge * page);
   EXPECT_EQ(large[0], 1);
   for (ibv_mr* m : {mr, small, big}) EXPECT_EQ(ibv_dereg_mr(m), 0);
@@ -1070,19 +1090,13 @@ TEST_F(PdMrTest, ARegistrationNamingAMemfdTheDeviceLetGoOfPassesItAgain) {
     GTEST_SKIP() << "needs a device started with SOFTVERBS_TEST_MAX_KEPT_BACKINGS=1";
   }
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  // The context's stock of memfds made ahead first: offered, they are kept
-  // too (the newest) and push out the older ones. Coming between the two
-  // registrations below, or after them, the stock would leave none of
-  // theirs kept. A first registration asks for the stock; it is whole once
-  // its 16 memfds and the registration's own were offered.
-  const long offered_before = MemfdsOffered();
-  char* warm = TouchedPages(1);
-  ASSERT_NE(warm, nullptr);
-  ibv_mr* warm_mr = ibv_reg_mr(pd_, warm, page, IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_NE(warm_mr, nullptr) << strerror(errno);
-  ASSERT_EQ(ibv_dereg_mr(warm_mr), 0);
-  for (int i = 0; i < 500 && MemfdsOffered() < offered_before + 17; ++i) usleep(10 * 1000);
-  ASSERT_GE(MemfdsOffered(), offered_before + 17) << "the watch thread made no stock";
+  // The context's stock of memfds made ahead first (its PD asked for it):
+  // offered, they are kept too (the newest) and push out the older ones.
+  // Coming between the two registrations below, or after them, the stock
+  // would leave none of theirs kept. This device serves this test alone:
+  // the stock is whole once 16 memfds were offered.
+  for (int i = 0; i < 500 && MemfdsOffered() < 16; ++i) usleep(10 * 1000);
+  ASSERT_GE(MemfdsOffered(), 16) << "the watch thread made no stock";
   char* first = TouchedPages(2);
   char* second = TouchedPages(2);
   ASSERT_TRUE(first && second);
@@ -1101,7 +1115,6 @@ TEST_F(PdMrTest, ARegistrationNamingAMemfdTheDeviceLetGoOfPassesItAgain) {
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   munmap(first, 2 * page);
   munmap(second, 2 * page);
-  munmap(warm, page);
 }
 
 // ibv_rereg_mr of the access flags or the PD keeps the MR's backing (only
