@@ -1009,8 +1009,9 @@ TEST_F(PdMrTest, TheDeviceLetsGoOfWhatTheLibraryLetGoOf) {
 TEST_F(PdMrTest, ASmallRangesFirstRegistrationTakesAMemfdMadeAhead) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  const size_t ready = SettledReadyBackings();  // the fixture's context's stock among them
-  OtherContext other;                           // a stock of its own
+  // The fixture's context's stock among them.
+  const size_t ready = SettledReadyBackings();
+  OtherContext other;  // a stock of its own
   ASSERT_TRUE(other.ok());
   // Its PD asked for the stock: there before any registration.
   for (int i = 0; i < 500 && ReadyBackings() < ready + 16; ++i) usleep(10 * 1000);
