@@ -273,16 +273,20 @@ int CreateBacking(uint64_t begin, uint64_t end, bool anonymous, const BackingOff
     return -1;
   };
   PageRuns pages(size / page);
-  // Opened (once) before the hold. Not read for a range of one page: the
-  // read (0.5 us) costs what copying the page costs when it was never
-  // touched, and registered memory nearly always was.
-  const int pagemap = anonymous && size > page ? PagemapFd() : -1;
+  const int pagemap = anonymous ? PagemapFd() : -1;  // opened (once) before the hold
   // From the look at which pages hold data until the range maps the memfd,
   // another thread's write to the range waits (write_hold.h): otherwise it
   // could land in a page after the copy took it, and the remap drop it.
   // Nothing in between allocates or logs.
   WriteHold hold(begin, end);
-  if (!pages.FindPagesWithData(begin, page, pagemap)) pages.All();
+  // A range of one page under a hold of the signals alone is copied
+  // without the look: the read (0.5 us) costs what copying the page costs
+  // when it was never touched, and registered memory nearly always was.
+  // Under the userfaultfd the look stays: the copy's read of a page never
+  // touched would meet its missing-page mode from the kernel and fail
+  // (EFAULT), leaving the range unbacked.
+  const bool look = !(size == page && hold.signals_only());
+  if (!look || !pages.FindPagesWithData(begin, page, pagemap)) pages.All();
   // Where nobody but this thread can reach the range until the remap (the
   // hold is its signals alone), a range of more than one piece is copied
   // piece by piece and each piece's old pages are freed once copied: the

@@ -609,6 +609,31 @@ TEST_F(PdMrTest, SharedMemoryStaysSharedWhenRegistered) {
   for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
 }
 
+// A page never touched, registered while another thread of the process
+// runs: the conversion then holds writes with the userfaultfd, whose
+// missing-page mode a copy of that page (a read by the kernel) would meet.
+// It is backed all the same, and reads zeros.
+TEST_F(PdMrTest, AnUntouchedPageRegisteredWhileAnotherThreadRunsIsBacked) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::atomic<bool> stop{false};
+  std::thread other([&stop] {
+    while (!stop.load()) usleep(1000);
+  });
+  for (int i = 0; i < 10; ++i) {
+    char* p = static_cast<char*>(
+        mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(p, MAP_FAILED);
+    ibv_mr* mr = ibv_reg_mr(pd_, p, page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_NE(mr, nullptr) << strerror(errno);
+    EXPECT_TRUE(PageIsBacked(p)) << "round " << i;
+    EXPECT_EQ(p[0], 0);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    munmap(p, page);
+  }
+  stop = true;
+  other.join();
+}
+
 // Where userfaultfd is denied (a seccomp profile may), registration holds
 // no writes and goes on as without it: the range is backed and keeps its
 // bytes. integration.it_pd_mr_without_userfaultfd runs this under a filter
